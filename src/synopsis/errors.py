@@ -1,0 +1,218 @@
+"""The exception tree, grouped by what the caller does next.
+
+::
+
+    SynopsisError
+    ├── ConfigError                 a programming or configuration mistake; never retried
+    ├── InvalidInput                bad messages, transcripts or arguments (also ValueError)
+    │   └── InvalidMessage          one message is wrong; .index and .field say where
+    ├── ModelError                  a model call failed; .model
+    │   ├── TransientModelError     worth retrying
+    │   │   ├── RateLimited         .retry_after seconds, when the provider said
+    │   │   ├── ModelTimeout
+    │   │   └── ProviderUnavailable 5xx, connection reset, ...
+    │   ├── ContextLengthExceeded   the request does not fit the model's window
+    │   ├── PermanentModelError     4xx other than the above; .status_code
+    │   ├── InvalidSummary          the model answered, but not with a usable summary (retried)
+    │   ├── RetryExhausted          .attempts, .last_error
+    │   └── AllModelsFailed         every model of a failover chain failed (also an ExceptionGroup)
+    ├── CompactionError             compaction could not produce a valid history
+    └── StoreError                  a memory or summary store failed
+        ├── InvalidNamespace        (also ValueError)
+        ├── TenantMismatch          a caller tried to reach another tenant's data
+        ├── NotFound                (also KeyError)
+        └── MigrationError
+
+Third-party exceptions (openai, anthropic, httpx, psycopg, sqlite3) are translated only where
+they are raised, with ``raise ... from exc``; nothing above those seams sees them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+__all__ = [
+    "AllModelsFailed",
+    "CompactionError",
+    "ConfigError",
+    "ContextLengthExceeded",
+    "InvalidInput",
+    "InvalidMessage",
+    "InvalidNamespace",
+    "InvalidSummary",
+    "MigrationError",
+    "ModelError",
+    "ModelTimeout",
+    "NotFound",
+    "PermanentModelError",
+    "ProviderUnavailable",
+    "RateLimited",
+    "RetryExhausted",
+    "StoreError",
+    "SynopsisError",
+    "TenantMismatch",
+    "TransientModelError",
+]
+
+
+class SynopsisError(Exception):
+    """Root of every error synopsis raises on purpose."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-serializable description: type, message and structured attributes."""
+        data: dict[str, Any] = {"type": type(self).__name__, "message": str(self)}
+        for name, value in vars(self).items():
+            if name.startswith("_") or name in {"args", "exceptions"}:
+                continue
+            if isinstance(value, BaseException):
+                data[name] = _exception_dict(value)
+            elif isinstance(value, str | int | float | bool) or value is None:
+                data[name] = value
+            elif isinstance(value, tuple | list):
+                data[name] = [str(item) for item in value]
+        return data
+
+
+def _exception_dict(exc: BaseException) -> dict[str, Any]:
+    if isinstance(exc, SynopsisError):
+        return exc.to_dict()
+    return {"type": type(exc).__name__, "message": str(exc)}
+
+
+def describe_error(exc: BaseException) -> dict[str, Any]:
+    """A JSON-serializable description of any exception (ours in detail, others by type)."""
+    return _exception_dict(exc)
+
+
+class ConfigError(SynopsisError, ValueError):
+    """An option or combination of options that cannot work; fix the code or config."""
+
+
+class InvalidInput(SynopsisError, ValueError):
+    """Input data (messages, transcripts, arguments) is malformed."""
+
+
+class InvalidMessage(InvalidInput):
+    """One message is malformed; ``index`` is its position and ``field`` the offending key."""
+
+    def __init__(self, message: str, *, index: int | None = None, field: str | None = None):
+        where = f"message {index}" if index is not None else "message"
+        if field:
+            where += f", field {field!r}"
+        super().__init__(f"{where}: {message}")
+        self.index = index
+        self.field = field
+        self.reason = message
+
+
+class ModelError(SynopsisError):
+    """A call to a language model failed."""
+
+    def __init__(self, message: str, *, model: str | None = None):
+        super().__init__(message)
+        self.model = model
+
+
+class TransientModelError(ModelError):
+    """A failure that may go away if the same call is repeated."""
+
+
+class RateLimited(TransientModelError):
+    """The provider asked us to slow down; ``retry_after`` is its hint in seconds, if any."""
+
+    def __init__(
+        self, message: str, *, model: str | None = None, retry_after: float | None = None
+    ):
+        super().__init__(message, model=model)
+        self.retry_after = retry_after
+
+
+class ModelTimeout(TransientModelError):
+    """The call took longer than its timeout."""
+
+
+class ProviderUnavailable(TransientModelError):
+    """The provider failed on its side (5xx, connection error); ``status_code`` if known."""
+
+    def __init__(self, message: str, *, model: str | None = None, status_code: int | None = None):
+        super().__init__(message, model=model)
+        self.status_code = status_code
+
+
+class ContextLengthExceeded(ModelError):
+    """The request is larger than the model's context window. Compacting may help."""
+
+
+class PermanentModelError(ModelError):
+    """A failure that repeating the same call will not fix (bad request, auth, not found)."""
+
+    def __init__(self, message: str, *, model: str | None = None, status_code: int | None = None):
+        super().__init__(message, model=model)
+        self.status_code = status_code
+
+
+class InvalidSummary(ModelError):
+    """The model answered, but not with a usable summary (empty, tool calls, ...). Retried."""
+
+
+class RetryExhausted(ModelError):
+    """Every attempt on one model failed; ``last_error`` is the final failure."""
+
+    def __init__(self, *, model: str | None, attempts: int, last_error: BaseException):
+        super().__init__(
+            f"{model or 'model'} failed after {attempts} attempt(s): {last_error}", model=model
+        )
+        self.attempts = attempts
+        self.last_error = last_error
+
+
+class AllModelsFailed(ModelError, ExceptionGroup):  # type: ignore[misc]
+    """Every model of a failover chain failed. ``except*`` splits it by cause."""
+
+    def __new__(cls, message: str, errors: Sequence[Exception]) -> AllModelsFailed:
+        self = super().__new__(cls, message, list(errors))
+        return self
+
+    def __init__(self, message: str, errors: Sequence[Exception]):
+        ExceptionGroup.__init__(self, message, list(errors))
+        self.model = None
+        self.models = tuple(getattr(e, "model", None) or "?" for e in errors)
+
+    def derive(self, excs: Sequence[Exception]) -> AllModelsFailed:  # type: ignore[override]
+        return AllModelsFailed(self.message, excs)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "type": "AllModelsFailed",
+            "message": self.message,
+            "models": list(self.models),
+            "errors": [_exception_dict(e) for e in self.exceptions],
+        }
+
+
+class CompactionError(SynopsisError):
+    """Compaction could not produce a valid history; the original is left untouched."""
+
+
+class StoreError(SynopsisError):
+    """A memory or summary store failed."""
+
+
+class InvalidNamespace(StoreError, ValueError):
+    """A namespace is empty, has an empty or non-string label, or is otherwise unusable."""
+
+
+class TenantMismatch(StoreError, PermissionError):
+    """A request tried to read or write data of a tenant it does not belong to."""
+
+
+class NotFound(StoreError, KeyError):
+    """The addressed item does not exist (or is not visible to this tenant)."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else "not found"
+
+
+class MigrationError(StoreError):
+    """The database schema could not be brought to the version this code needs."""

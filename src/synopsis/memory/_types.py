@@ -1,0 +1,274 @@
+"""The memory store and summary store contracts (pure types; no I/O).
+
+Every call takes the tenant first. A store never returns, changes or deletes an item of a
+tenant other than the one named in the call, whatever the namespace, query or filter say.
+
+Namespaces are tuples of non-empty string labels, e.g. ``("user", "u1", "session", "s1")``.
+Labels may contain any printable text (dots, slashes, ``%``, quotes); stores must not give any
+character a special meaning.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Protocol, runtime_checkable
+
+from synopsis.errors import InvalidInput, InvalidNamespace
+
+__all__ = [
+    "AsyncMemoryStore",
+    "AsyncSummaryStore",
+    "MemoryItem",
+    "MemoryStore",
+    "Namespace",
+    "NamespaceLike",
+    "OutboxEntry",
+    "SearchHit",
+    "SessionSummary",
+    "SummaryStore",
+    "normalize_namespace",
+    "normalize_tags",
+    "validate_tenant",
+]
+
+Namespace = tuple[str, ...]
+#: Accepted at the edge: a tuple/list of labels, or a "/"-separated string ("user/u1").
+NamespaceLike = Sequence[str] | str
+
+MAX_LABEL_CHARS = 256
+MAX_NAMESPACE_DEPTH = 16
+MAX_TENANT_CHARS = 128
+
+
+def validate_tenant(tenant: object) -> str:
+    """Return ``tenant`` if it is a usable tenant id, else raise InvalidInput naming why."""
+    if not isinstance(tenant, str) or not tenant.strip():
+        raise InvalidInput("tenant must be a non-empty string")
+    if len(tenant) > MAX_TENANT_CHARS or any(ord(c) < 32 for c in tenant):
+        raise InvalidInput(
+            f"tenant must be at most {MAX_TENANT_CHARS} printable characters"
+        )
+    return tenant
+
+
+def normalize_namespace(namespace: NamespaceLike, *, allow_empty: bool = False) -> Namespace:
+    """Turn liberal input into a namespace tuple, or raise InvalidNamespace saying why."""
+    if isinstance(namespace, str):
+        labels: tuple[object, ...] = tuple(p for p in namespace.split("/") if p != "")
+    elif isinstance(namespace, Sequence):
+        labels = tuple(namespace)
+    else:
+        raise InvalidNamespace(f"namespace must be a tuple of strings, got {type(namespace).__name__}")
+    if not labels and not allow_empty:
+        raise InvalidNamespace("namespace must have at least one label")
+    if len(labels) > MAX_NAMESPACE_DEPTH:
+        raise InvalidNamespace(f"namespace is deeper than {MAX_NAMESPACE_DEPTH} labels")
+    for position, label in enumerate(labels):
+        if not isinstance(label, str) or not label:
+            raise InvalidNamespace(f"namespace label {position} must be a non-empty string")
+        if len(label) > MAX_LABEL_CHARS or any(ord(c) < 32 for c in label):
+            raise InvalidNamespace(
+                f"namespace label {position} must be at most {MAX_LABEL_CHARS} printable characters"
+            )
+    return tuple(str(label) for label in labels)
+
+
+def normalize_tags(tags: Mapping[str, object] | None) -> dict[str, str]:
+    """Tags are a flat string-to-string mapping; anything else is rejected."""
+    if tags is None:
+        return {}
+    if not isinstance(tags, Mapping):
+        raise InvalidInput("tags must be an object of string keys and string values")
+    result: dict[str, str] = {}
+    for key, value in tags.items():
+        if not isinstance(key, str) or not key or not isinstance(value, str):
+            raise InvalidInput(f"tag {key!r} must map a non-empty string to a string")
+        result[key] = value
+    return result
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MemoryItem:
+    tenant: str
+    namespace: Namespace
+    key: str
+    text: str
+    kind: str
+    tags: Mapping[str, str] = field(default_factory=dict)
+    created_at: datetime
+    updated_at: datetime
+    expires_at: datetime | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SearchHit:
+    item: MemoryItem
+    #: Higher is better. BM25-derived for keyword search, cosine/RRF for vector/hybrid,
+    #: ``None`` when no query was given (then hits come newest first).
+    score: float | None
+
+
+@runtime_checkable
+class MemoryStore(Protocol):
+    """Synchronous long-term memory store, scoped by tenant."""
+
+    def put(
+        self,
+        tenant: str,
+        namespace: NamespaceLike,
+        key: str,
+        text: str,
+        *,
+        kind: str = "note",
+        tags: Mapping[str, str] | None = None,
+        ttl: float | None = None,
+    ) -> MemoryItem: ...
+
+    def get(self, tenant: str, namespace: NamespaceLike, key: str) -> MemoryItem | None: ...
+
+    def search(
+        self,
+        tenant: str,
+        namespace_prefix: NamespaceLike = (),
+        *,
+        query: str | None = None,
+        kind: str | None = None,
+        tags: Mapping[str, str] | None = None,
+        limit: int = 10,
+        offset: int = 0,
+    ) -> list[SearchHit]: ...
+
+    def delete(self, tenant: str, namespace: NamespaceLike, key: str) -> bool: ...
+
+    def list_namespaces(
+        self,
+        tenant: str,
+        *,
+        prefix: NamespaceLike = (),
+        max_depth: int | None = None,
+        limit: int = 100,
+        offset: int = 0,
+    ) -> list[Namespace]: ...
+
+    def delete_user(self, tenant: str, user_id: str) -> int: ...
+
+    def sweep_expired(self) -> int: ...
+
+    def close(self) -> None: ...
+
+
+@runtime_checkable
+class AsyncMemoryStore(Protocol):
+    """The async twin of :class:`MemoryStore`: same methods, awaited (``aclose`` to close)."""
+
+    async def put(
+        self,
+        tenant: str,
+        namespace: NamespaceLike,
+        key: str,
+        text: str,
+        *,
+        kind: str = "note",
+        tags: Mapping[str, str] | None = None,
+        ttl: float | None = None,
+    ) -> MemoryItem: ...
+
+    async def get(self, tenant: str, namespace: NamespaceLike, key: str) -> MemoryItem | None: ...
+
+    async def search(
+        self,
+        tenant: str,
+        namespace_prefix: NamespaceLike = (),
+        *,
+        query: str | None = None,
+        kind: str | None = None,
+        tags: Mapping[str, str] | None = None,
+        limit: int = 10,
+        offset: int = 0,
+    ) -> list[SearchHit]: ...
+
+    async def delete(self, tenant: str, namespace: NamespaceLike, key: str) -> bool: ...
+
+    async def list_namespaces(
+        self,
+        tenant: str,
+        *,
+        prefix: NamespaceLike = (),
+        max_depth: int | None = None,
+        limit: int = 100,
+        offset: int = 0,
+    ) -> list[Namespace]: ...
+
+    async def delete_user(self, tenant: str, user_id: str) -> int: ...
+
+    async def sweep_expired(self) -> int: ...
+
+    async def aclose(self) -> None: ...
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SessionSummary:
+    """One version of one session's summary."""
+
+    tenant: str
+    user_id: str
+    session_id: str
+    version: int
+    text: str
+    #: The summary covers messages ``[covers_from, covers_to)`` of the session's history.
+    covers_from: int
+    covers_to: int
+    model: str
+    content_hash: str
+    created_at: datetime | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class OutboxEntry:
+    """A pending second write of a dual write: make ``summary`` a long-term memory."""
+
+    summary: SessionSummary
+    attempts: int = 0
+
+
+@runtime_checkable
+class SummaryStore(Protocol):
+    """Versioned session summaries with an outbox for the long-term memory copy.
+
+    ``save_summary`` writes the summary and its outbox entry in one transaction. Saving the
+    same (tenant, session, version) with the same content hash again is a no-op returning the
+    stored row; a different hash for an existing version raises StoreError.
+    """
+
+    def save_summary(self, summary: SessionSummary) -> SessionSummary: ...
+
+    def latest_summary(self, tenant: str, session_id: str) -> SessionSummary | None: ...
+
+    def summary_history(self, tenant: str, session_id: str) -> list[SessionSummary]: ...
+
+    def pending_outbox(self, tenant: str | None = None, *, limit: int = 100) -> list[OutboxEntry]: ...
+
+    def complete_outbox(self, tenant: str, session_id: str, version: int) -> None: ...
+
+    def delete_user_summaries(self, tenant: str, user_id: str) -> int: ...
+
+
+@runtime_checkable
+class AsyncSummaryStore(Protocol):
+    """The async twin of :class:`SummaryStore`."""
+
+    async def save_summary(self, summary: SessionSummary) -> SessionSummary: ...
+
+    async def latest_summary(self, tenant: str, session_id: str) -> SessionSummary | None: ...
+
+    async def summary_history(self, tenant: str, session_id: str) -> list[SessionSummary]: ...
+
+    async def pending_outbox(
+        self, tenant: str | None = None, *, limit: int = 100
+    ) -> list[OutboxEntry]: ...
+
+    async def complete_outbox(self, tenant: str, session_id: str, version: int) -> None: ...
+
+    async def delete_user_summaries(self, tenant: str, user_id: str) -> int: ...
