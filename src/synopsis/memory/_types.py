@@ -10,22 +10,24 @@ character a special meaning.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Protocol, runtime_checkable
+from typing import Literal, Protocol, runtime_checkable
 
 from synopsis.errors import InvalidInput, InvalidNamespace
 
 __all__ = [
     "AsyncMemoryStore",
     "AsyncSummaryStore",
+    "Embedder",
     "MemoryItem",
     "MemoryStore",
     "Namespace",
     "NamespaceLike",
     "OutboxEntry",
     "SearchHit",
+    "SearchMode",
     "SessionSummary",
     "SummaryStore",
     "normalize_namespace",
@@ -34,6 +36,11 @@ __all__ = [
 ]
 
 Namespace = tuple[str, ...]
+#: ``keyword``: BM25 over CJK-aware terms (no model needed). ``vector`` and ``hybrid`` need a
+#: store built with an ``embedder``; ``hybrid`` fuses both rankings (reciprocal rank fusion).
+SearchMode = Literal["keyword", "vector", "hybrid"]
+#: Turns texts into vectors. Any callable of this shape works; nothing downloads weights.
+Embedder = Callable[[Sequence[str]], Sequence[Sequence[float]]]
 #: Accepted at the edge: a tuple/list of labels, or a "/"-separated string ("user/u1").
 NamespaceLike = Sequence[str] | str
 
@@ -138,6 +145,7 @@ class MemoryStore(Protocol):
         tags: Mapping[str, str] | None = None,
         limit: int = 10,
         offset: int = 0,
+        mode: SearchMode = "keyword",
     ) -> list[SearchHit]: ...
 
     def delete(self, tenant: str, namespace: NamespaceLike, key: str) -> bool: ...
@@ -187,6 +195,7 @@ class AsyncMemoryStore(Protocol):
         tags: Mapping[str, str] | None = None,
         limit: int = 10,
         offset: int = 0,
+        mode: SearchMode = "keyword",
     ) -> list[SearchHit]: ...
 
     async def delete(self, tenant: str, namespace: NamespaceLike, key: str) -> bool: ...
