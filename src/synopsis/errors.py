@@ -121,9 +121,7 @@ class TransientModelError(ModelError):
 class RateLimited(TransientModelError):
     """The provider asked us to slow down; ``retry_after`` is its hint in seconds, if any."""
 
-    def __init__(
-        self, message: str, *, model: str | None = None, retry_after: float | None = None
-    ):
+    def __init__(self, message: str, *, model: str | None = None, retry_after: float | None = None):
         super().__init__(message, model=model)
         self.retry_after = retry_after
 
@@ -167,7 +165,7 @@ class RetryExhausted(ModelError):
         self.last_error = last_error
 
 
-class AllModelsFailed(ModelError, ExceptionGroup):  # type: ignore[misc]
+class AllModelsFailed(ModelError, ExceptionGroup[Exception]):
     """Every model of a failover chain failed. ``except*`` splits it by cause."""
 
     def __new__(cls, message: str, errors: Sequence[Exception]) -> AllModelsFailed:

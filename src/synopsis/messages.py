@@ -49,8 +49,19 @@ EXTENSION_KEYS: Final = frozenset({"usage", "meta"})
 #: ``meta.content_type`` values that mark a message we (or other middleware) injected.
 INTERNAL_CONTENT_TYPES: Final = frozenset({"summary", "skills", "reminder", "internal", "memory"})
 _KNOWN_KEYS: Final = frozenset(
-    {"role", "content", "tool_calls", "tool_call_id", "name", "usage", "meta", "refusal",
-     "reasoning_content", "audio", "function_call"}
+    {
+        "role",
+        "content",
+        "tool_calls",
+        "tool_call_id",
+        "name",
+        "usage",
+        "meta",
+        "refusal",
+        "reasoning_content",
+        "audio",
+        "function_call",
+    }
 )
 _TEXT_PART_TYPES: Final = frozenset({"text", "input_text", "output_text", "refusal"})
 _MEDIA_PART_TYPES: Final = frozenset(
@@ -260,15 +271,19 @@ def _validate_one(message: object, index: int, open_calls: set[str]) -> None:
     role = message.get("role")
     if role not in ROLES:
         allowed = ", ".join(sorted(ROLES))
-        raise InvalidMessage(f"unknown role {role!r} (expected one of {allowed})",
-                             index=index, field="role")
+        raise InvalidMessage(
+            f"unknown role {role!r} (expected one of {allowed})", index=index, field="role"
+        )
     _validate_content(message, index)
     if role == "assistant":
         for call_id in _validate_tool_calls(message.get("tool_calls"), index):
             open_calls.add(call_id)
-    elif "tool_calls" in message and message["tool_calls"]:
-        raise InvalidMessage(f"only assistant messages may have tool_calls, not {role}",
-                             index=index, field="tool_calls")
+    elif message.get("tool_calls"):
+        raise InvalidMessage(
+            f"only assistant messages may have tool_calls, not {role}",
+            index=index,
+            field="tool_calls",
+        )
     if role == "tool":
         _validate_tool_result(message, index, open_calls)
     _validate_extensions(message, index)
@@ -283,7 +298,8 @@ def _check_text(text: str, index: int, field: str) -> None:
     except UnicodeEncodeError as exc:
         raise InvalidMessage(
             f"text is not valid UTF-8 (unpaired surrogate at position {exc.start})",
-            index=index, field=field,
+            index=index,
+            field=field,
         ) from None
 
 
@@ -291,8 +307,7 @@ def _validate_content(message: Mapping[str, Any], index: int) -> None:
     content = message.get("content")
     if content is None:
         if message.get("role") in {"user", "system", "developer"}:
-            raise InvalidMessage("content is required for this role", index=index,
-                                 field="content")
+            raise InvalidMessage("content is required for this role", index=index, field="content")
         return
     if isinstance(content, str):
         _check_text(content, index, "content")
@@ -300,18 +315,19 @@ def _validate_content(message: Mapping[str, Any], index: int) -> None:
     if not isinstance(content, list):
         raise InvalidMessage(
             f"content must be a string, null or a list of parts, got {type(content).__name__}",
-            index=index, field="content",
+            index=index,
+            field="content",
         )
     for position, part in enumerate(content):
         field = f"content[{position}]"
         if not isinstance(part, Mapping) or not isinstance(part.get("type"), str):
-            raise InvalidMessage("each content part must be an object with a string 'type'",
-                                 index=index, field=field)
+            raise InvalidMessage(
+                "each content part must be an object with a string 'type'", index=index, field=field
+            )
         if part["type"] in _TEXT_PART_TYPES:
             text = part.get("text", part.get("refusal"))
             if not isinstance(text, str):
-                raise InvalidMessage("a text part needs a string 'text'", index=index,
-                                     field=field)
+                raise InvalidMessage("a text part needs a string 'text'", index=index, field=field)
             _check_text(text, index, field)
 
 
@@ -327,15 +343,20 @@ def _validate_tool_calls(calls: object, index: int) -> list[str]:
             raise InvalidMessage("a tool call must be an object", index=index, field=field)
         call_id = call.get("id")
         if not isinstance(call_id, str) or not call_id:
-            raise InvalidMessage("a tool call needs a non-empty string 'id'", index=index,
-                                 field=f"{field}.id")
+            raise InvalidMessage(
+                "a tool call needs a non-empty string 'id'", index=index, field=f"{field}.id"
+            )
         function = call.get("function")
         if not isinstance(function, Mapping) or not isinstance(function.get("name"), str):
-            raise InvalidMessage("a tool call needs function.name (a string)", index=index,
-                                 field=f"{field}.function")
+            raise InvalidMessage(
+                "a tool call needs function.name (a string)", index=index, field=f"{field}.function"
+            )
         if not isinstance(function.get("arguments", ""), str):
-            raise InvalidMessage("function.arguments must be a JSON string", index=index,
-                                 field=f"{field}.function.arguments")
+            raise InvalidMessage(
+                "function.arguments must be a JSON string",
+                index=index,
+                field=f"{field}.function.arguments",
+            )
         ids.append(call_id)
     return ids
 
@@ -343,12 +364,14 @@ def _validate_tool_calls(calls: object, index: int) -> list[str]:
 def _validate_tool_result(message: Mapping[str, Any], index: int, open_calls: set[str]) -> None:
     call_id = message.get("tool_call_id")
     if not isinstance(call_id, str) or not call_id:
-        raise InvalidMessage("a tool result needs a string tool_call_id", index=index,
-                             field="tool_call_id")
+        raise InvalidMessage(
+            "a tool result needs a string tool_call_id", index=index, field="tool_call_id"
+        )
     if call_id not in open_calls:
         raise InvalidMessage(
             f"tool result for {call_id!r} has no matching assistant tool call before it",
-            index=index, field="tool_call_id",
+            index=index,
+            field="tool_call_id",
         )
     open_calls.discard(call_id)
 
@@ -362,8 +385,9 @@ def _validate_extensions(message: Mapping[str, Any], index: int) -> None:
             if key.endswith("_tokens") and (
                 not isinstance(value, int) or isinstance(value, bool) or value < 0
             ):
-                raise InvalidMessage("token counts must be non-negative integers",
-                                     index=index, field=f"usage.{key}")
+                raise InvalidMessage(
+                    "token counts must be non-negative integers", index=index, field=f"usage.{key}"
+                )
     meta = message.get("meta")
     if meta is not None and not isinstance(meta, Mapping):
         raise InvalidMessage("meta must be an object", index=index, field="meta")

@@ -57,8 +57,11 @@ def tool_call_reply(name: str = "read_file", arguments: str = "{}") -> dict[str,
         "role": "assistant",
         "content": None,
         "tool_calls": [
-            {"id": "call_fake", "type": "function",
-             "function": {"name": name, "arguments": arguments}}
+            {
+                "id": "call_fake",
+                "type": "function",
+                "function": {"name": name, "arguments": arguments},
+            }
         ],
     }
 

@@ -54,9 +54,7 @@ def validate_tenant(tenant: object) -> str:
     if not isinstance(tenant, str) or not tenant.strip():
         raise InvalidInput("tenant must be a non-empty string")
     if len(tenant) > MAX_TENANT_CHARS or any(ord(c) < 32 for c in tenant):
-        raise InvalidInput(
-            f"tenant must be at most {MAX_TENANT_CHARS} printable characters"
-        )
+        raise InvalidInput(f"tenant must be at most {MAX_TENANT_CHARS} printable characters")
     return tenant
 
 
@@ -67,7 +65,9 @@ def normalize_namespace(namespace: NamespaceLike, *, allow_empty: bool = False) 
     elif isinstance(namespace, Sequence):
         labels = tuple(namespace)
     else:
-        raise InvalidNamespace(f"namespace must be a tuple of strings, got {type(namespace).__name__}")
+        raise InvalidNamespace(
+            f"namespace must be a tuple of strings, got {type(namespace).__name__}"
+        )
     if not labels and not allow_empty:
         raise InvalidNamespace("namespace must have at least one label")
     if len(labels) > MAX_NAMESPACE_DEPTH:
@@ -257,7 +257,9 @@ class SummaryStore(Protocol):
 
     def summary_history(self, tenant: str, session_id: str) -> list[SessionSummary]: ...
 
-    def pending_outbox(self, tenant: str | None = None, *, limit: int = 100) -> list[OutboxEntry]: ...
+    def pending_outbox(
+        self, tenant: str | None = None, *, limit: int = 100
+    ) -> list[OutboxEntry]: ...
 
     def complete_outbox(self, tenant: str, session_id: str, version: int) -> None: ...
 
