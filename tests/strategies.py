@@ -13,7 +13,9 @@ _TEXT = st.text(
 
 
 @st.composite
-def histories(draw: st.DrawFn, *, max_turns: int = 12, with_usage: bool = True) -> list[dict[str, Any]]:
+def histories(
+    draw: st.DrawFn, *, max_turns: int = 12, with_usage: bool = True
+) -> list[dict[str, Any]]:
     """A valid history: leading system messages, then turns; every tool call answered."""
     messages: list[dict[str, Any]] = [
         {"role": "system", "content": draw(_TEXT)} for _ in range(draw(st.integers(0, 2)))
@@ -27,22 +29,30 @@ def histories(draw: st.DrawFn, *, max_turns: int = 12, with_usage: bool = True) 
             message: dict[str, Any] = {"role": "assistant", "content": draw(_TEXT)}
             if with_usage and draw(st.booleans()):
                 total = draw(st.integers(1, 10_000))
-                message["usage"] = {"prompt_tokens": total, "completion_tokens": 0,
-                                    "total_tokens": total}
+                message["usage"] = {
+                    "prompt_tokens": total,
+                    "completion_tokens": 0,
+                    "total_tokens": total,
+                }
             messages.append(message)
         else:
             count = draw(st.integers(1, 3))
             ids = [f"call_{call_number + i}" for i in range(count)]
             call_number += count
-            messages.append({
-                "role": "assistant",
-                "content": None,
-                "tool_calls": [
-                    {"id": i, "type": "function",
-                     "function": {"name": "read_file", "arguments": '{"path": "a.py"}'}}
-                    for i in ids
-                ],
-            })
+            messages.append(
+                {
+                    "role": "assistant",
+                    "content": None,
+                    "tool_calls": [
+                        {
+                            "id": i,
+                            "type": "function",
+                            "function": {"name": "read_file", "arguments": '{"path": "a.py"}'},
+                        }
+                        for i in ids
+                    ],
+                }
+            )
             for i in draw(st.permutations(ids)):
                 messages.append({"role": "tool", "tool_call_id": i, "content": draw(_TEXT)})
     return messages

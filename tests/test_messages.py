@@ -63,8 +63,10 @@ def test_invalid_messages_are_named(history: list, needle: str) -> None:
 
 def test_orphaned_tool_result_reports_its_index_and_field() -> None:
     """A tool result without an earlier call names its index and the tool_call_id field."""
-    history = [{"role": "user", "content": "x"}, {"role": "tool", "tool_call_id": "z",
-                                                  "content": "r"}]
+    history = [
+        {"role": "user", "content": "x"},
+        {"role": "tool", "tool_call_id": "z", "content": "r"},
+    ]
     with pytest.raises(InvalidMessage) as info:
         validate_messages(history)
     assert info.value.index == 1
@@ -79,11 +81,14 @@ def test_non_list_input_is_rejected() -> None:
 
 def test_text_of_joins_text_parts_and_ignores_media() -> None:
     """text_of joins the text parts with newlines and skips images."""
-    message = {"role": "user", "content": [
-        {"type": "text", "text": "a"},
-        {"type": "image_url", "image_url": {"url": "http://x"}},
-        {"type": "text", "text": "b"},
-    ]}
+    message = {
+        "role": "user",
+        "content": [
+            {"type": "text", "text": "a"},
+            {"type": "image_url", "image_url": {"url": "http://x"}},
+            {"type": "text", "text": "b"},
+        ],
+    }
     assert text_of(message) == "a\nb"
     assert text_of({"role": "assistant", "content": None}) == ""
 
@@ -109,8 +114,7 @@ def test_total_tokens_only_from_assistant_usage() -> None:
 
 def test_strip_extensions_and_with_meta_do_not_mutate() -> None:
     """strip_extensions drops usage/meta; with_meta returns a copy with merged meta."""
-    message = {"role": "assistant", "content": "x", "usage": {"total_tokens": 3},
-               "meta": {"a": 1}}
+    message = {"role": "assistant", "content": "x", "usage": {"total_tokens": 3}, "meta": {"a": 1}}
     before = copy.deepcopy(message)
     assert strip_extensions(message) == {"role": "assistant", "content": "x"}
     assert with_meta(message, b=2)["meta"] == {"a": 1, "b": 2}
@@ -119,8 +123,12 @@ def test_strip_extensions_and_with_meta_do_not_mutate() -> None:
 
 def test_split_leading_system_only_takes_the_leading_run() -> None:
     """A system message after the first non-system message is context, not system."""
-    history = [{"role": "system", "content": "a"}, {"role": "developer", "content": "b"},
-               {"role": "user", "content": "u"}, {"role": "system", "content": "late"}]
+    history = [
+        {"role": "system", "content": "a"},
+        {"role": "developer", "content": "b"},
+        {"role": "user", "content": "u"},
+        {"role": "system", "content": "late"},
+    ]
     system, rest = split_leading_system(history)
     assert [m["content"] for m in system] == ["a", "b"]
     assert [m["content"] for m in rest] == ["u", "late"]

@@ -50,16 +50,18 @@ def test_tail_by_messages_moves_back_to_keep_tool_pairs_whole() -> None:
 
 def test_tail_by_tokens_keeps_what_fits() -> None:
     """A token tail keeps the newest messages whose estimates fit the budget."""
-    history = [{"role": "user", "content": "x" * 400}, {"role": "assistant", "content": "y" * 40},
-               {"role": "user", "content": "z" * 40}]
+    history = [
+        {"role": "user", "content": "x" * 400},
+        {"role": "assistant", "content": "y" * 40},
+        {"role": "user", "content": "z" * 40},
+    ]
     plan = plan_compaction(history, keep_tail=KeepTail(tokens=25), estimate=est)
     assert len(plan.tail) == 2
 
 
 def test_pending_tool_calls_stay_in_the_tail() -> None:
     """A call still waiting for results is never summarized away."""
-    history = [{"role": "user", "content": "u"},
-               {"role": "assistant", "tool_calls": [_call("c1")]}]
+    history = [{"role": "user", "content": "u"}, {"role": "assistant", "tool_calls": [_call("c1")]}]
     plan = plan_compaction(history, estimate=est)
     assert [m["role"] for m in plan.tail] == ["assistant"]
 
@@ -117,8 +119,9 @@ def test_keep_tail_validation() -> None:
 def test_plan_invariants(history: list, keep_messages: int, keep_tokens: int) -> None:
     """For random histories: no orphans either side, system verbatim, input unchanged."""
     before = copy.deepcopy(history)
-    plan = plan_compaction(history, keep_tail=KeepTail(messages=keep_messages, tokens=keep_tokens),
-                           estimate=est)
+    plan = plan_compaction(
+        history, keep_tail=KeepTail(messages=keep_messages, tokens=keep_tokens), estimate=est
+    )
     assert history == before
     assert list(plan.system) + list(plan.replaced) + list(plan.tail) == history
     validate_messages(list(plan.tail))

@@ -35,8 +35,8 @@ def test_single_message_object_is_read_as_jsonl() -> None:
     ("data", "needle"),
     [
         (b"", "empty transcript"),
-        (b"[{\"role\": \"user\", ", "malformed JSON at line 1"),
-        (b"{\"role\": \"user\", \"content\": \"a\"}\n{oops}\n", "line 2: malformed JSON"),
+        (b'[{"role": "user", ', "malformed JSON at line 1"),
+        (b'{"role": "user", "content": "a"}\n{oops}\n', "line 2: malformed JSON"),
         (b"\xff\xfe garbage", "not valid UTF-8"),
         (b"hello", "expected a JSON array"),
         (b'{"messages": 3}', "'messages' must be a list"),

@@ -6,11 +6,30 @@ concrete :class:`Summarizer` / :class:`AsyncSummarizer` are defined below the pr
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import asyncio
+import random
+import time
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
-__all__ = ["AsyncSummarizerLike", "SummarizerLike", "SummaryResult"]
+from synopsis.errors import ConfigError
+from synopsis.events import EventHandler, aemit, check_sync_handlers, emit
+from synopsis.models._base import ModelSettings
+from synopsis.planner import chunk_for_window, clip_message
+from synopsis.postprocess import extract_summary, validate_summary_response
+from synopsis.prompts import PromptSet, build_summarizer_input, prompt_set, summary_request
+from synopsis.resilience import Cooldown, RetryPolicy, arun_with_failover, run_with_failover
+from synopsis.tokens import TokenCounter
+
+__all__ = [
+    "AsyncSummarizer",
+    "AsyncSummarizerLike",
+    "Summarizer",
+    "SummarizerLike",
+    "SummaryResult",
+    "strip_summary_wrapping",
+]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -46,3 +65,219 @@ class AsyncSummarizerLike(Protocol):
         previous_summary: str | None = None,
         session_id: str | None = None,
     ) -> SummaryResult: ...
+
+
+# ---------------------------------------------------------------------------------------------
+# The concrete summarizers
+
+
+ModelSpec = Any  # a Model/AsyncModel object, a "provider:model" string, or a callable
+
+
+def _resolve_models(model: ModelSpec, failover: Sequence[ModelSpec], *, async_: bool) -> list[Any]:
+    from synopsis.models._resolve import resolve_model
+
+    return [resolve_model(spec, async_=async_) for spec in (model, *failover)]
+
+
+def _window_of(models: Sequence[Any], window: int | None) -> int | None:
+    if window is not None:
+        return window
+    sizes = [getattr(m, "context_window", None) for m in models]
+    known = [s for s in sizes if isinstance(s, int) and s > 0]
+    return min(known) if known else None
+
+
+def strip_summary_wrapping(text: str, prompts: PromptSet) -> str:
+    """The summary body of a summary message: without our preamble and continue instruction."""
+    body = text
+    if body.startswith(prompts.summary_preamble):
+        body = body[len(prompts.summary_preamble) :]
+    end = body.rfind(prompts.continue_instruction)
+    if end >= 0:
+        body = body[:end]
+    return body.strip()
+
+
+class _SummarizerCore:
+    """Configuration and pure steps shared by the sync and async summarizers."""
+
+    def __init__(
+        self,
+        *,
+        models: list[Any],
+        retry: RetryPolicy,
+        cooldown: Cooldown | None,
+        prompts: PromptSet | str,
+        counter: TokenCounter | str,
+        window: int | None,
+        max_output_tokens: int,
+        max_message_tokens: int,
+        on_event: Sequence[EventHandler],
+        rng: random.Random | None,
+    ) -> None:
+        if max_output_tokens <= 0 or max_message_tokens <= 0:
+            raise ConfigError("max_output_tokens and max_message_tokens must be positive")
+        self.models = models
+        self.retry = retry
+        self.cooldown = cooldown
+        self.prompts = prompt_set(prompts) if isinstance(prompts, str) else prompts
+        self.counter = TokenCounter(estimator=counter) if isinstance(counter, str) else counter
+        self.window = _window_of(models, window)
+        self.max_output_tokens = max_output_tokens
+        self.max_message_tokens = max_message_tokens
+        self.on_event = tuple(on_event)
+        self.rng = rng
+        self.settings = ModelSettings(max_tokens=max_output_tokens)
+
+    @property
+    def model_name(self) -> str:
+        return str(getattr(self.models[0], "name", "model"))
+
+    def chunks(
+        self, messages: Sequence[Mapping[str, Any]], previous_summary: str | None
+    ) -> list[list[Mapping[str, Any]]]:
+        """Clip oversized messages, then split into chunks that fit the summarizer's window."""
+        clipped = [
+            clip_message(m, self.max_message_tokens, self.counter.estimate_text) for m in messages
+        ]
+        if self.window is None:
+            return [clipped]
+        overhead = self.counter.estimate_text(
+            self.prompts.summarizer_system
+            + summary_request(prompts=self.prompts, previous_summary=previous_summary)
+        )
+        # The previous summary grows into each later chunk's prompt: budget for it twice.
+        budget = self.window - self.max_output_tokens - 2 * overhead
+        return chunk_for_window(clipped, budget=budget, estimate=self.counter.estimate)
+
+    def request(
+        self, chunk: Sequence[Mapping[str, Any]], previous: str | None, focus: str | None
+    ) -> list[dict[str, Any]]:
+        return build_summarizer_input(
+            chunk, prompts=self.prompts, previous_summary=previous, focus=focus
+        )
+
+
+class Summarizer(_SummarizerCore):
+    """Turns messages into a validated summary text with retries and failover (sync).
+
+    ``model`` and each of ``failover`` may be a model object, a ``"provider:model"`` string
+    (``"openai:gpt-4o-mini"``, ``"anthropic:…"``, ``"extractive"``) or a callable
+    ``fn(messages) -> str``. No tools are ever passed; a response that is empty or calls a
+    tool is an invalid attempt and is retried. Histories larger than the summarizer's window
+    (``window``, or the smallest ``context_window`` the models declare) are summarized in
+    chunks, each chunk updating the summary of the ones before (rolling).
+    """
+
+    def __init__(
+        self,
+        *,
+        model: ModelSpec = "extractive",
+        failover: Sequence[ModelSpec] = (),
+        retry: RetryPolicy | None = None,
+        cooldown: Cooldown | None = None,
+        prompts: PromptSet | str = "en",
+        counter: TokenCounter | str = "default",
+        window: int | None = None,
+        max_output_tokens: int = 8_192,
+        max_message_tokens: int = 20_000,
+        on_event: Sequence[EventHandler] = (),
+        sleep: Callable[[float], None] = time.sleep,
+        clock: Callable[[], float] = time.monotonic,
+        rng: random.Random | None = None,
+    ) -> None:
+        check_sync_handlers(on_event)
+        super().__init__(
+            models=_resolve_models(model, failover, async_=False), retry=retry or RetryPolicy(),
+            cooldown=cooldown, prompts=prompts, counter=counter, window=window,
+            max_output_tokens=max_output_tokens, max_message_tokens=max_message_tokens,
+            on_event=on_event, rng=rng,
+        )
+        self._sleep, self._clock = sleep, clock
+
+    def summarize(
+        self,
+        messages: Sequence[Mapping[str, Any]],
+        *,
+        previous_summary: str | None = None,
+        session_id: str | None = None,
+        focus: str | None = None,
+    ) -> SummaryResult:
+        """Summarize ``messages`` (context only, no leading system messages)."""
+        running, attempts, model = previous_summary, 0, self.model_name
+        for chunk in self.chunks(messages, previous_summary):
+            request = self.request(chunk, running, focus)
+
+            def attempt(m: Any, request: list[dict[str, Any]] = request) -> str:
+                return validate_summary_response(m.complete(request, settings=self.settings))
+
+            result = run_with_failover(
+                self.models, attempt, policy=self.retry, cooldown=self.cooldown,
+                on_attempt=lambda r: emit(self.on_event, r.to_event(session_id=session_id)),
+                sleep=self._sleep, clock=self._clock, rng=self.rng,
+            )
+            running, model = extract_summary(result.value), result.model
+            attempts += result.attempts
+        return SummaryResult(text=running or "", model=model, attempts=attempts)
+
+
+class AsyncSummarizer(_SummarizerCore):
+    """The async twin of :class:`Summarizer`; same options, ``await summarize(...)``."""
+
+    def __init__(
+        self,
+        *,
+        model: ModelSpec = "extractive",
+        failover: Sequence[ModelSpec] = (),
+        retry: RetryPolicy | None = None,
+        cooldown: Cooldown | None = None,
+        prompts: PromptSet | str = "en",
+        counter: TokenCounter | str = "default",
+        window: int | None = None,
+        max_output_tokens: int = 8_192,
+        max_message_tokens: int = 20_000,
+        on_event: Sequence[EventHandler] = (),
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+        clock: Callable[[], float] = time.monotonic,
+        rng: random.Random | None = None,
+    ) -> None:
+        super().__init__(
+            models=_resolve_models(model, failover, async_=True), retry=retry or RetryPolicy(),
+            cooldown=cooldown, prompts=prompts, counter=counter, window=window,
+            max_output_tokens=max_output_tokens, max_message_tokens=max_message_tokens,
+            on_event=on_event, rng=rng,
+        )
+        self._sleep, self._clock = sleep, clock
+
+    async def summarize(
+        self,
+        messages: Sequence[Mapping[str, Any]],
+        *,
+        previous_summary: str | None = None,
+        session_id: str | None = None,
+        focus: str | None = None,
+    ) -> SummaryResult:
+        """Summarize ``messages`` (context only, no leading system messages)."""
+        running, attempts, model = previous_summary, 0, self.model_name
+        records: list[Any] = []
+        for chunk in self.chunks(messages, previous_summary):
+            request = self.request(chunk, running, focus)
+
+            async def attempt(m: Any, request: list[dict[str, Any]] = request) -> str:
+                response = await m.complete(request, settings=self.settings)
+                return validate_summary_response(response)
+
+            try:
+                result = await arun_with_failover(
+                    self.models, attempt, policy=self.retry, cooldown=self.cooldown,
+                    on_attempt=records.append, sleep=self._sleep, clock=self._clock,
+                    rng=self.rng,
+                )
+            finally:
+                for record in records:
+                    await aemit(self.on_event, record.to_event(session_id=session_id))
+                records.clear()
+            running, model = extract_summary(result.value), result.model
+            attempts += result.attempts
+        return SummaryResult(text=running or "", model=model, attempts=attempts)

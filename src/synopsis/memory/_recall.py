@@ -1,0 +1,401 @@
+"""Pure helpers every memory backend shares: argument checks, hit ordering and scoring.
+
+Nothing here does I/O or reads a clock. The checks turn liberal call arguments into frozen
+requests once, so every backend accepts and rejects exactly the same input; the scorers are
+BM25 (the in-memory backend's keyword ranking, with the constants SQLite FTS5 uses), cosine
+similarity and reciprocal rank fusion (hybrid search).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Hashable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from struct import pack, unpack
+from typing import Final, Literal, TypeVar
+
+from synopsis.errors import ConfigError, InvalidInput, StoreError
+from synopsis.memory._terms import query_terms
+from synopsis.memory._types import (
+    Embedder,
+    Namespace,
+    NamespaceLike,
+    SearchMode,
+    SessionSummary,
+    normalize_namespace,
+    normalize_tags,
+    validate_tenant,
+)
+
+__all__ = [
+    "BM25_B",
+    "BM25_K1",
+    "MAX_KEY_CHARS",
+    "MAX_LIMIT",
+    "RRF_K",
+    "PutRequest",
+    "SearchRequest",
+    "bm25_scores",
+    "check_embeddings",
+    "check_outbox_address",
+    "check_page",
+    "check_session",
+    "check_summary",
+    "check_tenant",
+    "check_user_id",
+    "cosine",
+    "hit_order",
+    "pack_vector",
+    "page_namespaces",
+    "prepare_address",
+    "prepare_prefix",
+    "prepare_put",
+    "prepare_search",
+    "rank_by_vector",
+    "reciprocal_rank_fusion",
+    "summary_save_action",
+    "to_datetime",
+    "unpack_vector",
+]
+
+BM25_K1: Final = 1.2
+BM25_B: Final = 0.75
+RRF_K: Final = 60
+MAX_LIMIT: Final = 1000
+MAX_KEY_CHARS: Final = 1024
+MAX_INT: Final = 2**63 - 1
+_MODES: Final = ("keyword", "vector", "hybrid")
+K = TypeVar("K", bound=Hashable)
+
+
+# --- argument checks -------------------------------------------------------------------------
+
+
+def _encodable(value: str, what: str) -> str:
+    """Reject strings that cannot be stored as UTF-8 (lone surrogates)."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise InvalidInput(f"{what} must be valid Unicode text (no lone surrogates)") from exc
+    return value
+
+
+def check_tenant(tenant: object) -> str:
+    """``validate_tenant`` plus a check that the id can be stored."""
+    return _encodable(validate_tenant(tenant), "tenant")
+
+
+def _check_namespace(namespace: NamespaceLike, *, allow_empty: bool = False) -> Namespace:
+    labels = normalize_namespace(namespace, allow_empty=allow_empty)
+    for label in labels:
+        _encodable(label, "namespace label")
+    return labels
+
+
+def _check_key(key: object) -> str:
+    if not isinstance(key, str) or not key:
+        raise InvalidInput("key must be a non-empty string")
+    if len(key) > MAX_KEY_CHARS or any(ord(c) < 32 for c in key):
+        raise InvalidInput(f"key must be at most {MAX_KEY_CHARS} printable characters")
+    return _encodable(key, "key")
+
+
+def _check_tags(tags: Mapping[str, object] | None) -> dict[str, str]:
+    result = normalize_tags(tags)
+    for name, value in result.items():
+        _encodable(name, "tag name")
+        _encodable(value, f"tag {name!r}")
+    return result
+
+
+def check_user_id(user_id: object) -> str:
+    """A user id is a namespace label: non-empty printable text."""
+    if not isinstance(user_id, str) or not user_id:
+        raise InvalidInput("user_id must be a non-empty string")
+    return _check_namespace(("user", user_id))[1]
+
+
+def check_session(tenant: object, session_id: object) -> tuple[str, str]:
+    """A tenant and a session id (non-empty text) of the summary store."""
+    if not isinstance(session_id, str) or not session_id:
+        raise InvalidInput("session_id must be a non-empty string")
+    return check_tenant(tenant), _encodable(session_id, "session_id")
+
+
+def check_outbox_address(
+    tenant: object, session_id: object, version: object
+) -> tuple[str, str, int]:
+    """The (tenant, session, version) of an outbox entry."""
+    if isinstance(version, bool) or not isinstance(version, int) or not 1 <= version <= MAX_INT:
+        raise InvalidInput("version must be an integer from 1 to 2**63 - 1")
+    return (*check_session(tenant, session_id), version)
+
+
+def check_page(limit: object, offset: object) -> tuple[int, int]:
+    """``limit`` in 1..MAX_LIMIT and ``offset`` >= 0, both plain ints."""
+    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_LIMIT:
+        raise InvalidInput(f"limit must be an integer from 1 to {MAX_LIMIT}")
+    if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
+        raise InvalidInput("offset must be an integer >= 0")
+    return limit, offset
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PutRequest:
+    tenant: str
+    namespace: Namespace
+    key: str
+    text: str
+    kind: str
+    tags: dict[str, str]
+    ttl: float | None
+
+
+def prepare_put(
+    tenant: object,
+    namespace: NamespaceLike,
+    key: object,
+    text: object,
+    *,
+    kind: object,
+    tags: Mapping[str, object] | None,
+    ttl: object,
+) -> PutRequest:
+    """Check every argument of ``put`` and return them normalized."""
+    if not isinstance(text, str):
+        raise InvalidInput("text must be a string")
+    if not isinstance(kind, str) or not kind:
+        raise InvalidInput("kind must be a non-empty string")
+    if ttl is not None and (
+        isinstance(ttl, bool)
+        or not isinstance(ttl, int | float)
+        or not math.isfinite(ttl)
+        or ttl <= 0
+    ):
+        raise InvalidInput("ttl must be a positive number of seconds, or None for no expiry")
+    return PutRequest(
+        tenant=check_tenant(tenant),
+        namespace=_check_namespace(namespace),
+        key=_check_key(key),
+        text=_encodable(text, "text"),
+        kind=_encodable(kind, "kind"),
+        tags=_check_tags(tags),
+        ttl=None if ttl is None else float(ttl),
+    )
+
+
+def prepare_address(
+    tenant: object, namespace: NamespaceLike, key: object
+) -> tuple[str, Namespace, str]:
+    """Check the (tenant, namespace, key) address of ``get`` and ``delete``."""
+    return check_tenant(tenant), _check_namespace(namespace), _check_key(key)
+
+
+def prepare_prefix(tenant: object, prefix: NamespaceLike) -> tuple[str, Namespace]:
+    """Check a tenant and a (possibly empty) namespace prefix."""
+    return check_tenant(tenant), _check_namespace(prefix, allow_empty=True)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SearchRequest:
+    tenant: str
+    prefix: Namespace
+    #: ``None``: no query (newest first). Otherwise the raw query text.
+    query: str | None
+    #: The keyword terms of ``query`` (empty when there is no query or it has no terms).
+    terms: tuple[str, ...]
+    kind: str | None
+    tags: dict[str, str]
+    limit: int
+    offset: int
+    mode: SearchMode
+
+
+def prepare_search(
+    tenant: object,
+    namespace_prefix: NamespaceLike,
+    *,
+    query: object,
+    kind: object,
+    tags: Mapping[str, object] | None,
+    limit: object,
+    offset: object,
+    mode: object,
+    embedder: Embedder | None,
+) -> SearchRequest:
+    """Check every argument of ``search``; vector modes need an embedder (ConfigError)."""
+    if mode not in _MODES:
+        raise InvalidInput(f"mode must be one of {', '.join(_MODES)}")
+    if mode != "keyword" and embedder is None:
+        raise ConfigError(f"search mode {mode!r} needs a store built with an embedder")
+    if query is not None and not isinstance(query, str):
+        raise InvalidInput("query must be a string or None")
+    if kind is not None and (not isinstance(kind, str) or not kind):
+        raise InvalidInput("kind must be a non-empty string or None")
+    checked_limit, checked_offset = check_page(limit, offset)
+    checked_tenant, prefix = prepare_prefix(tenant, namespace_prefix)
+    return SearchRequest(
+        tenant=checked_tenant,
+        prefix=prefix,
+        query=query,
+        terms=tuple(query_terms(query)) if query is not None else (),
+        kind=kind,
+        tags=_check_tags(tags),
+        limit=checked_limit,
+        offset=checked_offset,
+        mode=mode,
+    )
+
+
+def check_summary(summary: object) -> SessionSummary:
+    """A summary must name its tenant, user and session and cover a sane message range."""
+    if not isinstance(summary, SessionSummary):
+        raise InvalidInput("summary must be a SessionSummary")
+    check_tenant(summary.tenant)
+    check_user_id(summary.user_id)
+    for name in ("session_id", "content_hash", "model", "text"):
+        value = getattr(summary, name)
+        if not isinstance(value, str) or (name != "text" and not value):
+            raise InvalidInput(f"summary.{name} must be a non-empty string")
+        _encodable(value, f"summary.{name}")
+    for name in ("version", "covers_from", "covers_to"):
+        value = getattr(summary, name)
+        if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_INT:
+            raise InvalidInput(f"summary.{name} must be an integer from 0 to 2**63 - 1")
+    if summary.version < 1:
+        raise InvalidInput("summary.version must be >= 1")
+    if summary.covers_from > summary.covers_to:
+        raise InvalidInput("summary.covers_from must not be greater than summary.covers_to")
+    return summary
+
+
+def check_embeddings(vectors: Sequence[Sequence[float]], count: int) -> list[tuple[float, ...]]:
+    """The embedder must return one vector of numbers per text."""
+    result = [tuple(float(x) for x in vector) for vector in vectors]
+    if len(result) != count:
+        raise ConfigError(f"embedder returned {len(result)} vectors for {count} texts")
+    return result
+
+
+# --- ordering --------------------------------------------------------------------------------
+
+
+def to_datetime(epoch_seconds: float) -> datetime:
+    """Stored epoch seconds as an aware UTC datetime."""
+    return datetime.fromtimestamp(epoch_seconds, tz=UTC)
+
+
+def hit_order(
+    score: float | None, updated_at: float, key: str, namespace: Namespace
+) -> tuple[float, float, str, Namespace]:
+    """Sort key shared by every backend: best score, then newest, then key, then namespace."""
+    return (-(score or 0.0), -updated_at, key, namespace)
+
+
+def page_namespaces(
+    namespaces: Sequence[Namespace], *, max_depth: int | None, limit: int, offset: int
+) -> list[Namespace]:
+    """Cut namespaces to ``max_depth`` labels, drop duplicates, sort, then page."""
+    if max_depth is not None and (
+        isinstance(max_depth, bool) or not isinstance(max_depth, int) or max_depth < 1
+    ):
+        raise InvalidInput("max_depth must be an integer >= 1 or None")
+    cut = {ns[:max_depth] if max_depth is not None else ns for ns in namespaces}
+    return sorted(cut)[offset : offset + limit]
+
+
+# --- scoring ---------------------------------------------------------------------------------
+
+
+def bm25_scores(
+    terms: Sequence[str],
+    documents: Sequence[Mapping[str, int]],
+    lengths: Sequence[int],
+    *,
+    k1: float = BM25_K1,
+    b: float = BM25_B,
+) -> list[float]:
+    """Okapi BM25 of each document (term counts + length) for ``terms``; 0.0 = no term shared.
+
+    IDF is ``log((N - n + 0.5) / (n + 0.5))`` floored at 1e-6, as SQLite FTS5 computes it, so
+    a term found in most documents still counts a little.
+    """
+    count = len(documents)
+    if count == 0:
+        return []
+    average = (sum(lengths) / count) or 1.0
+    idf: dict[str, float] = {}
+    for term in dict.fromkeys(terms):
+        hits = sum(1 for doc in documents if term in doc)
+        idf[term] = max(math.log((count - hits + 0.5) / (hits + 0.5)), 1e-6)
+    scores = []
+    for doc, length in zip(documents, lengths, strict=True):
+        norm = k1 * (1 - b + b * length / average)
+        score = 0.0
+        for term, weight in idf.items():
+            tf = doc.get(term, 0)
+            if tf:
+                score += weight * tf * (k1 + 1) / (tf + norm)
+        scores.append(score)
+    return scores
+
+
+def cosine(a: Sequence[float], b: Sequence[float]) -> float:
+    """Cosine similarity; 0.0 for a zero vector or vectors of different dimensions."""
+    if len(a) != len(b):
+        return 0.0
+    dot = sum(x * y for x, y in zip(a, b, strict=True))
+    norm = math.sqrt(sum(x * x for x in a)) * math.sqrt(sum(y * y for y in b))
+    return dot / norm if norm else 0.0
+
+
+def reciprocal_rank_fusion(rankings: Sequence[Sequence[K]], *, k: int = RRF_K) -> dict[K, float]:
+    """Fuse best-first rankings: each id scores the sum of ``1 / (k + rank)`` (rank from 1)."""
+    fused: dict[K, float] = {}
+    for ranking in rankings:
+        for rank, ident in enumerate(ranking, start=1):
+            fused[ident] = fused.get(ident, 0.0) + 1.0 / (k + rank)
+    return fused
+
+
+def pack_vector(vector: Sequence[float]) -> bytes:
+    """A vector as little-endian float32 bytes (how every backend keeps it)."""
+    return pack(f"<{len(vector)}f", *vector)
+
+
+def unpack_vector(blob: bytes) -> tuple[float, ...]:
+    """The inverse of :func:`pack_vector`."""
+    return tuple(unpack(f"<{len(blob) // 4}f", blob))
+
+
+def rank_by_vector(
+    query: Sequence[float], candidates: Sequence[tuple[K, Sequence[float]]]
+) -> list[tuple[K, float]]:
+    """Candidates by cosine similarity to ``query``, best first (stable for ties)."""
+    scored = [(ident, cosine(query, vector)) for ident, vector in candidates]
+    return sorted(scored, key=lambda pair: -pair[1])
+
+
+# --- summaries -------------------------------------------------------------------------------
+
+
+def summary_save_action(
+    new: SessionSummary, *, existing: SessionSummary | None, latest: SessionSummary | None
+) -> Literal["insert", "noop"]:
+    """Decide what ``save_summary`` does, given the same version and the newest stored one.
+
+    Same version and hash: a no-op (idempotent retry). Same version, other hash: conflict.
+    A version not above the newest: conflict. A session never changes user.
+    """
+    where = f"summary {new.session_id!r} version {new.version}"
+    if existing is not None:
+        if existing.content_hash == new.content_hash:
+            return "noop"
+        raise StoreError(f"{where} already exists with a different content hash")
+    if latest is not None:
+        if latest.user_id != new.user_id:
+            raise StoreError(f"session {new.session_id!r} belongs to another user")
+        if new.version <= latest.version:
+            raise StoreError(f"{where} is not newer than the stored version {latest.version}")
+    return "insert"

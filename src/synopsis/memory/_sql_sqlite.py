@@ -1,0 +1,393 @@
+"""SQL for the SQLite backend: the schema migrations and pure statement builders.
+
+Nothing here touches a connection. Every value is a bound parameter; the only text ever
+placed into SQL is fixed text written in this module (placeholders and column names).
+
+Namespaces are stored as a ``path``: each label followed by ``\\x1f``. Labels may not hold
+control characters (``normalize_namespace`` rejects them), so the separator never occurs
+inside a label and the encoding is exact. A prefix matches whole labels with a range on the
+path: every path starting with ``p`` (which ends with ``\\x1f``) lies in ``[p, p'[`` where
+``p'`` is ``p`` with its last character raised to ``\\x20``; no ``LIKE`` is involved, and
+binary (UTF-8) order of paths equals tuple order of namespaces.
+
+Keyword search runs on an FTS5 table over the space-joined ``document_terms`` of each item
+(kept in sync by triggers); a query is the ``query_terms``, each double-quoted, joined by
+``OR``, so FTS5 syntax in user text is inert.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Final
+
+from synopsis.errors import InvalidNamespace
+from synopsis.memory._recall import SearchRequest
+from synopsis.memory._types import Namespace, SessionSummary
+
+__all__ = [
+    "MIGRATIONS",
+    "SEPARATOR",
+    "Statement",
+    "decode_path",
+    "encode_path",
+    "fts_query",
+    "prefix_range",
+]
+
+SEPARATOR: Final = "\x1f"
+_AFTER_SEPARATOR: Final = "\x20"
+
+#: Schema version ``n`` is reached by running ``MIGRATIONS[n - 1]``; append, never edit.
+MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (
+    (
+        """CREATE TABLE memories (
+            id INTEGER PRIMARY KEY,
+            tenant TEXT NOT NULL,
+            path TEXT NOT NULL,
+            key TEXT NOT NULL,
+            text TEXT NOT NULL,
+            kind TEXT NOT NULL,
+            tags TEXT NOT NULL,
+            terms TEXT NOT NULL,
+            created_at REAL NOT NULL,
+            updated_at REAL NOT NULL,
+            expires_at REAL,
+            UNIQUE (tenant, path, key)
+        )""",
+        "CREATE INDEX memories_recent ON memories (tenant, updated_at DESC)",
+        "CREATE INDEX memories_expiry ON memories (expires_at) WHERE expires_at IS NOT NULL",
+        """CREATE TABLE memory_vectors (
+            memory_id INTEGER PRIMARY KEY REFERENCES memories (id) ON DELETE CASCADE,
+            vector BLOB NOT NULL
+        )""",
+        """CREATE VIRTUAL TABLE memories_fts USING fts5 (
+            terms, content='memories', content_rowid='id',
+            tokenize='unicode61 remove_diacritics 2'
+        )""",
+        """CREATE TRIGGER memories_fts_insert AFTER INSERT ON memories BEGIN
+            INSERT INTO memories_fts (rowid, terms) VALUES (new.id, new.terms);
+        END""",
+        """CREATE TRIGGER memories_fts_delete AFTER DELETE ON memories BEGIN
+            INSERT INTO memories_fts (memories_fts, rowid, terms)
+            VALUES ('delete', old.id, old.terms);
+        END""",
+        """CREATE TRIGGER memories_fts_update AFTER UPDATE ON memories BEGIN
+            INSERT INTO memories_fts (memories_fts, rowid, terms)
+            VALUES ('delete', old.id, old.terms);
+            INSERT INTO memories_fts (rowid, terms) VALUES (new.id, new.terms);
+        END""",
+        """CREATE TABLE summaries (
+            tenant TEXT NOT NULL,
+            session_id TEXT NOT NULL,
+            version INTEGER NOT NULL,
+            user_id TEXT NOT NULL,
+            text TEXT NOT NULL,
+            covers_from INTEGER NOT NULL,
+            covers_to INTEGER NOT NULL,
+            model TEXT NOT NULL,
+            content_hash TEXT NOT NULL,
+            created_at REAL NOT NULL,
+            PRIMARY KEY (tenant, session_id, version)
+        )""",
+        "CREATE INDEX summaries_user ON summaries (tenant, user_id)",
+        """CREATE TABLE outbox (
+            tenant TEXT NOT NULL,
+            session_id TEXT NOT NULL,
+            version INTEGER NOT NULL,
+            attempts INTEGER NOT NULL DEFAULT 0,
+            enqueued_at REAL NOT NULL,
+            completed_at REAL,
+            PRIMARY KEY (tenant, session_id, version),
+            FOREIGN KEY (tenant, session_id, version)
+                REFERENCES summaries (tenant, session_id, version) ON DELETE CASCADE
+        )""",
+        "CREATE INDEX outbox_pending ON outbox (enqueued_at) WHERE completed_at IS NULL",
+    ),
+)
+
+CREATE_VERSION_TABLE: Final = (
+    "CREATE TABLE IF NOT EXISTS synopsis_schema (version INTEGER NOT NULL)"
+)
+READ_VERSION: Final = "SELECT max(version) FROM synopsis_schema"
+WRITE_VERSION: Final = "INSERT INTO synopsis_schema (version) VALUES (?)"
+PRAGMAS: Final = (
+    "PRAGMA journal_mode = WAL",
+    "PRAGMA synchronous = NORMAL",
+    "PRAGMA foreign_keys = ON",
+)
+
+_MEMORY_COLUMNS: Final = (
+    "m.id, m.path, m.key, m.text, m.kind, m.tags, m.created_at, m.updated_at, m.expires_at"
+)
+_SUMMARY_COLUMNS: Final = (
+    "s.tenant, s.user_id, s.session_id, s.version, s.text, s.covers_from, s.covers_to, "
+    "s.model, s.content_hash, s.created_at"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Statement:
+    sql: str
+    params: tuple[object, ...] = ()
+
+
+# --- namespaces and queries --------------------------------------------------------------
+
+
+def encode_path(namespace: Namespace) -> str:
+    """The stored form of a namespace (each label followed by the separator)."""
+    for label in namespace:
+        if any(ord(c) < 32 for c in label):
+            raise InvalidNamespace("namespace labels may not contain control characters")
+    return "".join(label + SEPARATOR for label in namespace)
+
+
+def decode_path(path: str) -> Namespace:
+    """The inverse of :func:`encode_path`."""
+    return tuple(path.split(SEPARATOR)[:-1])
+
+
+def prefix_range(prefix: Namespace) -> tuple[str, str] | None:
+    """``(low, high)`` such that ``low <= path < high`` selects the prefix; None = everything."""
+    if not prefix:
+        return None
+    low = encode_path(prefix)
+    return low, low[:-1] + _AFTER_SEPARATOR
+
+
+def fts_query(terms: Sequence[str]) -> str:
+    """An FTS5 MATCH expression: every term a quoted string, joined by OR."""
+    return " OR ".join('"' + term.replace('"', '""') + '"' for term in terms)
+
+
+def _live(now: float) -> tuple[str, tuple[object, ...]]:
+    return "(m.expires_at IS NULL OR m.expires_at > ?)", (now,)
+
+
+def _scope(request: SearchRequest, now: float) -> tuple[str, tuple[object, ...]]:
+    """The WHERE conditions of a search: tenant, prefix, liveness, kind and tags."""
+    live_sql, live_params = _live(now)
+    conditions = ["m.tenant = ?", live_sql]
+    params: list[object] = [request.tenant, *live_params]
+    bounds = prefix_range(request.prefix)
+    if bounds is not None:
+        conditions.append("m.path >= ? AND m.path < ?")
+        params.extend(bounds)
+    if request.kind is not None:
+        conditions.append("m.kind = ?")
+        params.append(request.kind)
+    for name, value in sorted(request.tags.items()):
+        conditions.append(
+            "EXISTS (SELECT 1 FROM json_each(m.tags) AS t WHERE t.key = ? AND t.value = ?)"
+        )
+        params.extend((name, value))
+    return " AND ".join(conditions), tuple(params)
+
+
+# --- memories ----------------------------------------------------------------------------
+
+
+def upsert_memory(
+    *,
+    tenant: str,
+    namespace: Namespace,
+    key: str,
+    text: str,
+    kind: str,
+    tags: dict[str, str],
+    terms: Sequence[str],
+    now: float,
+    expires_at: float | None,
+) -> Statement:
+    """Insert or replace one item; ``created_at`` survives a replace unless the old expired."""
+    return Statement(
+        """INSERT INTO memories
+            (tenant, path, key, text, kind, tags, terms, created_at, updated_at, expires_at)
+        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+        ON CONFLICT (tenant, path, key) DO UPDATE SET
+            text = excluded.text, kind = excluded.kind, tags = excluded.tags,
+            terms = excluded.terms, updated_at = excluded.updated_at,
+            expires_at = excluded.expires_at,
+            created_at = CASE
+                WHEN memories.expires_at IS NOT NULL AND memories.expires_at <= excluded.updated_at
+                THEN excluded.created_at ELSE memories.created_at END
+        RETURNING id, created_at""",
+        (
+            tenant,
+            encode_path(namespace),
+            key,
+            text,
+            kind,
+            json.dumps(tags, ensure_ascii=False, sort_keys=True),
+            " ".join(terms),
+            now,
+            now,
+            expires_at,
+        ),
+    )
+
+
+def upsert_vector(memory_id: int, blob: bytes) -> Statement:
+    return Statement(
+        "INSERT INTO memory_vectors (memory_id, vector) VALUES (?, ?) "
+        "ON CONFLICT (memory_id) DO UPDATE SET vector = excluded.vector",
+        (memory_id, blob),
+    )
+
+
+def delete_vector(memory_id: int) -> Statement:
+    return Statement("DELETE FROM memory_vectors WHERE memory_id = ?", (memory_id,))
+
+
+def select_memory(tenant: str, namespace: Namespace, key: str, now: float) -> Statement:
+    live_sql, live_params = _live(now)
+    return Statement(
+        f"SELECT {_MEMORY_COLUMNS} FROM memories AS m "
+        f"WHERE m.tenant = ? AND m.path = ? AND m.key = ? AND {live_sql}",
+        (tenant, encode_path(namespace), key, *live_params),
+    )
+
+
+def delete_memory(tenant: str, namespace: Namespace, key: str, now: float) -> Statement:
+    """Delete one item (live or expired); RETURNING says whether it was still live."""
+    return Statement(
+        "DELETE FROM memories WHERE tenant = ? AND path = ? AND key = ? "
+        "RETURNING (expires_at IS NULL OR expires_at > ?)",
+        (tenant, encode_path(namespace), key, now),
+    )
+
+
+def search_recent(request: SearchRequest, now: float) -> Statement:
+    """Items in scope, newest first, paged."""
+    where, params = _scope(request, now)
+    return Statement(
+        f"SELECT {_MEMORY_COLUMNS}, NULL FROM memories AS m WHERE {where} "
+        "ORDER BY m.updated_at DESC, m.key, m.path LIMIT ? OFFSET ?",
+        (*params, request.limit, request.offset),
+    )
+
+
+def search_keyword(request: SearchRequest, now: float, *, limit: int, offset: int) -> Statement:
+    """Items in scope sharing a term with the query, best BM25 first (higher is better)."""
+    where, params = _scope(request, now)
+    return Statement(
+        f"SELECT {_MEMORY_COLUMNS}, -bm25(memories_fts) AS score "
+        "FROM memories_fts JOIN memories AS m ON m.id = memories_fts.rowid "
+        f"WHERE memories_fts MATCH ? AND {where} "
+        "ORDER BY score DESC, m.updated_at DESC, m.key, m.path LIMIT ? OFFSET ?",
+        (fts_query(request.terms), *params, limit, offset),
+    )
+
+
+def search_vectors(request: SearchRequest, now: float) -> Statement:
+    """Every item in scope that has a vector, with the vector as the last column."""
+    where, params = _scope(request, now)
+    return Statement(
+        f"SELECT {_MEMORY_COLUMNS}, v.vector FROM memories AS m "
+        f"JOIN memory_vectors AS v ON v.memory_id = m.id WHERE {where}",
+        params,
+    )
+
+
+def list_paths(tenant: str, prefix: Namespace, now: float) -> Statement:
+    live_sql, live_params = _live(now)
+    sql = f"SELECT DISTINCT m.path FROM memories AS m WHERE m.tenant = ? AND {live_sql}"
+    params: tuple[object, ...] = (tenant, *live_params)
+    bounds = prefix_range(prefix)
+    if bounds is not None:
+        sql += " AND m.path >= ? AND m.path < ?"
+        params += bounds
+    return Statement(sql + " ORDER BY m.path", params)
+
+
+def delete_prefix(tenant: str, prefix: Namespace) -> Statement:
+    bounds = prefix_range(prefix)
+    assert bounds is not None, "delete_prefix needs a non-empty prefix"
+    return Statement(
+        "DELETE FROM memories WHERE tenant = ? AND path >= ? AND path < ?", (tenant, *bounds)
+    )
+
+
+def sweep_expired(now: float) -> Statement:
+    return Statement(
+        "DELETE FROM memories WHERE expires_at IS NOT NULL AND expires_at <= ?", (now,)
+    )
+
+
+# --- summaries and outbox ------------------------------------------------------------------
+
+
+def select_summary(tenant: str, session_id: str, version: int) -> Statement:
+    return Statement(
+        f"SELECT {_SUMMARY_COLUMNS} FROM summaries AS s "
+        "WHERE s.tenant = ? AND s.session_id = ? AND s.version = ?",
+        (tenant, session_id, version),
+    )
+
+
+def select_latest_summary(tenant: str, session_id: str) -> Statement:
+    return Statement(
+        f"SELECT {_SUMMARY_COLUMNS} FROM summaries AS s "
+        "WHERE s.tenant = ? AND s.session_id = ? ORDER BY s.version DESC LIMIT 1",
+        (tenant, session_id),
+    )
+
+
+def select_summary_history(tenant: str, session_id: str) -> Statement:
+    return Statement(
+        f"SELECT {_SUMMARY_COLUMNS} FROM summaries AS s "
+        "WHERE s.tenant = ? AND s.session_id = ? ORDER BY s.version",
+        (tenant, session_id),
+    )
+
+
+def insert_summary(summary: SessionSummary, created_at: float) -> Statement:
+    return Statement(
+        "INSERT INTO summaries (tenant, session_id, version, user_id, text, covers_from, "
+        "covers_to, model, content_hash, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (
+            summary.tenant,
+            summary.session_id,
+            summary.version,
+            summary.user_id,
+            summary.text,
+            summary.covers_from,
+            summary.covers_to,
+            summary.model,
+            summary.content_hash,
+            created_at,
+        ),
+    )
+
+
+def insert_outbox(summary: SessionSummary, now: float) -> Statement:
+    return Statement(
+        "INSERT INTO outbox (tenant, session_id, version, enqueued_at) VALUES (?, ?, ?, ?)",
+        (summary.tenant, summary.session_id, summary.version, now),
+    )
+
+
+def select_pending_outbox(tenant: str | None, limit: int) -> Statement:
+    condition, params = ("", ()) if tenant is None else (" AND o.tenant = ?", (tenant,))
+    return Statement(
+        f"SELECT {_SUMMARY_COLUMNS}, o.attempts FROM outbox AS o "
+        "JOIN summaries AS s ON s.tenant = o.tenant AND s.session_id = o.session_id "
+        f"AND s.version = o.version WHERE o.completed_at IS NULL{condition} "
+        "ORDER BY o.enqueued_at, o.tenant, o.session_id, o.version LIMIT ?",
+        (*params, limit),
+    )
+
+
+def complete_outbox(tenant: str, session_id: str, version: int, now: float) -> Statement:
+    return Statement(
+        "UPDATE outbox SET completed_at = ? WHERE tenant = ? AND session_id = ? "
+        "AND version = ? AND completed_at IS NULL",
+        (now, tenant, session_id, version),
+    )
+
+
+def delete_user_summaries(tenant: str, user_id: str) -> Statement:
+    """Delete a user's summaries; their outbox entries go with them (ON DELETE CASCADE)."""
+    return Statement("DELETE FROM summaries WHERE tenant = ? AND user_id = ?", (tenant, user_id))

@@ -1,0 +1,182 @@
+"""Turn what a user wrote into a model: ``"provider:model"`` strings, objects or callables.
+
+Accepted specs:
+
+- ``"openai:gpt-4o-mini"``: :class:`~synopsis.models.openai.OpenAIModel` (options such as
+  ``base_url=``, ``api_key=``, ``timeout=`` are passed on);
+- ``"anthropic:claude-sonnet-4-5"``: :class:`~synopsis.models.anthropic.AnthropicModel`;
+- ``"openai-compatible:MODEL@http://host:port/v1"``: any OpenAI-compatible endpoint (vLLM,
+  llama.cpp, LM Studio, ...); the API key defaults to ``OPENAI_API_KEY`` or a placeholder,
+  since local servers usually ignore it;
+- ``"ollama:MODEL"``: the same against Ollama's default ``http://localhost:11434/v1``;
+- ``"extractive"``: the offline extractive summarizer (no model at all);
+- an object with ``name`` and ``complete`` (a :class:`Model` / :class:`AsyncModel`): as is;
+- a plain callable ``fn(messages) -> str`` (or async): wrapped into a model.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import os
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Any, Literal, overload
+
+from synopsis.errors import ConfigError
+from synopsis.models._base import AsyncModel, Model, ModelResponse, ModelSettings
+
+__all__ = ["KNOWN_PROVIDERS", "AsyncCallableModel", "CallableModel", "resolve_model"]
+
+KNOWN_PROVIDERS = ("anthropic", "extractive", "ollama", "openai", "openai-compatible")
+_OLLAMA_URL = "http://localhost:11434/v1"
+_PLACEHOLDER_KEY = "not-needed"
+
+ModelFunction = Callable[[list[dict[str, Any]]], Any]
+ModelSpec = str | Model | AsyncModel | ModelFunction
+
+
+def _as_response(value: Any, name: str) -> ModelResponse:
+    if isinstance(value, ModelResponse):
+        return value
+    if isinstance(value, str):
+        return ModelResponse(message={"role": "assistant", "content": value}, model=name)
+    if isinstance(value, Mapping):
+        return ModelResponse(message={"role": "assistant", **dict(value)}, model=name)
+    raise ConfigError(
+        f"model function {name} returned {type(value).__name__}; return a str, a message "
+        "dict or a ModelResponse"
+    )
+
+
+def _function_name(fn: Callable[..., Any]) -> str:
+    return f"function:{getattr(fn, '__name__', type(fn).__name__)}"
+
+
+class CallableModel:
+    """A :class:`Model` made from ``fn(messages) -> str | dict | ModelResponse``."""
+
+    def __init__(self, fn: ModelFunction, *, name: str | None = None) -> None:
+        self.fn = fn
+        self._name = name or _function_name(fn)
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    def complete(
+        self, messages: Sequence[Mapping[str, Any]], *, settings: ModelSettings | None = None
+    ) -> ModelResponse:
+        return _as_response(self.fn([dict(m) for m in messages]), self._name)
+
+
+class AsyncCallableModel:
+    """An :class:`AsyncModel` made from a sync or async function of the messages."""
+
+    def __init__(
+        self, fn: Callable[[list[dict[str, Any]]], Awaitable[Any] | Any], *, name: str | None = None
+    ) -> None:
+        self.fn = fn
+        self._name = name or _function_name(fn)
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    async def complete(
+        self, messages: Sequence[Mapping[str, Any]], *, settings: ModelSettings | None = None
+    ) -> ModelResponse:
+        value = self.fn([dict(m) for m in messages])
+        if inspect.isawaitable(value):
+            value = await value
+        return _as_response(value, self._name)
+
+
+@overload
+def resolve_model(spec: ModelSpec, *, async_: Literal[False] = False, **options: Any) -> Model: ...
+@overload
+def resolve_model(spec: ModelSpec, *, async_: Literal[True], **options: Any) -> AsyncModel: ...
+def resolve_model(spec: ModelSpec, *, async_: bool = False, **options: Any) -> Model | AsyncModel:
+    """A sync (or, with ``async_=True``, async) model for ``spec``; see the module docstring.
+
+    ``options`` go to the provider class (``base_url``, ``api_key``, ``timeout``,
+    ``context_window``, ``max_tokens`` for Anthropic, ...).
+    """
+    if isinstance(spec, str):
+        return _from_string(spec, async_, options)
+    if _is_model(spec):
+        _check_flavour(spec, async_)
+        return spec  # type: ignore[return-value]
+    if callable(spec):
+        return AsyncCallableModel(spec, **options) if async_ else _sync_callable(spec, options)
+    raise ConfigError(
+        f"cannot use {type(spec).__name__} as a model; pass 'provider:model', a model object "
+        "or a function of the messages"
+    )
+
+
+def _is_model(spec: object) -> bool:
+    return callable(getattr(spec, "complete", None)) and hasattr(spec, "name")
+
+
+def _check_flavour(model: object, async_: bool) -> None:
+    is_async = inspect.iscoroutinefunction(getattr(model, "complete", None))
+    if is_async != async_:
+        wanted, got = ("an async", "a sync") if async_ else ("a sync", "an async")
+        raise ConfigError(
+            f"{wanted} model is needed here but {getattr(model, 'name', model)!r} is {got} one; "
+            "use the matching twin (e.g. AsyncOpenAIModel) or the other API"
+        )
+
+
+def _sync_callable(fn: ModelFunction, options: dict[str, Any]) -> CallableModel:
+    if inspect.iscoroutinefunction(fn):
+        raise ConfigError("an async function cannot be a sync model; use the async API")
+    return CallableModel(fn, **options)
+
+
+def _from_string(spec: str, async_: bool, options: dict[str, Any]) -> Model | AsyncModel:
+    provider, _, rest = spec.strip().partition(":")
+    provider = provider.lower()
+    if provider == "extractive" and not rest:
+        return _load("synopsis.extractive", "ExtractiveModel", async_)(**options)  # type: ignore[no-any-return]
+    if provider not in KNOWN_PROVIDERS or not rest:
+        raise ConfigError(
+            f"unknown model {spec!r}: write 'provider:model' with provider one of "
+            f"{', '.join(KNOWN_PROVIDERS)} (e.g. 'openai:gpt-4o-mini'), or pass a model object"
+        )
+    if provider == "anthropic":
+        return _load("synopsis.models.anthropic", "AnthropicModel", async_)(rest, **options)  # type: ignore[no-any-return]
+    if provider == "openai":
+        return _openai(rest, async_, options)
+    return _openai_compatible(provider, rest, async_, options)
+
+
+def _openai_compatible(
+    provider: str, rest: str, async_: bool, options: dict[str, Any]
+) -> Model | AsyncModel:
+    if provider == "ollama":
+        model, url = rest, options.pop("base_url", None) or _OLLAMA_URL
+    else:
+        model, sep, url = rest.rpartition("@")
+        if not sep or not model or not url:
+            raise ConfigError(
+                f"write 'openai-compatible:MODEL@BASE_URL', e.g. "
+                f"'openai-compatible:qwen2.5@http://localhost:8000/v1' (got {rest!r})"
+            )
+    # Reading the environment is fine here: this is the edge where configuration enters.
+    options.setdefault("api_key", os.environ.get("OPENAI_API_KEY") or _PLACEHOLDER_KEY)
+    options.setdefault("name", f"{provider}:{model}")
+    return _openai(model, async_, {**options, "base_url": url})
+
+
+def _openai(model: str, async_: bool, options: dict[str, Any]) -> Model | AsyncModel:
+    return _load("synopsis.models.openai", "OpenAIModel", async_)(model, **options)  # type: ignore[no-any-return]
+
+
+def _load(module: str, name: str, async_: bool) -> Any:
+    """Import ``module`` only now, so that a missing optional SDK costs nothing until used."""
+    try:
+        loaded = importlib.import_module(module)
+    except ImportError as exc:
+        raise ConfigError(f"{module} is not available: {exc}") from exc
+    return getattr(loaded, f"Async{name}" if async_ else name)

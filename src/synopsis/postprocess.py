@@ -1,0 +1,373 @@
+"""Turning a summarizer's answer into the summary message that replaces the history.
+
+Steps, each a pure function: :func:`validate_summary_response` (reject empty answers and tool
+calls), :func:`extract_summary` (keep the ``<summary>`` part, drop the ``<analysis>``
+scratchpad), :func:`fill_user_messages` (overwrite the model's recollection of what the user
+said with the real messages, within a token budget) and :func:`build_summary_message` (wrap it
+in the preamble and continue instruction, and mark it internal). :func:`finalize_summary` runs
+the last three in order.
+
+Pure: no I/O, no clock. Token budgets use the ``estimate`` callable the caller passes in.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any, Final
+
+from synopsis.errors import InvalidSummary
+from synopsis.messages import content_type, is_real_user_message, media_parts, text_of
+from synopsis.models._base import ModelResponse
+from synopsis.prompts import CHINESE, ENGLISH, USER_MESSAGES_TAG, PromptSet
+
+__all__ = [
+    "DEFAULT_USER_MESSAGES_BUDGET",
+    "build_summary_message",
+    "collect_user_messages",
+    "extract_summary",
+    "fill_user_messages",
+    "finalize_summary",
+    "longest_fitting_prefix",
+    "parse_user_messages_block",
+    "trim_middle",
+    "validate_summary_response",
+]
+
+Estimate = Callable[[str], int]
+
+DEFAULT_USER_MESSAGES_BUDGET: Final = 30_000
+#: Without a ``<summary>`` part, an answer needs this many non-space characters to count.
+_MIN_CONTENT_CHARS: Final = 20
+
+_FLAGS: Final = re.IGNORECASE | re.DOTALL
+_ANALYSIS_BLOCK: Final = re.compile(r"<analysis>.*?</analysis>", _FLAGS)
+# An <analysis> the model never closed: drop it up to the <summary> that follows, if any.
+_UNCLOSED_ANALYSIS: Final = re.compile(r"<analysis>.*?(?=<summary>)", _FLAGS)
+_SUMMARY_BLOCK: Final = re.compile(r"<summary>(.*?)</summary>", _FLAGS)
+_SUMMARY_OPEN: Final = re.compile(r"<summary>", re.IGNORECASE)
+_OPEN_TAG: Final = f"<{USER_MESSAGES_TAG}>"
+_CLOSE_TAG: Final = f"</{USER_MESSAGES_TAG}>"
+# Non-greedy and "tempered": the body may not contain another opening tag, so a tag the model
+# merely names earlier (in prose) can never make a match that swallows the text in between.
+_USER_BLOCK: Final = re.compile(
+    rf"<{USER_MESSAGES_TAG}>((?:(?!<{USER_MESSAGES_TAG}>).)*?)</{USER_MESSAGES_TAG}>", _FLAGS
+)
+_TAG_IN_TEXT: Final = re.compile(rf"<(/?){USER_MESSAGES_TAG}>", re.IGNORECASE)
+_ESCAPED_TAG: Final = re.compile(rf"&lt;(/?){USER_MESSAGES_TAG}&gt;", re.IGNORECASE)
+_HEADING: Final = r"^[ \t]*(?:#{{1,6}}[ \t]*)?(?:\*\*)?[ \t]*{n}[.、:：)][^\n]*$"
+_ITEM_PREFIX: Final = "- "
+_CONTINUATION: Final = "  "
+
+
+# ---------------------------------------------------------------------------------------------
+# Validation and extraction
+
+
+def validate_summary_response(response: ModelResponse) -> str:
+    """The response's text, or :class:`~synopsis.errors.InvalidSummary` if it is unusable.
+
+    Unusable: tool calls (the model acted instead of summarizing), empty text, or text that
+    has neither a non-empty ``<summary>`` part nor at least a few lines of content.
+    """
+    if response.tool_calls:
+        names = ", ".join(_tool_names(response.tool_calls)) or "?"
+        raise InvalidSummary(f"the summarizer called tools ({names})", model=response.model)
+    text = response.text
+    if not text.strip():
+        raise InvalidSummary("the summarizer returned empty text", model=response.model)
+    summary = extract_summary(text)
+    has_part = _SUMMARY_OPEN.search(_ANALYSIS_BLOCK.sub("", text)) is not None
+    if not summary.strip() or (not has_part and len("".join(summary.split())) < _MIN_CONTENT_CHARS):
+        raise InvalidSummary(
+            "the summarizer's answer has no <summary> part and too little content",
+            model=response.model,
+        )
+    return text
+
+
+def _tool_names(calls: Iterable[Mapping[str, Any]]) -> list[str]:
+    names = []
+    for call in calls:
+        function = call.get("function")
+        if isinstance(function, Mapping) and isinstance(function.get("name"), str):
+            names.append(function["name"])
+    return names
+
+
+def extract_summary(text: str) -> str:
+    """The ``<summary>`` part of a summarizer answer, without the ``<analysis>`` scratchpad.
+
+    With several complete ``<summary>`` parts the last wins; an unclosed one runs to the end
+    of the text. Without any, the whole text minus ``<analysis>`` blocks is returned.
+    """
+    text = _UNCLOSED_ANALYSIS.sub("", _ANALYSIS_BLOCK.sub("", text))
+    complete = _SUMMARY_BLOCK.findall(text)
+    if complete:
+        return str(complete[-1]).strip()
+    opening = list(_SUMMARY_OPEN.finditer(text))
+    if opening:
+        return text[opening[-1].end() :].strip()
+    return text.strip()
+
+
+# ---------------------------------------------------------------------------------------------
+# Trimming to a token budget
+
+
+def longest_fitting_prefix(text: str, limit: int, *, fits: Callable[[str], bool]) -> int:
+    """The largest ``n <= limit`` for which ``fits(text[:n])`` holds (0 if none).
+
+    A binary search: ``fits`` is assumed monotone (a longer prefix never costs fewer tokens).
+    """
+    low, high = 0, min(limit, len(text))
+    while low < high:
+        middle = (low + high + 1) // 2
+        if fits(text[:middle]):
+            low = middle
+        else:
+            high = middle - 1
+    return low
+
+
+def trim_middle(text: str, budget: int, *, estimate: Estimate, prompts: PromptSet) -> str | None:
+    """``text`` cut to ``budget`` tokens as head + truncation marker + tail; None if hopeless.
+
+    Keeps as much as fits, half from the start (what was asked) and half from the end (often
+    the actual question after a paste). None when the budget cannot hold even one character
+    of the text besides the marker.
+    """
+    if not text or budget <= 0:
+        return None
+    if estimate(text) <= budget:
+        return text
+
+    def candidate(keep: int) -> str:
+        head, tail = (keep + 1) // 2, keep // 2
+        marker = prompts.truncation(len(text) - keep)
+        return f"{text[:head]}{marker}{text[len(text) - tail :]}"
+
+    keep = longest_fitting_prefix(
+        text, len(text) - 1, fits=lambda prefix: estimate(candidate(len(prefix))) <= budget
+    )
+    return candidate(keep) if keep > 0 else None
+
+
+# ---------------------------------------------------------------------------------------------
+# The user-messages block
+
+
+def _select(
+    user_messages: Sequence[str], budget: int, estimate: Estimate, prompts: PromptSet
+) -> tuple[list[str], bool]:
+    """Newest first within ``budget``; returns (chosen oldest first, whether any was lost)."""
+    texts = [t for t in user_messages if t.strip()]
+    chosen: list[str] = []
+    remaining = budget
+    for position in range(len(texts) - 1, -1, -1):
+        text = texts[position]
+        cost = estimate(text)
+        if cost <= remaining:
+            chosen.append(text)
+            remaining -= cost
+            continue
+        trimmed = trim_middle(text, remaining, estimate=estimate, prompts=prompts)
+        if trimmed is not None:
+            chosen.append(trimmed)
+        return chosen[::-1], True
+    return chosen[::-1], False
+
+
+def _escape(text: str) -> str:
+    return _TAG_IN_TEXT.sub(lambda m: f"&lt;{m.group(1)}{USER_MESSAGES_TAG}&gt;", text)
+
+
+def _unescape(text: str) -> str:
+    return _ESCAPED_TAG.sub(lambda m: f"<{m.group(1)}{USER_MESSAGES_TAG}>", text)
+
+
+def _format_item(text: str) -> str:
+    lines = _escape(text).split("\n")
+    return "\n".join([_ITEM_PREFIX + lines[0], *(_CONTINUATION + line for line in lines[1:])])
+
+
+def _render_block(chosen: Sequence[str], omitted: bool, prompts: PromptSet) -> str:
+    lines = [_OPEN_TAG]
+    if omitted:
+        lines.append(prompts.omitted_note)
+    lines.extend(_format_item(text) for text in chosen)
+    lines.append(_CLOSE_TAG)
+    return "\n".join(lines)
+
+
+def fill_user_messages(
+    summary_text: str,
+    user_messages: Sequence[str],
+    *,
+    budget_tokens: int = DEFAULT_USER_MESSAGES_BUDGET,
+    estimate: Estimate,
+    prompts: PromptSet,
+) -> str:
+    """Replace the model's ``<all_user_messages>`` block with the real user messages.
+
+    Messages are chosen newest first while they fit ``budget_tokens`` (every one is costed,
+    however few there are); the first that does not fit is trimmed to the remaining budget
+    and older ones are dropped, with a note saying so. They are printed oldest first, one
+    item per message. Only the last complete block is replaced; if the model wrote none, a
+    block is put under the section-6 heading (added if missing). With no user messages at
+    all the text is returned unchanged.
+    """
+    if not any(t.strip() for t in user_messages):
+        return summary_text
+    chosen, omitted = _select(user_messages, budget_tokens, estimate, prompts)
+    block = _render_block(chosen, omitted, prompts)
+    matches = list(_USER_BLOCK.finditer(summary_text))
+    if matches:
+        last = matches[-1]
+        return summary_text[: last.start()] + block + summary_text[last.end() :]
+    return _insert_block(summary_text, block, prompts)
+
+
+def _heading(number: int, text: str, prompts: PromptSet, start: int = 0) -> re.Match[str] | None:
+    """The first heading line of section ``number`` at or after ``start``.
+
+    A numbered line alone is not enough (section 3 may well hold a numbered list): the line
+    must also carry the section's title in this prompt set's language or a built-in one.
+    """
+    titles = {p.section_titles[number - 1].casefold() for p in (prompts, ENGLISH, CHINESE)}
+    pattern = re.compile(_HEADING.format(n=number), re.MULTILINE)
+    for match in pattern.finditer(text, start):
+        line = match.group(0).casefold()
+        if any(title in line for title in titles):
+            return match
+    return None
+
+
+def _insert_block(text: str, block: str, prompts: PromptSet) -> str:
+    """Put ``block`` where section 6 belongs, replacing the model's own section-6 body."""
+    six = _heading(6, text, prompts)
+    if six is not None:
+        following = [_heading(n, text, prompts, six.end()) for n in (7, 8, 9)]
+        ends = [m.start() for m in following if m is not None]
+        end = min(ends) if ends else len(text)
+        tail = text[end:]
+        return text[: six.end()] + "\n" + block + ("\n\n" + tail if tail else "\n")
+    section = prompts.section_heading(6) + "\n" + block
+    seven = _heading(7, text, prompts)
+    if seven is not None:
+        return text[: seven.start()] + section + "\n\n" + text[seven.start() :]
+    return (text.rstrip() + "\n\n" + section) if text.strip() else section
+
+
+def parse_user_messages_block(text: str) -> list[str]:
+    """The user messages quoted in the last ``<all_user_messages>`` block of ``text``.
+
+    Reads what :func:`fill_user_messages` wrote: items start with ``"- "``, continuation
+    lines are indented; notes and blank lines outside items are ignored.
+    """
+    matches = _USER_BLOCK.findall(text)
+    if not matches:
+        return []
+    items: list[list[str]] = []
+    for line in str(matches[-1]).split("\n"):
+        if line.startswith(_ITEM_PREFIX):
+            items.append([line[len(_ITEM_PREFIX) :]])
+        elif items and line.startswith(_CONTINUATION):
+            items[-1].append(line[len(_CONTINUATION) :])
+        elif items and not line.strip():
+            # an indented blank line whose spaces an editor stripped
+            items[-1].append("")
+    texts = ["\n".join(parts).rstrip("\n") for parts in items]
+    return [_unescape(t) for t in texts if t.strip()]
+
+
+# ---------------------------------------------------------------------------------------------
+# Collecting user messages
+
+
+def _media_placeholder(message: Mapping[str, Any]) -> str:
+    kinds: list[str] = []
+    for part in media_parts(message):
+        kind = str(part.get("type", ""))
+        label = next((k for k in ("image", "audio", "video") if k in kind), "file")
+        if label not in kinds:
+            kinds.append(label)
+    return " ".join(f"[{kind}]" for kind in kinds)
+
+
+def _user_text(message: Mapping[str, Any]) -> str:
+    text = text_of(message).strip("\n")
+    if text.strip():
+        return text
+    return _media_placeholder(message)
+
+
+def collect_user_messages(messages: Iterable[Mapping[str, Any]]) -> list[str]:
+    """Texts of the messages a person wrote, oldest first, for :func:`fill_user_messages`.
+
+    Tool results and internal messages (summaries, skills, reminders) are excluded, but the
+    user messages quoted in an earlier summary's block are carried forward in their place, so
+    a second compaction keeps them. A media-only message becomes a placeholder such as
+    ``[image]``. When the same text occurs more than once, only its latest occurrence stays.
+    """
+    texts: list[str] = []
+    for message in messages:
+        if content_type(message) == "summary":
+            texts.extend(parse_user_messages_block(text_of(message)))
+        elif is_real_user_message(message):
+            text = _user_text(message)
+            if text:
+                texts.append(text)
+    seen: set[str] = set()
+    kept: list[str] = []
+    for text in reversed(texts):
+        if text not in seen:
+            seen.add(text)
+            kept.append(text)
+    return kept[::-1]
+
+
+# ---------------------------------------------------------------------------------------------
+# The summary message
+
+
+def build_summary_message(
+    summary_text: str,
+    *,
+    prompts: PromptSet,
+    transcript_path: str | None = None,
+    extra_meta: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The user-role message that stands in for the replaced history.
+
+    ``meta.content_type`` is ``"summary"`` so the next compaction treats it as internal (it
+    is never re-quoted as something the user said); ``extra_meta`` adds keys such as a
+    summary version or the model that wrote it.
+    """
+    pointer = prompts.transcript(transcript_path) if transcript_path else ""
+    parts = [prompts.summary_preamble, summary_text.strip(), pointer, prompts.continue_instruction]
+    meta = {**(extra_meta or {}), "content_type": "summary"}
+    return {"role": "user", "content": "\n\n".join(p for p in parts if p), "meta": meta}
+
+
+def finalize_summary(
+    response_text: str,
+    *,
+    context_messages: Iterable[Mapping[str, Any]],
+    prompts: PromptSet,
+    estimate: Estimate,
+    user_budget_tokens: int = DEFAULT_USER_MESSAGES_BUDGET,
+    transcript_path: str | None = None,
+    extra_meta: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """Extract, back-fill the real user messages of ``context_messages``, and wrap."""
+    summary = fill_user_messages(
+        extract_summary(response_text),
+        collect_user_messages(context_messages),
+        budget_tokens=user_budget_tokens,
+        estimate=estimate,
+        prompts=prompts,
+    )
+    return build_summary_message(
+        summary, prompts=prompts, transcript_path=transcript_path, extra_meta=extra_meta
+    )

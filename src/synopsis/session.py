@@ -1,0 +1,754 @@
+"""Side-store session memory: summarize in the background, inject the summary, recall it later.
+
+After each turn, :meth:`SessionMemory.after_turn` checks whether the session grew by
+``summarize_every`` messages since its latest summary. If so it schedules one background
+summarizer call and returns at once; the turn never waits for the model and never fails
+because of it (every error is logged and reported as an event). The job summarizes only the
+new messages, with the previous summary as context, then makes a **dual write**:
+
+1. ``store.save_summary`` stores version ``n + 1`` and, in the same transaction, an outbox
+   entry for the long-term copy;
+2. ``store.put`` writes the same text as a memory of kind ``"summary"`` in namespace
+   ``("user", user_id, "session", session_id)`` under key ``summary-v{n+1}``;
+3. ``store.complete_outbox`` closes the entry.
+
+If the process dies between 1 and 3, :meth:`SessionMemory.recover` (call it at start-up; jobs
+also call it after each success) replays the pending entries. The memory key is deterministic,
+so a replay is an upsert and never a duplicate.
+
+At most one job per (tenant, session) runs in this process (an in-process registry behind a
+lock). Across replicas the store decides: summary versions are unique per session, so the
+second writer of a version fails to save and reports a ``save`` failure; nothing is
+duplicated. A failed job starts a cooldown for that session, which stops retry storms.
+
+:meth:`SessionMemory.build_context` builds the request: the system prompt with the summary
+injected, optional recalled notes (``hybrid=True``), and a tool-safe window of recent messages
+(see :mod:`synopsis._context`). :class:`AsyncSessionMemory` is the asyncio twin.
+
+Neither class closes the store it was given; its owner does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import copy
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal, Protocol
+
+from synopsis._context import (
+    build_messages,
+    is_due,
+    make_settings,
+    memory_tags,
+    next_summary,
+    recall_query,
+    split_system,
+    summary_key,
+    summary_namespace,
+    summary_span,
+)
+from synopsis.errors import InvalidSummary
+from synopsis.memory._types import (
+    AsyncMemoryStore,
+    AsyncSummaryStore,
+    MemoryStore,
+    OutboxEntry,
+    SearchHit,
+    SessionSummary,
+    SummaryStore,
+    validate_tenant,
+)
+from synopsis.session_events import (
+    OutboxReplayed,
+    SessionEventHandler,
+    SessionSummarySaved,
+    SessionSummaryStarted,
+    aemit_session,
+    check_sync_session_handlers,
+    emit_session,
+    failure,
+)
+from synopsis.summarizer import AsyncSummarizerLike, SummarizerLike
+
+__all__ = [
+    "AsyncSessionMemory",
+    "AsyncSessionStore",
+    "ScheduleResult",
+    "SessionMemory",
+    "SessionStore",
+    "SkipReason",
+]
+
+
+Key = tuple[str, str]
+SkipReason = Literal["not_due", "no_summarizer", "in_flight", "cooldown", "closed", "error"]
+
+
+class SessionStore(MemoryStore, SummaryStore, Protocol):
+    """A store that keeps both long-term memories and session summaries."""
+
+
+class AsyncSessionStore(AsyncMemoryStore, AsyncSummaryStore, Protocol):
+    """The async twin of :class:`SessionStore`."""
+
+
+# ---------------------------------------------------------------------------------------------
+# Results and events
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ScheduleResult:
+    """What :meth:`SessionMemory.after_turn` did: scheduled a job, or why not."""
+
+    scheduled: bool
+    reason: Literal["scheduled"] | SkipReason
+    #: Messages not covered by the latest known summary.
+    pending_messages: int = 0
+
+
+# ---------------------------------------------------------------------------------------------
+# Shared state and pure steps
+
+
+class _Registry:
+    """In-flight jobs, failure cooldowns, known summary ends and per-user deletion epochs."""
+
+    def __init__(self, clock: Callable[[], float], cooldown: float) -> None:
+        self._lock = threading.Lock()
+        self._clock = clock
+        self._cooldown = cooldown
+        self._in_flight: set[Key] = set()
+        self._failed_at: dict[Key, float] = {}
+        self._covers: dict[Key, int] = {}
+        self._epochs: dict[Key, int] = {}
+
+    def known_covers(self, key: Key) -> int | None:
+        with self._lock:
+            return self._covers.get(key)
+
+    def remember_covers(self, key: Key, covers_to: int) -> None:
+        with self._lock:
+            self._covers[key] = max(covers_to, self._covers.get(key, 0))
+
+    def claim(self, key: Key) -> SkipReason | None:
+        """Register a job for ``key``, or say why not."""
+        with self._lock:
+            if key in self._in_flight:
+                return "in_flight"
+            failed_at = self._failed_at.get(key)
+            if failed_at is not None and self._clock() - failed_at < self._cooldown:
+                return "cooldown"
+            self._in_flight.add(key)
+            return None
+
+    def release(self, key: Key, *, failed: bool) -> None:
+        with self._lock:
+            self._in_flight.discard(key)
+            if failed:
+                self._failed_at[key] = self._clock()
+            else:
+                self._failed_at.pop(key, None)
+
+    def epoch(self, tenant: str, user_id: str) -> int:
+        with self._lock:
+            return self._epochs.get((tenant, user_id), 0)
+
+    def forget_user(self, tenant: str, user_id: str) -> None:
+        with self._lock:
+            self._epochs[(tenant, user_id)] = self._epochs.get((tenant, user_id), 0) + 1
+            for key in [k for k in self._covers if k[0] == tenant]:
+                del self._covers[key]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Job:
+    tenant: str
+    user_id: str
+    session_id: str
+    messages: list[dict[str, Any]]
+    epoch: int
+
+    @property
+    def key(self) -> Key:
+        return (self.tenant, self.session_id)
+
+
+# ---------------------------------------------------------------------------------------------
+# Sync
+
+
+class SessionMemory:
+    """Background session summaries with a dual write, context building and recall (threads)."""
+
+    def __init__(
+        self,
+        *,
+        store: SessionStore,
+        summarizer: SummarizerLike | None,
+        summarize_every: int = 20,
+        window_messages: int | None = 40,
+        window_tokens: int | None = None,
+        context_budget_tokens: int | None = None,
+        hybrid: bool = False,
+        recall_limit: int = 5,
+        on_event: Sequence[SessionEventHandler] = (),
+        clock: Callable[[], float] = time.time,
+        max_workers: int = 2,
+        failure_cooldown: float = 60.0,
+        estimate: Callable[[str], int] | None = None,
+    ) -> None:
+        self._settings = make_settings(
+            summarize_every=summarize_every,
+            window_messages=window_messages,
+            window_tokens=window_tokens,
+            context_budget_tokens=context_budget_tokens,
+            hybrid=hybrid,
+            recall_limit=recall_limit,
+            estimate=estimate,
+        )
+        check_sync_session_handlers(on_event)
+        self._store = store
+        self._summarizer = summarizer
+        self._handlers = tuple(on_event)
+        self._clock = clock
+        self._registry = _Registry(clock, failure_cooldown)
+        self._executor = concurrent.futures.ThreadPoolExecutor(
+            max_workers=max_workers, thread_name_prefix="synopsis-session"
+        )
+        self._futures: set[concurrent.futures.Future[None]] = set()
+        self._futures_lock = threading.Lock()
+        self._closed = False
+
+    # --- after each turn ---------------------------------------------------------------------
+
+    def after_turn(
+        self, tenant: str, user_id: str, session_id: str, messages: Sequence[Mapping[str, Any]]
+    ) -> ScheduleResult:
+        """Schedule a background summary when due; never blocks on the model, never raises."""
+        if self._closed:
+            return ScheduleResult(scheduled=False, reason="closed")
+        if self._summarizer is None:
+            return ScheduleResult(scheduled=False, reason="no_summarizer")
+        key = (validate_tenant(tenant), session_id)
+        covers = self._registry.known_covers(key)
+        if covers is None:
+            try:
+                latest = self._store.latest_summary(tenant, session_id)
+            except Exception as exc:
+                emit_session(self._handlers, failure("load_summary", tenant, session_id, exc))
+                return ScheduleResult(scheduled=False, reason="error")
+            covers = latest.covers_to if latest else 0
+            self._registry.remember_covers(key, covers)
+        pending = max(len(messages) - covers, 0)
+        if not is_due(len(messages), covers, self._settings.summarize_every):
+            return ScheduleResult(scheduled=False, reason="not_due", pending_messages=pending)
+        refused = self._registry.claim(key)
+        if refused is not None:
+            return ScheduleResult(scheduled=False, reason=refused, pending_messages=pending)
+        job = _Job(
+            tenant=tenant,
+            user_id=user_id,
+            session_id=session_id,
+            messages=copy.deepcopy([dict(m) for m in messages]),
+            epoch=self._registry.epoch(tenant, user_id),
+        )
+        self._submit(job)
+        return ScheduleResult(scheduled=True, reason="scheduled", pending_messages=pending)
+
+    def _submit(self, job: _Job) -> None:
+        try:
+            future = self._executor.submit(self._run, job)
+        except RuntimeError as exc:  # shut down between the check and the submit
+            self._registry.release(job.key, failed=False)
+            emit_session(self._handlers, failure("job", job.tenant, job.session_id, exc))
+            return
+        with self._futures_lock:
+            self._futures.add(future)
+        future.add_done_callback(self._forget)
+
+    def _forget(self, future: concurrent.futures.Future[None]) -> None:
+        with self._futures_lock:
+            self._futures.discard(future)
+
+    def _run(self, job: _Job) -> None:
+        ok = False
+        try:
+            ok = self._summarize_and_write(job)
+        except Exception as exc:  # last resort: a background job must not die silently
+            emit_session(self._handlers, failure("job", job.tenant, job.session_id, exc))
+        finally:
+            self._registry.release(job.key, failed=not ok)
+        if ok:
+            self.recover(job.tenant, limit=10)
+
+    def _summarize_and_write(self, job: _Job) -> bool:
+        prev = self._store.latest_summary(job.tenant, job.session_id)
+        covers = prev.covers_to if prev else 0
+        self._registry.remember_covers(job.key, covers)
+        start, end = summary_span(job.messages, covers)
+        if not is_due(end, covers, self._settings.summarize_every):
+            return True
+        emit_session(
+            self._handlers,
+            SessionSummaryStarted(
+                tenant=job.tenant,
+                user_id=job.user_id,
+                session_id=job.session_id,
+                from_index=start,
+                to_index=end,
+                previous_version=prev.version if prev else 0,
+            ),
+        )
+        assert self._summarizer is not None
+        try:
+            result = self._summarizer.summarize(
+                job.messages[start:end],
+                previous_summary=prev.text if prev else None,
+                session_id=job.session_id,
+            )
+            summary = next_summary(
+                tenant=job.tenant,
+                user_id=job.user_id,
+                session_id=job.session_id,
+                previous=prev,
+                result=result,
+                covers_to=end,
+                now=self._clock(),
+            )
+        except InvalidSummary as exc:
+            emit_session(
+                self._handlers, failure("invalid_summary", job.tenant, job.session_id, exc)
+            )
+            return False
+        except Exception as exc:
+            emit_session(self._handlers, failure("summarize", job.tenant, job.session_id, exc))
+            return False
+        return self._dual_write(job, summary)
+
+    def _dual_write(self, job: _Job, summary: SessionSummary) -> bool:
+        if self._registry.epoch(job.tenant, job.user_id) != job.epoch:
+            return True  # the user was deleted while the model was thinking
+        try:
+            saved = self._store.save_summary(summary)
+        except Exception as exc:
+            emit_session(self._handlers, failure("save", job.tenant, job.session_id, exc))
+            return False
+        self._registry.remember_covers(job.key, saved.covers_to)
+        written = self._write_memory(saved)
+        if self._registry.epoch(job.tenant, job.user_id) != job.epoch:
+            self._store.delete_user(job.tenant, job.user_id)
+            return True
+        emit_session(
+            self._handlers,
+            SessionSummarySaved(
+                tenant=saved.tenant,
+                user_id=saved.user_id,
+                session_id=saved.session_id,
+                version=saved.version,
+                covers_to=saved.covers_to,
+                model=saved.model,
+                memory_written=written,
+            ),
+        )
+        return True
+
+    def _write_memory(self, summary: SessionSummary) -> bool:
+        """The second write plus its outbox completion; a failure leaves the entry pending."""
+        try:
+            self._store.put(
+                summary.tenant,
+                summary_namespace(summary.user_id, summary.session_id),
+                summary_key(summary.version),
+                summary.text,
+                kind="summary",
+                tags=memory_tags(summary),
+            )
+            self._store.complete_outbox(summary.tenant, summary.session_id, summary.version)
+        except Exception as exc:
+            emit_session(
+                self._handlers, failure("memory_write", summary.tenant, summary.session_id, exc)
+            )
+            return False
+        return True
+
+    def recover(self, tenant: str | None = None, *, limit: int = 100) -> int:
+        """Replay pending outbox entries (their memory writes); return how many completed."""
+        try:
+            entries: list[OutboxEntry] = self._store.pending_outbox(tenant, limit=limit)
+        except Exception as exc:
+            emit_session(self._handlers, failure("recover", tenant or "*", None, exc))
+            return 0
+        done = 0
+        for entry in entries:
+            if self._write_memory(entry.summary):
+                done += 1
+                emit_session(
+                    self._handlers,
+                    OutboxReplayed(
+                        tenant=entry.summary.tenant,
+                        session_id=entry.summary.session_id,
+                        version=entry.summary.version,
+                    ),
+                )
+        return done
+
+    # --- building a request ------------------------------------------------------------------
+
+    def build_context(
+        self,
+        tenant: str,
+        user_id: str,
+        session_id: str,
+        messages: Sequence[Mapping[str, Any]],
+        *,
+        system_prompt: str | None = None,
+        query: str | None = None,
+    ) -> list[dict[str, Any]]:
+        """The messages to send: system prompt + summary, [recalled notes], recent window."""
+        validate_tenant(tenant)
+        system, body = split_system(messages, system_prompt)
+        summary = None
+        try:
+            summary = self._store.latest_summary(tenant, session_id)
+        except Exception as exc:
+            emit_session(self._handlers, failure("load_summary", tenant, session_id, exc))
+        question = recall_query(body, query)
+        hits: list[SearchHit] = []
+        if self._settings.hybrid and question and self._settings.recall_limit:
+            try:
+                hits = self._store.search(
+                    tenant, ("user", user_id), query=question, limit=self._settings.recall_limit * 4
+                )
+            except Exception as exc:
+                emit_session(self._handlers, failure("recall", tenant, session_id, exc))
+        return build_messages(
+            self._settings,
+            system=system,
+            body=body,
+            summary=summary,
+            hits=hits,
+            query=question,
+            user_id=user_id,
+            session_id=session_id,
+        )
+
+    def recall(
+        self, tenant: str, user_id: str, query: str, *, limit: int = 10, kind: str | None = None
+    ) -> list[SearchHit]:
+        """Keyword recall over every memory of the user, across all their sessions."""
+        return self._store.search(tenant, ("user", user_id), query=query, kind=kind, limit=limit)
+
+    def delete_user(self, tenant: str, user_id: str) -> int:
+        """Delete the user's memories, summaries and outbox entries; return how many."""
+        self._registry.forget_user(validate_tenant(tenant), user_id)
+        return self._store.delete_user(tenant, user_id)
+
+    # --- lifecycle ---------------------------------------------------------------------------
+
+    def drain(self, timeout: float | None = None) -> bool:
+        """Wait for scheduled jobs (and the ones they schedule); False if ``timeout`` ran out."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            with self._futures_lock:
+                pending = set(self._futures)
+            if not pending:
+                return True
+            left = None if deadline is None else max(deadline - time.monotonic(), 0.0)
+            _, not_done = concurrent.futures.wait(pending, timeout=left)
+            if not_done:
+                return False
+
+    def close(self, *, wait: bool = True) -> None:
+        """Stop accepting jobs; wait for running ones unless ``wait=False`` (queued are dropped)."""
+        self._closed = True
+        self._executor.shutdown(wait=wait, cancel_futures=not wait)
+
+    def __enter__(self) -> SessionMemory:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+
+# ---------------------------------------------------------------------------------------------
+# Async
+
+
+class AsyncSessionMemory:
+    """The asyncio twin of :class:`SessionMemory`: jobs are tasks on the running loop."""
+
+    def __init__(
+        self,
+        *,
+        store: AsyncSessionStore,
+        summarizer: AsyncSummarizerLike | None,
+        summarize_every: int = 20,
+        window_messages: int | None = 40,
+        window_tokens: int | None = None,
+        context_budget_tokens: int | None = None,
+        hybrid: bool = False,
+        recall_limit: int = 5,
+        on_event: Sequence[SessionEventHandler] = (),
+        clock: Callable[[], float] = time.time,
+        failure_cooldown: float = 60.0,
+        estimate: Callable[[str], int] | None = None,
+    ) -> None:
+        self._settings = make_settings(
+            summarize_every=summarize_every,
+            window_messages=window_messages,
+            window_tokens=window_tokens,
+            context_budget_tokens=context_budget_tokens,
+            hybrid=hybrid,
+            recall_limit=recall_limit,
+            estimate=estimate,
+        )
+        self._store = store
+        self._summarizer = summarizer
+        self._handlers = tuple(on_event)
+        self._clock = clock
+        self._registry = _Registry(clock, failure_cooldown)
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._closed = False
+
+    async def after_turn(
+        self, tenant: str, user_id: str, session_id: str, messages: Sequence[Mapping[str, Any]]
+    ) -> ScheduleResult:
+        """Schedule a background summary when due; never awaits the model, never raises."""
+        if self._closed:
+            return ScheduleResult(scheduled=False, reason="closed")
+        if self._summarizer is None:
+            return ScheduleResult(scheduled=False, reason="no_summarizer")
+        key = (validate_tenant(tenant), session_id)
+        covers = self._registry.known_covers(key)
+        if covers is None:
+            try:
+                latest = await self._store.latest_summary(tenant, session_id)
+            except Exception as exc:
+                await aemit_session(
+                    self._handlers, failure("load_summary", tenant, session_id, exc)
+                )
+                return ScheduleResult(scheduled=False, reason="error")
+            covers = latest.covers_to if latest else 0
+            self._registry.remember_covers(key, covers)
+        pending = max(len(messages) - covers, 0)
+        if not is_due(len(messages), covers, self._settings.summarize_every):
+            return ScheduleResult(scheduled=False, reason="not_due", pending_messages=pending)
+        refused = self._registry.claim(key)
+        if refused is not None:
+            return ScheduleResult(scheduled=False, reason=refused, pending_messages=pending)
+        job = _Job(
+            tenant=tenant,
+            user_id=user_id,
+            session_id=session_id,
+            messages=copy.deepcopy([dict(m) for m in messages]),
+            epoch=self._registry.epoch(tenant, user_id),
+        )
+        task = asyncio.get_running_loop().create_task(self._run(job))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return ScheduleResult(scheduled=True, reason="scheduled", pending_messages=pending)
+
+    async def _run(self, job: _Job) -> None:
+        ok = False
+        try:
+            ok = await self._summarize_and_write(job)
+        except Exception as exc:  # last resort: a background job must not die silently
+            await aemit_session(self._handlers, failure("job", job.tenant, job.session_id, exc))
+        finally:
+            self._registry.release(job.key, failed=not ok)
+        if ok:
+            await self.recover(job.tenant, limit=10)
+
+    async def _summarize_and_write(self, job: _Job) -> bool:
+        prev = await self._store.latest_summary(job.tenant, job.session_id)
+        covers = prev.covers_to if prev else 0
+        self._registry.remember_covers(job.key, covers)
+        start, end = summary_span(job.messages, covers)
+        if not is_due(end, covers, self._settings.summarize_every):
+            return True
+        await aemit_session(
+            self._handlers,
+            SessionSummaryStarted(
+                tenant=job.tenant,
+                user_id=job.user_id,
+                session_id=job.session_id,
+                from_index=start,
+                to_index=end,
+                previous_version=prev.version if prev else 0,
+            ),
+        )
+        assert self._summarizer is not None
+        try:
+            result = await self._summarizer.summarize(
+                job.messages[start:end],
+                previous_summary=prev.text if prev else None,
+                session_id=job.session_id,
+            )
+            summary = next_summary(
+                tenant=job.tenant,
+                user_id=job.user_id,
+                session_id=job.session_id,
+                previous=prev,
+                result=result,
+                covers_to=end,
+                now=self._clock(),
+            )
+        except InvalidSummary as exc:
+            await aemit_session(
+                self._handlers, failure("invalid_summary", job.tenant, job.session_id, exc)
+            )
+            return False
+        except Exception as exc:
+            await aemit_session(
+                self._handlers, failure("summarize", job.tenant, job.session_id, exc)
+            )
+            return False
+        return await self._dual_write(job, summary)
+
+    async def _dual_write(self, job: _Job, summary: SessionSummary) -> bool:
+        if self._registry.epoch(job.tenant, job.user_id) != job.epoch:
+            return True
+        try:
+            saved = await self._store.save_summary(summary)
+        except Exception as exc:
+            await aemit_session(self._handlers, failure("save", job.tenant, job.session_id, exc))
+            return False
+        self._registry.remember_covers(job.key, saved.covers_to)
+        written = await self._write_memory(saved)
+        if self._registry.epoch(job.tenant, job.user_id) != job.epoch:
+            await self._store.delete_user(job.tenant, job.user_id)
+            return True
+        await aemit_session(
+            self._handlers,
+            SessionSummarySaved(
+                tenant=saved.tenant,
+                user_id=saved.user_id,
+                session_id=saved.session_id,
+                version=saved.version,
+                covers_to=saved.covers_to,
+                model=saved.model,
+                memory_written=written,
+            ),
+        )
+        return True
+
+    async def _write_memory(self, summary: SessionSummary) -> bool:
+        try:
+            await self._store.put(
+                summary.tenant,
+                summary_namespace(summary.user_id, summary.session_id),
+                summary_key(summary.version),
+                summary.text,
+                kind="summary",
+                tags=memory_tags(summary),
+            )
+            await self._store.complete_outbox(summary.tenant, summary.session_id, summary.version)
+        except Exception as exc:
+            await aemit_session(
+                self._handlers, failure("memory_write", summary.tenant, summary.session_id, exc)
+            )
+            return False
+        return True
+
+    async def recover(self, tenant: str | None = None, *, limit: int = 100) -> int:
+        """Replay pending outbox entries (their memory writes); return how many completed."""
+        try:
+            entries = await self._store.pending_outbox(tenant, limit=limit)
+        except Exception as exc:
+            await aemit_session(self._handlers, failure("recover", tenant or "*", None, exc))
+            return 0
+        done = 0
+        for entry in entries:
+            if await self._write_memory(entry.summary):
+                done += 1
+                await aemit_session(
+                    self._handlers,
+                    OutboxReplayed(
+                        tenant=entry.summary.tenant,
+                        session_id=entry.summary.session_id,
+                        version=entry.summary.version,
+                    ),
+                )
+        return done
+
+    async def build_context(
+        self,
+        tenant: str,
+        user_id: str,
+        session_id: str,
+        messages: Sequence[Mapping[str, Any]],
+        *,
+        system_prompt: str | None = None,
+        query: str | None = None,
+    ) -> list[dict[str, Any]]:
+        """The messages to send: system prompt + summary, [recalled notes], recent window."""
+        validate_tenant(tenant)
+        system, body = split_system(messages, system_prompt)
+        summary = None
+        try:
+            summary = await self._store.latest_summary(tenant, session_id)
+        except Exception as exc:
+            await aemit_session(self._handlers, failure("load_summary", tenant, session_id, exc))
+        question = recall_query(body, query)
+        hits: list[SearchHit] = []
+        if self._settings.hybrid and question and self._settings.recall_limit:
+            try:
+                hits = await self._store.search(
+                    tenant, ("user", user_id), query=question, limit=self._settings.recall_limit * 4
+                )
+            except Exception as exc:
+                await aemit_session(self._handlers, failure("recall", tenant, session_id, exc))
+        return build_messages(
+            self._settings,
+            system=system,
+            body=body,
+            summary=summary,
+            hits=hits,
+            query=question,
+            user_id=user_id,
+            session_id=session_id,
+        )
+
+    async def recall(
+        self, tenant: str, user_id: str, query: str, *, limit: int = 10, kind: str | None = None
+    ) -> list[SearchHit]:
+        """Keyword recall over every memory of the user, across all their sessions."""
+        return await self._store.search(
+            tenant, ("user", user_id), query=query, kind=kind, limit=limit
+        )
+
+    async def delete_user(self, tenant: str, user_id: str) -> int:
+        """Delete the user's memories, summaries and outbox entries; return how many."""
+        self._registry.forget_user(validate_tenant(tenant), user_id)
+        return await self._store.delete_user(tenant, user_id)
+
+    async def drain(self, timeout: float | None = None) -> bool:  # noqa: ASYNC109
+        """Wait for scheduled jobs (and the ones they schedule); False if ``timeout`` ran out."""
+        loop = asyncio.get_running_loop()
+        deadline = None if timeout is None else loop.time() + timeout
+        while self._tasks:
+            left = None if deadline is None else max(deadline - loop.time(), 0.0)
+            _, not_done = await asyncio.wait(set(self._tasks), timeout=left)
+            if not_done:
+                return False
+        return True
+
+    async def aclose(self, *, wait: bool = True) -> None:
+        """Stop accepting jobs; wait for running ones, or cancel them with ``wait=False``."""
+        self._closed = True
+        if wait:
+            await self.drain()
+            return
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+
+    async def __aenter__(self) -> AsyncSessionMemory:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()

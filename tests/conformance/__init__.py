@@ -1,0 +1,1 @@
+"""One test suite for every memory and summary store backend, sync and async."""

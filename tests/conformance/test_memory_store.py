@@ -1,0 +1,468 @@
+"""The MemoryStore contract, on every backend, sync and async."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable
+from contextlib import closing
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from synopsis.errors import ConfigError, InvalidInput, InvalidNamespace, MigrationError, StoreError
+from synopsis.memory._types import AsyncMemoryStore, AsyncSummaryStore, MemoryStore, SummaryStore
+from synopsis.testing import FakeClock
+
+from .conftest import BACKENDS, BigramEmbedder, Store, db_path
+
+T = "tenant-a"
+NS = ("user", "u1", "session", "s1")
+
+
+def at(clock: FakeClock) -> datetime:
+    return datetime.fromtimestamp(clock.now, tz=UTC)
+
+
+async def keys(store: Store, *args: object, **kwargs: object) -> list[str]:
+    return [hit.item.key for hit in await store.search(*args, **kwargs)]
+
+
+# --- shape ------------------------------------------------------------------------------------
+
+
+async def test_store_satisfies_both_protocols(store: Store) -> None:
+    """Every backend is a memory store and a summary store of its flavor."""
+    if store.flavor == "sync":
+        assert isinstance(store.raw, MemoryStore)
+        assert isinstance(store.raw, SummaryStore)
+    else:
+        assert isinstance(store.raw, AsyncMemoryStore)
+        assert isinstance(store.raw, AsyncSummaryStore)
+
+
+# --- put / get / delete -------------------------------------------------------------------------
+
+
+async def test_put_then_get_round_trips_every_field(store: Store, clock: FakeClock) -> None:
+    """An item comes back exactly as it was put, stamped with the clock."""
+    put = await store.put(T, NS, "k1", "likes tea", kind="fact", tags={"lang": "en"})
+    got = await store.get(T, NS, "k1")
+    assert got == put
+    assert got.tenant == T
+    assert got.namespace == NS
+    assert (got.key, got.text, got.kind, dict(got.tags)) == (
+        "k1",
+        "likes tea",
+        "fact",
+        {"lang": "en"},
+    )
+    assert got.created_at == got.updated_at == at(clock)
+    assert got.expires_at is None
+
+
+async def test_put_defaults_to_kind_note_and_no_tags(store: Store) -> None:
+    """Without options an item is a note with no tags."""
+    item = await store.put(T, NS, "k", "text")
+    assert (item.kind, dict(item.tags)) == ("note", {})
+
+
+async def test_replace_keeps_created_at_and_refreshes_updated_at(
+    store: Store, clock: FakeClock
+) -> None:
+    """Putting the same address again replaces the item but keeps its creation time."""
+    first = await store.put(T, NS, "k", "old text", tags={"a": "1"})
+    clock.advance(30)
+    second = await store.put(T, NS, "k", "new text", kind="fact")
+    assert second.created_at == first.created_at
+    assert second.updated_at == at(clock)
+    got = await store.get(T, NS, "k")
+    assert got == second
+    assert (got.text, got.kind, dict(got.tags)) == ("new text", "fact", {})
+    assert await keys(store, T, NS, query="old") == []
+
+
+async def test_get_missing_returns_none(store: Store) -> None:
+    """Unknown keys, namespaces and tenants read as None."""
+    await store.put(T, NS, "k", "x")
+    assert await store.get(T, NS, "other") is None
+    assert await store.get(T, ("user", "u1"), "k") is None
+    assert await store.get("tenant-b", NS, "k") is None
+
+
+async def test_string_namespace_is_split_on_slashes(store: Store) -> None:
+    """A "/"-separated namespace string addresses the same item as the tuple."""
+    await store.put(T, "user/u1/session/s1", "k", "x")
+    got = await store.get(T, NS, "k")
+    assert got is not None
+    assert got.namespace == NS
+
+
+async def test_labels_may_hold_any_printable_characters(store: Store) -> None:
+    """Dots, slashes, wildcards, quotes, spaces and CJK in labels are kept verbatim."""
+    odd = ("user", "a.b@x.com", "50%_off", 'it\'s "q"', "back\\slash", "sl/ash", "中文 空格")
+    await store.put(T, odd, "k", "x")
+    got = await store.get(T, odd, "k")
+    assert got is not None
+    assert got.namespace == odd
+    assert await keys(store, T, odd[:3]) == ["k"]
+    assert await keys(store, T, ("user", "a.b@x")) == []
+    assert await store.list_namespaces(T) == [odd]
+
+
+async def test_delete_reports_whether_an_item_was_removed(store: Store) -> None:
+    """delete is True once, then False; the item is gone."""
+    await store.put(T, NS, "k", "x")
+    assert await store.delete(T, NS, "k") is True
+    assert await store.delete(T, NS, "k") is False
+    assert await store.get(T, NS, "k") is None
+
+
+@pytest.mark.parametrize(
+    ("call", "error"),
+    [
+        (lambda s: s.put(T, (), "k", "x"), InvalidNamespace),
+        (lambda s: s.put(T, ("user", ""), "k", "x"), InvalidNamespace),
+        (lambda s: s.put(T, ("a\nb",), "k", "x"), InvalidNamespace),
+        (lambda s: s.put(T, NS, "", "x"), InvalidInput),
+        (lambda s: s.put(T, NS, "k", 3), InvalidInput),
+        (lambda s: s.put(T, NS, "k", "x", kind=""), InvalidInput),
+        (lambda s: s.put(T, NS, "k", "x", tags={"a": 1}), InvalidInput),
+        (lambda s: s.put(T, NS, "k", "x", tags=["a"]), InvalidInput),
+        (lambda s: s.put(T, NS, "k", "x", ttl=0), InvalidInput),
+        (lambda s: s.put(T, NS, "k", "x", ttl=-5), InvalidInput),
+        (lambda s: s.put(T, NS, "k", "x", ttl=float("nan")), InvalidInput),
+        (lambda s: s.put(T, NS, "k", "\ud800"), InvalidInput),
+        (lambda s: s.put("", NS, "k", "x"), InvalidInput),
+        (lambda s: s.put(None, NS, "k", "x"), InvalidInput),
+        (lambda s: s.get("   ", NS, "k"), InvalidInput),
+        (lambda s: s.search(T, limit=0), InvalidInput),
+        (lambda s: s.search(T, limit=1001), InvalidInput),
+        (lambda s: s.search(T, limit=True), InvalidInput),
+        (lambda s: s.search(T, offset=-1), InvalidInput),
+        (lambda s: s.search(T, mode="fuzzy"), InvalidInput),
+        (lambda s: s.search(T, query=5), InvalidInput),
+        (lambda s: s.list_namespaces(T, limit=0), InvalidInput),
+        (lambda s: s.list_namespaces(T, max_depth=0), InvalidInput),
+        (lambda s: s.delete_user(T, ""), InvalidInput),
+    ],
+)
+async def test_bad_arguments_are_rejected_with_our_errors(
+    store: Store, call: Callable[[Store], object], error: type[Exception]
+) -> None:
+    """Malformed input raises InvalidInput/InvalidNamespace naming the problem."""
+    with pytest.raises(error):
+        await call(store)  # type: ignore[misc]
+
+
+async def test_limit_bounds_are_inclusive(store: Store) -> None:
+    """limit 1 and 1000 are both accepted."""
+    await store.put(T, NS, "k", "x")
+    assert len(await store.search(T, limit=1)) == 1
+    assert len(await store.search(T, limit=1000)) == 1
+
+
+# --- TTL --------------------------------------------------------------------------------------
+
+
+async def test_expired_items_vanish_immediately(store: Store, clock: FakeClock) -> None:
+    """Once its ttl has passed an item is invisible to get, search and list_namespaces."""
+    item = await store.put(T, NS, "k", "coffee", ttl=10)
+    assert item.expires_at == datetime.fromtimestamp(clock.now + 10, tz=UTC)
+    clock.advance(9.5)
+    assert await store.get(T, NS, "k") == item
+    clock.advance(0.5)
+    assert await store.get(T, NS, "k") is None
+    assert await store.search(T) == []
+    assert await store.search(T, query="coffee") == []
+    assert await store.list_namespaces(T) == []
+    assert await store.delete(T, NS, "k") is False
+
+
+async def test_sweep_expired_deletes_and_counts(store: Store, clock: FakeClock) -> None:
+    """sweep_expired removes expired items of every tenant and returns how many."""
+    await store.put(T, NS, "a", "x", ttl=5)
+    await store.put("tenant-b", NS, "b", "x", ttl=5)
+    await store.put(T, NS, "keep", "x", ttl=100)
+    await store.put(T, NS, "forever", "x")
+    assert await store.sweep_expired() == 0
+    clock.advance(6)
+    assert await store.sweep_expired() == 2
+    assert await store.sweep_expired() == 0
+    assert sorted(await keys(store, T)) == ["forever", "keep"]
+
+
+async def test_put_over_an_expired_item_starts_fresh(store: Store, clock: FakeClock) -> None:
+    """Replacing an expired item gives it a new creation time and no expiry."""
+    await store.put(T, NS, "k", "old", ttl=1)
+    clock.advance(5)
+    item = await store.put(T, NS, "k", "new")
+    assert item.created_at == at(clock)
+    assert item.expires_at is None
+    assert await store.get(T, NS, "k") == item
+
+
+# --- search without a query ---------------------------------------------------------------
+
+
+async def test_no_query_lists_newest_first_then_by_key(store: Store, clock: FakeClock) -> None:
+    """Without a query hits come by updated_at descending, ties by key, with score None."""
+    await store.put(T, NS, "b", "x")
+    await store.put(T, NS, "a", "x")
+    clock.advance(1)
+    await store.put(T, NS, "c", "x")
+    hits = await store.search(T)
+    assert [h.item.key for h in hits] == ["c", "a", "b"]
+    assert all(h.score is None for h in hits)
+
+
+async def test_limit_and_offset_page_through_results(store: Store, clock: FakeClock) -> None:
+    """Pages do not overlap and together cover every item once."""
+    for i in range(7):
+        clock.advance(1)
+        await store.put(T, NS, f"k{i}", "same words here")
+    for query in (None, "words"):
+        pages = [await keys(store, T, query=query, limit=3, offset=o) for o in (0, 3, 6, 9)]
+        assert [len(p) for p in pages] == [3, 3, 1, 0]
+        assert sorted(sum(pages, [])) == [f"k{i}" for i in range(7)]
+
+
+async def test_prefix_matches_whole_labels(store: Store) -> None:
+    """("user","u1") finds u1's nested items but not u10's; the exact namespace matches too."""
+    await store.put(T, ("user", "u1"), "top", "x")
+    await store.put(T, ("user", "u1", "session", "s9"), "deep", "x")
+    await store.put(T, ("user", "u10"), "other", "x")
+    await store.put(T, ("user", "u1x", "session"), "other2", "x")
+    assert sorted(await keys(store, T, ("user", "u1"))) == ["deep", "top"]
+    assert await keys(store, T, ("user", "u1", "session", "s9")) == ["deep"]
+    assert await keys(store, T, ("user", "u1", "session", "s9", "deeper")) == []
+    assert sorted(await keys(store, T, "user/u1", query="x")) == ["deep", "top"]
+    assert len(await store.search(T, ("user",))) == 4
+
+
+async def test_empty_prefix_searches_the_whole_tenant(store: Store) -> None:
+    """An empty prefix covers every namespace of the tenant, and only that tenant."""
+    await store.put(T, ("a",), "k1", "tea")
+    await store.put(T, ("b", "c"), "k2", "tea")
+    await store.put("tenant-b", ("a",), "k3", "tea")
+    assert sorted(await keys(store, T)) == ["k1", "k2"]
+    assert sorted(await keys(store, T, (), query="tea")) == ["k1", "k2"]
+
+
+async def test_kind_and_tags_filter(store: Store) -> None:
+    """kind matches exactly; every given tag must match exactly."""
+    await store.put(T, NS, "a", "tea", kind="fact", tags={"lang": "en", "src": "chat"})
+    await store.put(T, NS, "b", "tea", kind="summary", tags={"lang": "en"})
+    await store.put(T, NS, "c", "tea", kind="fact", tags={"lang": "zh"})
+    assert sorted(await keys(store, T, kind="fact")) == ["a", "c"]
+    assert sorted(await keys(store, T, tags={"lang": "en"})) == ["a", "b"]
+    assert await keys(store, T, tags={"lang": "en", "src": "chat"}) == ["a"]
+    assert await keys(store, T, tags={"lang": "EN"}) == []
+    assert await keys(store, T, kind="fact", tags={"lang": "zh"}, query="tea") == ["c"]
+    assert sorted(await keys(store, T, tags={})) == ["a", "b", "c"]
+
+
+# --- keyword search -----------------------------------------------------------------------
+
+
+async def test_query_returns_only_items_sharing_a_term(store: Store) -> None:
+    """Keyword search is OR over the query's terms; items with none of them are left out."""
+    await store.put(T, NS, "coffee", "The user drinks coffee every morning")
+    await store.put(T, NS, "tea", "The guest prefers green tea")
+    await store.put(T, NS, "none", "Meeting moved to Friday")
+    assert await keys(store, T, query="coffee") == ["coffee"]
+    assert sorted(await keys(store, T, query="coffee or tea?")) == ["coffee", "tea"]
+    assert await keys(store, T, query="spreadsheet") == []
+
+
+async def test_query_scores_are_floats_best_first(store: Store) -> None:
+    """Keyword hits carry a positive float score, sorted best first."""
+    await store.put(T, NS, "a", "coffee coffee coffee")
+    await store.put(T, NS, "b", "coffee and a long story about many other unrelated things")
+    hits = await store.search(T, query="coffee")
+    scores = [h.score for h in hits]
+    assert all(isinstance(s, float) and s > 0 for s in scores)
+    assert scores == sorted(scores, reverse=True)  # type: ignore[type-var]
+
+
+async def test_term_twice_in_short_text_beats_once_in_long_text(store: Store) -> None:
+    """BM25 sanity: higher term frequency in a shorter document ranks first."""
+    filler = " ".join(f"word{i}" for i in range(40))
+    await store.put(T, NS, "long", f"{filler} database {filler}")
+    await store.put(T, NS, "short", "database tuning: the database is slow")
+    await store.put(T, NS, "noise", "nothing relevant at all")
+    assert await keys(store, T, query="database") == ["short", "long"]
+
+
+async def test_rarer_query_term_weighs_more(store: Store) -> None:
+    """BM25 sanity: matching a rare term beats matching a common one."""
+    for i in range(6):
+        await store.put(T, NS, f"common{i}", f"project update number {i}")
+    await store.put(T, NS, "rare", "project kubernetes migration")
+    await store.put(T, NS, "plain", "kubernetes cluster")
+    hits = await keys(store, T, query="kubernetes project")
+    assert set(hits[:2]) == {"rare", "plain"}
+    assert set(hits) == {f"common{i}" for i in range(6)} | {"rare", "plain"}
+
+
+@pytest.mark.parametrize("query", ["", "   ", "?!…", "——", "***", '"'])
+async def test_query_without_terms_returns_nothing(store: Store, query: str) -> None:
+    """A query that yields no search terms (empty, punctuation) returns an empty list."""
+    await store.put(T, NS, "k", "some text")
+    assert await store.search(T, query=query) == []
+
+
+async def test_query_is_case_and_width_insensitive(store: Store) -> None:
+    """Queries match regardless of case and of full-width forms."""
+    await store.put(T, NS, "k", "PostgreSQL tuning")
+    assert await keys(store, T, query="postgresql") == ["k"]
+    assert await keys(store, T, query="ＰＯＳＴＧＲＥＳＱＬ") == ["k"]
+
+
+# --- list_namespaces / delete_user ---------------------------------------------------------
+
+
+async def test_list_namespaces_sorted_with_prefix_depth_and_paging(store: Store) -> None:
+    """Namespaces come sorted; prefix, max_depth (deduplicated) and paging apply."""
+    for ns in [("user", "u2", "session", "s1"), ("user", "u1", "session", "s2"),
+               ("user", "u1", "session", "s1"), ("user", "u1"), ("org", "x")]:  # fmt: skip
+        await store.put(T, ns, "k", "x")
+    await store.put("tenant-b", ("zzz",), "k", "x")
+    assert await store.list_namespaces(T) == [
+        ("org", "x"),
+        ("user", "u1"),
+        ("user", "u1", "session", "s1"),
+        ("user", "u1", "session", "s2"),
+        ("user", "u2", "session", "s1"),
+    ]
+    assert await store.list_namespaces(T, prefix=("user", "u1"), max_depth=4) == [
+        ("user", "u1"),
+        ("user", "u1", "session", "s1"),
+        ("user", "u1", "session", "s2"),
+    ]
+    assert await store.list_namespaces(T, max_depth=2) == [
+        ("org", "x"),
+        ("user", "u1"),
+        ("user", "u2"),
+    ]
+    assert await store.list_namespaces(T, max_depth=1, limit=1, offset=1) == [("user",)]
+    assert await store.list_namespaces(T, prefix="user/u", max_depth=2) == []
+
+
+async def test_delete_user_removes_only_that_users_memories(store: Store) -> None:
+    """delete_user wipes ("user", id, ...) in one tenant and nothing else."""
+    await store.put(T, ("user", "u1"), "a", "x")
+    await store.put(T, ("user", "u1", "session", "s1"), "b", "x")
+    await store.put(T, ("user", "u10"), "c", "x")
+    await store.put(T, ("team", "u1"), "d", "x")
+    await store.put("tenant-b", ("user", "u1"), "e", "x")
+    assert await store.delete_user(T, "u1") == 2
+    assert sorted(await keys(store, T)) == ["c", "d"]
+    assert await keys(store, "tenant-b") == ["e"]
+    assert await store.delete_user(T, "u1") == 0
+
+
+# --- vector and hybrid modes ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("mode", ["vector", "hybrid"])
+async def test_vector_modes_need_an_embedder(store: Store, mode: str) -> None:
+    """Without an embedder, vector and hybrid search are a configuration error."""
+    await store.put(T, NS, "k", "x")
+    with pytest.raises(ConfigError):
+        await store.search(T, query="x", mode=mode)
+
+
+async def test_vector_search_ranks_by_similarity(make_store: Callable[..., Store]) -> None:
+    """Vector search puts the most similar text first and scores with cosine (<= 1)."""
+    store = make_store(embedder=BigramEmbedder())
+    await store.put(T, NS, "near", "the user drinks espresso every morning")
+    await store.put(T, NS, "far", "quarterly revenue report for the board")
+    await store.put("tenant-b", NS, "near-b", "the user drinks espresso every morning")
+    hits = await store.search(T, query="user drinks espresso", mode="vector")
+    assert [h.item.key for h in hits] == ["near", "far"]
+    assert hits[0].score is not None
+    assert hits[1].score is not None
+    assert 1.0 + 1e-6 >= hits[0].score > hits[1].score
+
+
+async def test_hybrid_fuses_keyword_and_vector_rankings(make_store: Callable[..., Store]) -> None:
+    """Hybrid scores are reciprocal-rank fusions; an item found by both lists ranks first."""
+    store = make_store(embedder=BigramEmbedder())
+    await store.put(T, NS, "both", "espresso machine maintenance guide")
+    await store.put(T, NS, "vector-only", "espressos machines maintained")
+    await store.put(T, NS, "unrelated", "board meeting minutes")
+    hits = await store.search(T, query="espresso maintenance", mode="hybrid")
+    assert hits[0].item.key == "both"
+    assert hits[0].score is not None
+    assert hits[0].score <= 2 / 61 + 1e-12
+    assert {h.item.key for h in hits} == {"both", "vector-only", "unrelated"}
+
+
+async def test_vector_search_respects_filters_and_paging(make_store: Callable[..., Store]) -> None:
+    """Vector search applies the prefix, kind, tags and paging like keyword search."""
+    store = make_store(embedder=BigramEmbedder())
+    await store.put(T, ("user", "u1"), "a", "green tea", kind="fact")
+    await store.put(T, ("user", "u1"), "b", "green tea latte", kind="note")
+    await store.put(T, ("user", "u10"), "c", "green tea")
+    hits = await store.search(T, ("user", "u1"), query="green tea", mode="vector", kind="fact")
+    assert [h.item.key for h in hits] == ["a"]
+    page = await store.search(T, ("user", "u1"), query="tea", mode="vector", limit=1, offset=1)
+    assert len(page) == 1
+
+
+# --- persistence and migrations (backends that persist) -----------------------------------------
+
+
+async def test_reopening_keeps_data_and_migrations_are_idempotent(
+    backend: str, make_store: Callable[..., Store]
+) -> None:
+    """A persistent store opened again on the same storage sees the same items."""
+    if not BACKENDS[backend].persistent:
+        pytest.skip("backend does not persist")
+    first = make_store()
+    await first.put(T, NS, "k", "咖啡 coffee")
+    await first.aclose()
+    for _ in range(2):
+        again = make_store()
+        got = await again.get(T, NS, "k")
+        assert got is not None
+        assert await keys(again, T, query="咖啡") == ["k"]
+        await again.aclose()
+
+
+async def test_sqlite_newer_schema_is_refused(
+    backend: str, make_store: Callable[..., Store], tmp_path: Path
+) -> None:
+    """A SQLite database from a newer synopsis raises MigrationError instead of being used."""
+    if backend != "sqlite-file":
+        pytest.skip("only for the SQLite file backend")
+    await make_store().aclose()
+    with closing(sqlite3.connect(db_path(tmp_path))) as conn, conn:
+        conn.execute("INSERT INTO synopsis_schema (version) VALUES (999)")
+    with pytest.raises(MigrationError, match="newer"):
+        make_store()
+
+
+async def test_sqlite_garbage_file_raises_store_error(
+    backend: str, make_store: Callable[..., Store], tmp_path: Path
+) -> None:
+    """Opening a file that is not a database raises StoreError, never sqlite3.Error."""
+    if backend != "sqlite-file":
+        pytest.skip("only for the SQLite file backend")
+    db_path(tmp_path).write_bytes(b"definitely not a database file" * 100)
+    with pytest.raises(StoreError):
+        make_store()
+
+
+async def test_sqlite_closed_store_raises_store_error(
+    backend: str, make_store: Callable[..., Store]
+) -> None:
+    """Using a closed SQLite store raises StoreError; closing twice is fine."""
+    if not backend.startswith("sqlite"):
+        pytest.skip("only for SQLite backends")
+    store = make_store()
+    await store.aclose()
+    await store.aclose()
+    with pytest.raises(StoreError, match="closed"):
+        await store.get(T, NS, "k")
