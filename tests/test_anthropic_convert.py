@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from synopsis.convert.anthropic import CARRY_KEY, from_anthropic, strip_carry, to_anthropic
+from synopsis.errors import ContextLengthExceeded, ProviderUnavailable, RateLimited
+from synopsis.models.anthropic import AnthropicModel, AsyncAnthropicModel
 
 TOOL_TURN = [
     {"role": "system", "content": "You are helpful."},
@@ -240,3 +245,103 @@ def test_sent_form_has_no_carried_keys_and_valid_pairs(history: list[dict[str, A
         if uses:
             following = messages[index + 1]["content"]
             assert [b["tool_use_id"] for b in following] == uses
+
+
+# ---------------------------------------------------------------------------------------------
+# The Anthropic adapter, against a scripted local server
+
+
+class _Messages:
+    """A local /v1/messages endpoint answering from a script of (status, body) pairs."""
+
+    def __init__(self, script: list[tuple[int, dict[str, Any]]]) -> None:
+        self.script = script
+        self.bodies: list[dict[str, Any]] = []
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                raw = self.rfile.read(int(self.headers.get("content-length", "0")))
+                outer.bodies.append(json.loads(raw))
+                status, body = outer.script.pop(0)
+                data = json.dumps(body).encode()
+                self.send_response(status)
+                self.send_header("content-type", "application/json")
+                self.send_header("content-length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.thread = threading.Thread(
+            target=self.httpd.serve_forever, kwargs={"poll_interval": 0.01}, daemon=True
+        )
+        self.thread.start()
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+
+    def close(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+def _answer(text: str) -> tuple[int, dict[str, Any]]:
+    return 200, {
+        "id": "msg_1",
+        "type": "message",
+        "role": "assistant",
+        "model": "claude-test",
+        "content": [{"type": "text", "text": text}],
+        "stop_reason": "end_turn",
+        "usage": {"input_tokens": 11, "output_tokens": 4},
+    }
+
+
+def _error(status: int, kind: str, message: str) -> tuple[int, dict[str, Any]]:
+    return status, {"type": "error", "error": {"type": kind, "message": message}}
+
+
+def test_anthropic_model_sends_system_and_no_tools_and_maps_errors() -> None:
+    """System goes to `system`, no tools/meta are sent; 529 and 'prompt is too long' map right."""
+    server = _Messages(
+        [
+            _answer("<summary>ok</summary>"),
+            _error(529, "overloaded_error", "Overloaded"),
+            _error(400, "invalid_request_error", "prompt is too long: 300000 tokens > 200000"),
+        ]
+    )
+    model = AnthropicModel("claude-test", base_url=server.url, api_key="k")
+    try:
+        response = model.complete(TOOL_TURN)
+        with pytest.raises(ProviderUnavailable):
+            model.complete(TOOL_TURN)
+        with pytest.raises(ContextLengthExceeded):
+            model.complete(TOOL_TURN)
+    finally:
+        model.close()
+        server.close()
+    assert response.text == "<summary>ok</summary>"
+    assert response.usage is not None
+    assert response.usage.total_tokens == 15
+    body = server.bodies[0]
+    assert body["system"] == "You are helpful."
+    assert body["max_tokens"] == 8192
+    assert "tools" not in body
+    assert all(m["role"] in {"user", "assistant"} for m in body["messages"])
+    assert CARRY_KEY not in json.dumps(body)
+    assert '"meta"' not in json.dumps(body)
+
+
+async def test_async_anthropic_model_rate_limit() -> None:
+    """The async twin answers and turns a 429 into RateLimited."""
+    server = _Messages([_answer("hi"), _error(429, "rate_limit_error", "slow down")])
+    model = AsyncAnthropicModel("claude-test", base_url=server.url, api_key="k", max_tokens=100)
+    try:
+        assert (await model.complete([{"role": "user", "content": "x"}])).text == "hi"
+        with pytest.raises(RateLimited):
+            await model.complete([{"role": "user", "content": "x"}])
+    finally:
+        await model.aclose()
+        server.close()
+    assert server.bodies[0]["max_tokens"] == 100

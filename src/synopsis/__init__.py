@@ -1,5 +1,16 @@
-"""synopsis: keep LLM agents working past their context window, and remember earlier sessions."""
+"""synopsis: keep LLM agents working past their context window, and remember earlier sessions.
 
+The curated public API. Everything else is importable from its module but not promised.
+"""
+
+from synopsis.archive import Archive, JsonlArchive, MemoryArchive
+from synopsis.compactor import (
+    AsyncCompactingModel,
+    AsyncCompactor,
+    CompactingModel,
+    CompactionResult,
+    Compactor,
+)
 from synopsis.errors import (
     AllModelsFailed,
     CompactionError,
@@ -21,27 +32,81 @@ from synopsis.errors import (
     TenantMismatch,
     TransientModelError,
 )
+from synopsis.events import AfterSummarize, BeforeSummarize, GenerateSummary, SummarizeFailed
+from synopsis.extractive import AsyncExtractiveModel, ExtractiveModel
+from synopsis.messages import validate_messages
+from synopsis.models import AsyncModel, Model, ModelResponse, ModelSettings, Usage
+from synopsis.models._resolve import resolve_model
+from synopsis.planner import KeepTail
+from synopsis.prompts import CHINESE, ENGLISH, PromptSet
+from synopsis.resilience import Cooldown, RetryPolicy
+from synopsis.session import AsyncSessionMemory, SessionMemory
+from synopsis.skills import SkillConfig
+from synopsis.summarizer import AsyncSummarizer, Summarizer, SummaryResult
+from synopsis.tokens import TokenCount, TokenCounter
+from synopsis.transcripts import Transcript, dump_transcript, load_transcript
+from synopsis.triggers import Trigger, TriggerDecision
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "AfterSummarize",
     "AllModelsFailed",
+    "Archive",
+    "AsyncCompactingModel",
+    "AsyncCompactor",
+    "AsyncExtractiveModel",
+    "AsyncModel",
+    "AsyncSessionMemory",
+    "AsyncSummarizer",
+    "BeforeSummarize",
+    "CHINESE",
+    "CompactingModel",
     "CompactionError",
+    "CompactionResult",
+    "Compactor",
     "ConfigError",
     "ContextLengthExceeded",
+    "Cooldown",
+    "ENGLISH",
+    "ExtractiveModel",
+    "GenerateSummary",
     "InvalidInput",
     "InvalidMessage",
     "InvalidNamespace",
     "InvalidSummary",
+    "JsonlArchive",
+    "KeepTail",
+    "MemoryArchive",
+    "Model",
     "ModelError",
+    "ModelResponse",
+    "ModelSettings",
     "ModelTimeout",
     "NotFound",
     "PermanentModelError",
+    "PromptSet",
     "ProviderUnavailable",
     "RateLimited",
     "RetryExhausted",
+    "RetryPolicy",
+    "SessionMemory",
+    "SkillConfig",
     "StoreError",
+    "SummarizeFailed",
+    "Summarizer",
+    "SummaryResult",
     "SynopsisError",
     "TenantMismatch",
+    "TokenCount",
+    "TokenCounter",
+    "Transcript",
     "TransientModelError",
+    "Trigger",
+    "TriggerDecision",
+    "Usage",
+    "dump_transcript",
+    "load_transcript",
+    "resolve_model",
+    "validate_messages",
 ]

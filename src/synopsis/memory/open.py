@@ -1,0 +1,78 @@
+"""Open the right store for a database string: a SQLite path or a PostgreSQL URL.
+
+* ``postgresql://...`` or ``postgres://...``: :class:`~synopsis.memory.postgres.PostgresStore`
+  (needs the ``postgres`` extra);
+* ``sqlite:///relative/or/absolute/path`` or a plain file path (default ``./synopsis.db``), or
+  ``":memory:"``: :class:`~synopsis.memory.sqlite.SQLiteStore`;
+* anything else that looks like a URL is refused with :class:`~synopsis.errors.InvalidInput`.
+
+Backends are imported only when chosen, so SQLite users never need psycopg.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Literal, overload
+
+from synopsis.errors import ConfigError, InvalidInput
+
+if TYPE_CHECKING:
+    from synopsis.session import AsyncSessionStore, SessionStore
+
+__all__ = ["DEFAULT_DB", "open_store", "parse_db"]
+
+DEFAULT_DB = "./synopsis.db"
+_POSTGRES_SCHEMES = ("postgresql://", "postgres://")
+
+
+def parse_db(db: str) -> tuple[Literal["sqlite", "postgres"], str]:
+    """Classify ``db`` as ``("sqlite", path)`` or ``("postgres", url)``, or raise InvalidInput."""
+    if not isinstance(db, str) or not db.strip():
+        raise InvalidInput("database must be a SQLite file path or a postgresql:// URL")
+    db = db.strip()
+    if db.lower().startswith(_POSTGRES_SCHEMES):
+        return "postgres", db
+    if db.lower().startswith("sqlite://"):
+        rest = db[len("sqlite://") :]
+        if not rest.startswith("/") or len(rest) < 2:
+            raise InvalidInput(f"database URL {db!r} has no file path (use sqlite:///file.db)")
+        db = rest[1:]
+    elif "://" in db:
+        scheme = db.split("://", 1)[0]
+        raise InvalidInput(
+            f"unsupported database URL scheme {scheme!r}: use a SQLite file path "
+            "or a postgresql:// URL"
+        )
+    if db != ":memory:":
+        parent = Path(db).expanduser().parent
+        if not parent.is_dir():
+            raise InvalidInput(f"cannot create database {db!r}: folder {str(parent)!r} is missing")
+    return "sqlite", db if db == ":memory:" else str(Path(db).expanduser())
+
+
+@overload
+def open_store(db: str = ..., *, async_: Literal[False] = ...) -> SessionStore: ...
+
+
+@overload
+def open_store(db: str = ..., *, async_: Literal[True]) -> AsyncSessionStore: ...
+
+
+def open_store(db: str = DEFAULT_DB, *, async_: bool = False) -> SessionStore | AsyncSessionStore:
+    """A memory + summary store for ``db`` (see the module docstring); the caller closes it."""
+    kind, target = parse_db(db)
+    if kind == "postgres":
+        return _open_postgres(target, async_=async_)
+    from synopsis.memory.sqlite import AsyncSQLiteStore, SQLiteStore
+
+    return AsyncSQLiteStore(target) if async_ else SQLiteStore(target)
+
+
+def _open_postgres(url: str, *, async_: bool) -> SessionStore | AsyncSessionStore:
+    try:
+        from synopsis.memory.postgres import AsyncPostgresStore, PostgresStore
+    except ImportError as exc:
+        raise ConfigError(
+            "PostgreSQL support needs the 'postgres' extra: pip install 'synopsis[postgres]'"
+        ) from exc
+    return AsyncPostgresStore(url) if async_ else PostgresStore(url)

@@ -1,0 +1,90 @@
+"""The synopsis command line: count, compact, and clean errors (exit code 2)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from synopsis.cli import main
+
+DATA = Path(__file__).parent / "data"
+EXAMPLE = Path(__file__).parent.parent / "examples" / "coding-session.json"
+
+
+def run(*args: str) -> tuple[int, str, str]:
+    result = CliRunner().invoke(main, list(args))
+    return result.exit_code, result.stdout, result.stderr
+
+
+def test_count_reproduces_seed_experiment_a() -> None:
+    """With adk, experiment A counts 5200 reported + 9 estimated = 5209."""
+    code, out, _ = run("count", str(DATA / "seed-a.json"), "--estimator", "adk", "--json")
+    assert code == 0
+    assert json.loads(out) == {"tokens": 5209, "baseline": 5200, "increment": 9, "messages": 6,
+                               "estimator": "adk"}
+
+
+def test_compact_seed_d_with_small_user_budget(tmp_path: Path) -> None:
+    """--user-budget 10 keeps only the 4th and 5th questions, in order, in the block."""
+    out_file = tmp_path / "out.json"
+    code, out, _ = run("compact", str(DATA / "seed-d.json"), "--user-budget", "10", "--force",
+                       "--estimator", "adk", "-o", str(out_file), "--json")
+    assert code == 0
+    report = json.loads(out)
+    for key in ("triggered", "tokens_before", "tokens_after", "model", "attempts", "messages"):
+        assert key in report
+    assert report["model"] == "extractive" and report["messages"] == 2
+    summary = json.loads(out_file.read_text(encoding="utf-8"))[-1]["content"]
+    block = summary.split("<all_user_messages>")[1].split("</all_user_messages>")[0]
+    assert "用户提问第四号" in block and "用户提问第五号" in block
+    assert block.index("第四号") < block.index("第五号")
+    assert "第一号" not in block and "第三号" not in block
+
+
+def test_compact_example_main_job(tmp_path: Path) -> None:
+    """The README's main command compacts the shipped example below its trigger."""
+    out_file = tmp_path / "c.json"
+    code, out, _ = run("compact", str(EXAMPLE), "--trigger-tokens", "2000", "-o", str(out_file),
+                       "--json")
+    report = json.loads(out)
+    assert code == 0 and report["triggered"] and report["compacted"]
+    assert report["tokens_after"] < report["tokens_before"] / 2
+    messages = json.loads(out_file.read_text(encoding="utf-8"))
+    assert messages[0]["role"] == "system"
+    assert "skip completely empty lines" in messages[-1]["content"]
+
+
+def test_compact_without_trigger_leaves_history(tmp_path: Path) -> None:
+    """Below the default trigger and without --force nothing changes."""
+    code, out, _ = run("compact", str(DATA / "seed-d.json"), "--json")
+    report = json.loads(out)
+    assert code == 0 and not report["triggered"] and report["transcript"] == json.loads(
+        (DATA / "seed-d.json").read_text(encoding="utf-8"))
+
+
+@pytest.mark.parametrize(
+    ("content", "needle"),
+    [
+        ("[{\"role\": \"user\"", "malformed JSON"),
+        ('[{"role": "alien", "content": "x"}]', "unknown role"),
+        ('[{"role": "tool", "tool_call_id": "c", "content": "x"}]', "no matching assistant"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(tmp_path: Path, content: str, needle: str) -> None:
+    """Malformed transcripts give one clear line on stderr and exit code 2."""
+    path = tmp_path / "bad.json"
+    path.write_text(content, encoding="utf-8")
+    for command in ("count", "compact"):
+        code, _, err = run(command, str(path))
+        assert code == 2
+        assert needle in err and "Traceback" not in err
+        assert len(err.strip().splitlines()) == 1
+
+
+def test_missing_file_is_exit_2(tmp_path: Path) -> None:
+    """A file that does not exist is reported in one line."""
+    code, _, err = run("count", str(tmp_path / "nope.json"))
+    assert code == 2 and "cannot read" in err

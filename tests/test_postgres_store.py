@@ -1,0 +1,456 @@
+"""PostgreSQL-specific behaviour: migrations, SQL building, BM25 parity, races and the seam.
+
+The shared contract is pinned by ``tests/conformance``; these tests cover what only this
+backend has (schemas, advisory locks, concurrent replicas, psycopg error translation).
+"""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from collections import Counter
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import psycopg
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from psycopg import sql
+
+from synopsis.errors import ConfigError, InvalidInput, MigrationError, StoreError
+from synopsis.memory import _sql_postgres as q
+from synopsis.memory._recall import bm25_scores
+from synopsis.memory._terms import document_terms, query_terms
+from synopsis.memory._types import SessionSummary
+from synopsis.memory.inmemory import InMemoryStore
+from synopsis.memory.postgres import AsyncPostgresStore, PostgresStore, bm25_from_counts
+from synopsis.testing import FakeClock
+
+T = "tenant-a"
+NS = ("user", "u1", "session", "s1")
+
+# --- pure: builders and scoring (no server needed) ---------------------------------------------
+
+
+def _text(statement: q.Statement) -> str:
+    return statement.query.as_string(None)
+
+
+def test_user_text_is_bound_never_spliced_into_sql() -> None:
+    """Tenant, namespace, key, tags and query terms reach PostgreSQL only as parameters."""
+    evil = "x'); DROP TABLE memories; --"
+    statements = [
+        q.get_item("synopsis", evil, (evil, "%_"), evil, 1.0),
+        q.delete_item("synopsis", evil, (evil,), evil, 1.0),
+        q.keyword_candidates(
+            "synopsis",
+            tenant=evil,
+            prefix=(evil,),
+            kind=evil,
+            tags={evil: evil},
+            now=1.0,
+            terms=["drop"],
+        ),
+        q.list_namespaces(
+            "synopsis", tenant=evil, prefix=(evil,), max_depth=2, now=1.0, limit=5, offset=0
+        ),
+    ]
+    for statement in statements:
+        assert "DROP" not in _text(statement)
+        assert "%_" not in _text(statement)
+
+
+def test_schema_name_is_quoted_as_an_identifier() -> None:
+    """An odd schema name is quoted, not interpreted."""
+    text = _text(q.get_item('we"ird; --', T, NS, "k", 1.0))
+    assert '"we""ird; --".memories' in text
+
+
+def test_tsquery_quotes_every_lexeme() -> None:
+    """Query syntax characters are inert: each term is one quoted lexeme, ORed."""
+    assert q.tsquery_text(["a", "b'c", "d\\e"]) == "'a' | 'b''c' | 'd\\\\e'"
+
+
+def test_migrations_are_ordered_and_versioned() -> None:
+    """Migration n records version n after its own statements."""
+    steps = q.migration("s", len(q.MIGRATIONS))
+    assert "schema_version" in _text(steps[-1])
+    assert steps[-1].params == {"v": len(q.MIGRATIONS)}
+
+
+def test_advisory_key_is_stable_and_signed_64_bit() -> None:
+    """The lock key is derived from its labels only and fits PostgreSQL's bigint."""
+    key = q.advisory_key("a", "b")
+    assert key == q.advisory_key("a", "b") != q.advisory_key("ab")
+    assert -(2**63) <= key < 2**63
+
+
+@given(
+    docs=st.lists(st.lists(st.sampled_from("abcdef"), max_size=8), min_size=1, max_size=12),
+    terms=st.lists(st.sampled_from("abcdefg"), min_size=1, max_size=4),
+)
+def test_bm25_from_counts_equals_bm25_over_the_whole_scope(
+    docs: list[list[str]], terms: list[str]
+) -> None:
+    """Scoring only the candidates, given scope size and length, matches full-scope BM25."""
+    counts = [Counter(doc) for doc in docs]
+    lengths = [len(doc) for doc in docs]
+    full = bm25_scores(terms, counts, lengths)
+    chosen = [i for i, c in enumerate(counts) if any(t in c for t in terms)]
+    partial = bm25_from_counts(
+        terms,
+        [(counts[i], lengths[i]) for i in chosen],
+        scope_size=len(docs),
+        scope_length=sum(lengths),
+    )
+    assert partial == [full[i] for i in chosen]
+
+
+def test_bad_options_are_config_errors() -> None:
+    """Pool sizes, timeout and schema are checked before any connection is made."""
+    with pytest.raises(ConfigError):
+        AsyncPostgresStore("postgresql://unused", min_size=5, max_size=2)
+    with pytest.raises(ConfigError):
+        AsyncPostgresStore("postgresql://unused", pool_timeout=0)
+    with pytest.raises(ConfigError):
+        AsyncPostgresStore("postgresql://unused", schema="")
+
+
+# --- against the server ----------------------------------------------------------------------
+
+
+def _drop(url: str, schema: str) -> None:
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema)))
+
+
+@pytest.fixture
+def schema(postgres_url: str) -> Iterator[str]:
+    """A fresh schema name, dropped after the test."""
+    name = f"test_{uuid.uuid4().hex}"
+    yield name
+    _drop(postgres_url, name)
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    """The clock the stores read."""
+    return FakeClock()
+
+
+@pytest.fixture
+def make(
+    postgres_url: str, schema: str, clock: FakeClock
+) -> Iterator[Callable[..., PostgresStore]]:
+    """Open sync stores on the test schema (closed afterwards)."""
+    opened: list[PostgresStore] = []
+
+    def factory(**options: Any) -> PostgresStore:
+        options.setdefault("clock", clock)
+        store = PostgresStore(postgres_url, schema=schema, **options)
+        opened.append(store)
+        return store
+
+    yield factory
+    for store in opened:
+        store.close()
+
+
+def _summary(version: int = 1, digest: str = "h1", **changes: Any) -> SessionSummary:
+    values: dict[str, Any] = {
+        "tenant": T, "user_id": "u1", "session_id": "s1", "version": version,
+        "text": f"summary {version}", "covers_from": 0, "covers_to": 10 * version,
+        "model": "fake", "content_hash": digest,
+    }  # fmt: skip
+    values.update(changes)
+    return SessionSummary(**values)
+
+
+@pytest.mark.postgres
+def test_many_replicas_starting_together_migrate_once(postgres_url: str, schema: str) -> None:
+    """Concurrent first starts on one database all succeed and record each version once."""
+    with ThreadPoolExecutor(max_workers=6) as pool:
+        stores = list(pool.map(lambda _: PostgresStore(postgres_url, schema=schema), range(6)))
+    for store in stores:
+        store.close()
+    with psycopg.connect(postgres_url) as conn:
+        rows = conn.execute(
+            sql.SQL("SELECT version FROM {}.schema_version").format(sql.Identifier(schema))
+        ).fetchall()
+    assert rows == [(v,) for v in range(1, len(q.MIGRATIONS) + 1)]
+
+
+@pytest.mark.postgres
+def test_reopening_keeps_data(make: Callable[..., PostgresStore]) -> None:
+    """Migrations are idempotent: a second store on the schema sees the first one's items."""
+    make().put(T, NS, "k", "kept")
+    item = make().get(T, NS, "k")
+    assert item is not None
+    assert item.text == "kept"
+
+
+@pytest.mark.postgres
+def test_newer_schema_than_the_code_is_a_migration_error(
+    make: Callable[..., PostgresStore], postgres_url: str, schema: str
+) -> None:
+    """A database migrated by newer code is refused rather than misused."""
+    make().close()
+    with psycopg.connect(postgres_url, autocommit=True) as conn:
+        conn.execute(
+            sql.SQL("INSERT INTO {}.schema_version (version) VALUES (999)").format(
+                sql.Identifier(schema)
+            )
+        )
+    with pytest.raises(MigrationError, match="999"):
+        make()
+
+
+@pytest.mark.postgres
+def test_schemas_are_independent(make: Callable[..., PostgresStore], postgres_url: str) -> None:
+    """Two schemas on one database do not see each other's items."""
+    other = f"test_{uuid.uuid4().hex}"
+    try:
+        make().put(T, NS, "k", "here")
+        with PostgresStore(postgres_url, schema=other) as elsewhere:
+            assert elsewhere.get(T, NS, "k") is None
+    finally:
+        _drop(postgres_url, other)
+
+
+@pytest.mark.postgres
+def test_unreachable_server_is_a_store_error() -> None:
+    """A connection failure surfaces as StoreError (chained), never a psycopg error."""
+    with pytest.raises(StoreError) as caught:
+        PostgresStore("postgresql://postgres@127.0.0.1:1/none", pool_timeout=0.5)
+    assert isinstance(caught.value.__cause__, psycopg.Error)
+
+
+@pytest.mark.postgres
+def test_database_errors_are_translated_with_sqlstate(
+    make: Callable[..., PostgresStore], postgres_url: str, schema: str
+) -> None:
+    """A failing statement raises StoreError carrying the SQLSTATE, not the raw error."""
+    store = make()
+    _drop(postgres_url, schema)
+    with pytest.raises(StoreError) as caught:
+        store.put(T, NS, "k", "text")
+    assert not isinstance(caught.value, psycopg.Error)
+    assert caught.value.sqlstate == "42P01"  # type: ignore[attr-defined]
+    assert isinstance(caught.value.__cause__, psycopg.Error)
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda s: s.put(T, NS, "k", "nul\x00text"),
+        lambda s: s.put(T, NS, "k", "t", kind="k\x00"),
+        lambda s: s.put(T, NS, "k", "t", tags={"a": "b\x00"}),
+        lambda s: s.put(T, NS, "k", "t", tags={"a\x00": "b"}),
+        lambda s: s.search(T, query="x", tags={"a": "\x00"}),
+        lambda s: s.save_summary(_summary(text="a\x00b")),
+        lambda s: s.latest_summary(T, "s\x00"),
+    ],
+)
+def test_nul_characters_are_rejected_before_the_database(
+    make: Callable[..., PostgresStore], call: Callable[[PostgresStore], object]
+) -> None:
+    """PostgreSQL text cannot hold NUL, so it is refused as InvalidInput."""
+    with pytest.raises(InvalidInput, match="NUL"):
+        call(make())
+
+
+HOSTILE = [
+    "%", "_", "%%", "a%", "'", "''", "\\", "\\'", "x'); DELETE FROM memories; --",
+    "\" OR 1=1 --", "NEAR(a b)", "a & !b", "*:*", "咖啡 | 'x'", "{}", "{a,b}", "NULL",
+]  # fmt: skip
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("hostile", HOSTILE)
+def test_hostile_strings_never_cross_tenants(
+    make: Callable[..., PostgresStore], hostile: str
+) -> None:
+    """Wildcards, quotes, SQL and tsquery syntax in any argument reach only literal data."""
+    store = make()
+    store.put("victim", ("user", hostile), hostile, f"secret {hostile} 咖啡", tags={hostile: "v"})
+    store.put(hostile, ("user", "u"), "k", "mine")
+    assert store.get(hostile, ("user", hostile), hostile) is None
+    assert store.search(hostile, (), query=f"secret {hostile} 咖啡") == []
+    assert store.search(hostile, ("user",), tags={hostile: "v"}) == []
+    assert store.list_namespaces(hostile) == [("user", "u")]
+    assert store.delete(hostile, ("user", hostile), hostile) is False
+    assert store.delete_user(hostile, hostile) == 0
+    hits = store.search("victim", ("user", hostile), query=f"{hostile} secret")
+    assert [hit.item.key for hit in hits] == [hostile]
+
+
+@pytest.mark.postgres
+def test_megabyte_query_is_harmless(make: Callable[..., PostgresStore]) -> None:
+    """A 1 MB query costs no more than its first terms and finds what they match."""
+    store = make()
+    store.put(T, NS, "k", "needle in a haystack")
+    hits = store.search(T, query="needle " + "x" * 1_000_000)
+    assert [hit.item.key for hit in hits] == ["k"]
+
+
+@pytest.mark.postgres
+def test_prefix_matches_whole_labels_only(make: Callable[..., PostgresStore]) -> None:
+    """("user", "u1") finds ("user", "u1", ...) but not ("user", "u10") or ("user", "u1%")."""
+    store = make()
+    for label in ("u1", "u10", "u1%", "u_"):
+        store.put(T, ("user", label, "x"), "k", "text")
+    found = {hit.item.namespace for hit in store.search(T, ("user", "u1"))}
+    assert found == {("user", "u1", "x")}
+
+
+CORPUS = {
+    "a": "the user likes drinking coffee, not tea",
+    "b": "用户喜欢喝咖啡，不喜欢茶",
+    "c": "coffee coffee coffee and a very long sentence about many other unrelated things",
+    "d": "PostgreSQL 数据库 is preferred over MySQL for coffee shop data",
+    "e": "meeting notes: project delayed to next week",
+    "f": "飞书消息推送失败",
+}
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("query", ["coffee", "咖啡", "coffee tea", "喜欢 coffee", "数据库", "飞书"])
+def test_keyword_scores_equal_the_in_memory_reference(
+    make: Callable[..., PostgresStore], clock: FakeClock, query: str
+) -> None:
+    """BM25 ranking and scores are those of the in-memory backend, float for float."""
+    store, reference = make(), InMemoryStore(clock=clock)
+    for key, text in CORPUS.items():
+        for target in (store, reference):
+            target.put(T, ("user", "u1", key), key, text)
+        clock.advance(1)
+    store.put("other", ("user", "u1"), "z", "coffee coffee 咖啡 数据库 飞书")
+    got = [(h.item.key, h.score) for h in store.search(T, ("user",), query=query, limit=50)]
+    want = [(h.item.key, h.score) for h in reference.search(T, ("user",), query=query, limit=50)]
+    assert got == want
+    assert got
+
+
+@pytest.mark.postgres
+def test_index_terms_are_the_shared_terms(
+    make: Callable[..., PostgresStore], postgres_url: str, schema: str
+) -> None:
+    """The stored terms and frequencies are exactly document_terms of the text."""
+    make().put(T, NS, "k", "Painting paints 用户喜欢")
+    with psycopg.connect(postgres_url) as conn:
+        rows = conn.execute(
+            sql.SQL("SELECT term, tf FROM {}.memory_terms").format(sql.Identifier(schema))
+        ).fetchall()
+    assert dict(rows) == dict(Counter(document_terms("Painting paints 用户喜欢")))
+    assert query_terms("paint") == ["paint"]
+
+
+@pytest.mark.postgres
+def test_concurrent_puts_of_one_new_key_leave_one_item(
+    make: Callable[..., PostgresStore],
+) -> None:
+    """Racing inserts of the same address converge on one row with one set of terms."""
+    store = make(max_size=8)
+    barrier = threading.Barrier(8)
+
+    def put(i: int) -> None:
+        barrier.wait()
+        store.put(T, NS, "same", f"version {i} coffee")
+
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        list(pool.map(put, range(8)))
+    hits = store.search(T, query="coffee")
+    assert len(hits) == 1
+    assert hits[0].item.key == "same"
+
+
+@pytest.mark.postgres
+def test_concurrent_savers_of_one_version_cannot_both_win(
+    make: Callable[..., PostgresStore],
+) -> None:
+    """Of racing saves with different hashes for one version exactly one is stored."""
+    store = make(max_size=6)
+    barrier = threading.Barrier(6)
+
+    def save(i: int) -> str:
+        barrier.wait()
+        try:
+            return store.save_summary(_summary(digest=f"h{i}")).content_hash
+        except StoreError:
+            return "lost"
+
+    with ThreadPoolExecutor(max_workers=6) as pool:
+        outcomes = list(pool.map(save, range(6)))
+    winners = [o for o in outcomes if o != "lost"]
+    assert len(winners) == 1
+    assert [s.content_hash for s in store.summary_history(T, "s1")] == winners
+    assert len(store.pending_outbox(T)) == 1
+
+
+@pytest.mark.postgres
+def test_idempotent_retries_race_safely(make: Callable[..., PostgresStore]) -> None:
+    """Racing retries of the same summary all succeed and leave one row and one outbox entry."""
+    store = make(max_size=6)
+    barrier = threading.Barrier(6)
+
+    def save(_: int) -> SessionSummary:
+        barrier.wait()
+        return store.save_summary(_summary())
+
+    with ThreadPoolExecutor(max_workers=6) as pool:
+        saved = list(pool.map(save, range(6)))
+    assert len({s.created_at for s in saved}) == 1
+    assert len(store.summary_history(T, "s1")) == 1
+    assert len(store.pending_outbox()) == 1
+
+
+@pytest.mark.postgres
+def test_sweep_and_delete_user_remove_terms_too(
+    make: Callable[..., PostgresStore], clock: FakeClock, postgres_url: str, schema: str
+) -> None:
+    """Deleting items (any way) leaves no orphaned term rows behind."""
+    store = make()
+    store.put(T, NS, "short", "coffee", ttl=5)
+    store.put(T, NS, "long", "tea")
+    clock.advance(10)
+    assert store.sweep_expired() == 1
+    assert store.delete_user(T, "u1") == 1
+    with psycopg.connect(postgres_url) as conn:
+        count = conn.execute(
+            sql.SQL("SELECT count(*) FROM {}.memory_terms").format(sql.Identifier(schema))
+        ).fetchone()
+    assert count == (0,)
+
+
+@pytest.mark.postgres
+async def test_async_store_opens_lazily_and_via_connect(
+    postgres_url: str, schema: str, clock: FakeClock
+) -> None:
+    """The async store needs no loop to build, opens on first use, and via connect()."""
+    lazy = AsyncPostgresStore(postgres_url, schema=schema, clock=clock)
+    await lazy.put(T, NS, "k", "async coffee")
+    await lazy.aclose()
+    async with await AsyncPostgresStore.connect(postgres_url, schema=schema) as store:
+        hits = await store.search(T, query="coffee")
+        assert [hit.item.key for hit in hits] == ["k"]
+
+
+@pytest.mark.postgres
+async def test_closed_async_store_refuses_work(postgres_url: str, schema: str) -> None:
+    """Using an async store after aclose() is a StoreError, not a silent reopen."""
+    store = await AsyncPostgresStore.connect(postgres_url, schema=schema)
+    await store.aclose()
+    with pytest.raises(StoreError, match="closed"):
+        await store.get(T, NS, "k")
+
+
+@pytest.mark.postgres
+def test_closed_sync_store_raises_store_error(make: Callable[..., PostgresStore]) -> None:
+    """Using a sync store after close() is a StoreError."""
+    store = make()
+    store.close()
+    with pytest.raises(StoreError):
+        store.get(T, NS, "k")

@@ -1,0 +1,38 @@
+"""The curated public namespace and the README example."""
+
+from __future__ import annotations
+
+import synopsis
+
+
+def test_all_is_sorted_and_complete() -> None:
+    """__all__ is sorted (case-sensitively) and every name in it exists."""
+    assert synopsis.__all__ == sorted(synopsis.__all__)
+    for name in synopsis.__all__:
+        assert hasattr(synopsis, name), name
+
+
+def test_readme_example_sync() -> None:
+    """The README's library example works offline with the extractive model."""
+    from synopsis import Compactor
+
+    compactor = Compactor(model="extractive", trigger_tokens=50, keep_tail=2)
+    messages = [{"role": "system", "content": "You are a coding agent."}]
+    for i in range(10):
+        messages.append({"role": "user", "content": f"Please fix bug number {i} in app.py"})
+        messages.append({"role": "assistant", "content": f"Fixed bug {i} by editing app.py"})
+    compacted = compactor(messages)
+    assert compacted[0] == messages[0]
+    assert compacted[1]["meta"]["content_type"] == "summary"
+    assert compacted[-2:] == messages[-2:]
+    assert "Please fix bug number 0" in compacted[1]["content"]
+
+
+async def test_readme_example_async() -> None:
+    """The async twin of the README example."""
+    from synopsis import AsyncCompactor
+
+    compactor = AsyncCompactor(model="extractive", trigger_messages=5)
+    messages = [{"role": "user", "content": f"question {i}"} for i in range(8)]
+    compacted = await compactor(messages)
+    assert len(compacted) == 1 and "question 7" in compacted[0]["content"]
