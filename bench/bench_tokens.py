@@ -22,6 +22,7 @@ import argparse
 import ast
 import gettext
 import json
+import os
 import platform
 import random
 import statistics
@@ -293,14 +294,18 @@ def cost_table(checkpoints: Sequence[int], recount_limit: int) -> str:
         "tiktoken recount | langchain / ours (no usage) | tiktoken / ours (no usage) |",
         "|---:|---:|---:|---:|---:|---:|---:|",
     ]
-    sessions = {u: list(_session(max(checkpoints) + 8, usage=u)) for u in (False, True)}
+    sessions = {u: list(_session(max(checkpoints) + 16, usage=u)) for u in (False, True)}
     counters = {u: TokenCounter() for u in (False, True)}
     live: dict[bool, list[dict[str, Any]]] = {False: [], True: []}
     for size in checkpoints:
         per_turn = {use: _turns(sessions[use], live[use], counters[use], size) for use in live}
         view = sessions[False][:size]
         lc = _time_per_call(lambda v=view: langchain(v), 3) if langchain else float("nan")
-        ex = _time_per_call(lambda v=view: exact(v), 1) if size <= recount_limit else float("nan")
+        ex = (
+            _time_per_call(lambda v=view: exact(v), 3 if size <= 10_000 else 1)
+            if size <= recount_limit
+            else float("nan")
+        )
         rows.append(
             f"| {size:,} | {_fmt(per_turn[False])} | {_fmt(per_turn[True])} | "
             f"{_fmt(lc)} | {_fmt(ex)} | {lc / per_turn[False]:,.0f}x | "
@@ -317,7 +322,7 @@ def _turns(
         live.append(session[len(live)])
         counter.count(live)
     timings = []
-    for _ in range(8):
+    for _ in range(16):
         # Each timed turn gets a new list object holding the same dicts (the harder case).
         turn = [*live, session[len(live)]]
         timings.append(_time_per_call(lambda t=turn: counter.count(t), 1))
@@ -340,6 +345,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--quick", action="store_true", help="smaller sizes, fewer samples")
     args = parser.parse_args(argv)
     checkpoints = [100, 1_000, 10_000] if args.quick else [100, 1_000, 10_000, 100_000]
+    print(f"load average before the run: {os.getloadavg()}")
     print(
         f"Python {platform.python_version()} on {platform.machine()}, "
         f"{platform.system()}; command: {' '.join(sys.argv)}\n"

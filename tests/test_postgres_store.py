@@ -224,7 +224,18 @@ def test_unreachable_server_is_a_store_error() -> None:
     """A connection failure surfaces as StoreError (chained), never a psycopg error."""
     with pytest.raises(StoreError) as caught:
         PostgresStore("postgresql://postgres@127.0.0.1:1/none", pool_timeout=0.5)
+    assert not isinstance(caught.value, MigrationError)
+    assert caught.value.operation == "connect"  # type: ignore[attr-defined]
     assert isinstance(caught.value.__cause__, psycopg.Error)
+
+
+@pytest.mark.postgres
+async def test_unreachable_server_is_a_store_error_for_the_async_store() -> None:
+    """The async store reports a connection failure the same way."""
+    store = AsyncPostgresStore("postgresql://postgres@127.0.0.1:1/none", pool_timeout=0.5)
+    with pytest.raises(StoreError) as caught:
+        await store.open()
+    assert caught.value.operation == "connect"  # type: ignore[attr-defined]
 
 
 @pytest.mark.postgres

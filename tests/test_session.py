@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import uuid
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
@@ -51,8 +52,13 @@ def turns(count: int, *, start: int = 0) -> list[dict[str, Any]]:
 def tool_turn(call_id: str) -> list[dict[str, Any]]:
     """An assistant tool call followed by its result."""
     return [
-        {"role": "assistant", "content": None, "tool_calls": [
-            {"id": call_id, "type": "function", "function": {"name": "ls", "arguments": "{}"}}]},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {"id": call_id, "type": "function", "function": {"name": "ls", "arguments": "{}"}}
+            ],
+        },
         {"role": "tool", "tool_call_id": call_id, "content": "a.txt b.txt"},
     ]
 
@@ -72,11 +78,13 @@ class FakeSummarizer:
         session_id: str | None = None,
     ) -> SummaryResult:
         with self._lock:
-            self.calls.append({"messages": list(messages), "previous": previous_summary,
-                               "session_id": session_id})
+            self.calls.append(
+                {"messages": list(messages), "previous": previous_summary, "session_id": session_id}
+            )
             number = len(self.calls)
-        return SummaryResult(text=f"summary {number} of {session_id}: coffee talk",
-                             model="fake:sum", attempts=1)
+        return SummaryResult(
+            text=f"summary {number} of {session_id}: coffee talk", model="fake:sum", attempts=1
+        )
 
 
 class AsyncFakeSummarizer(FakeSummarizer):
@@ -89,17 +97,32 @@ class AsyncFakeSummarizer(FakeSummarizer):
         previous_summary: str | None = None,
         session_id: str | None = None,
     ) -> SummaryResult:
-        return FakeSummarizer.summarize(self, messages, previous_summary=previous_summary,
-                                        session_id=session_id)
+        return FakeSummarizer.summarize(
+            self, messages, previous_summary=previous_summary, session_id=session_id
+        )
 
 
-def hit(namespace: tuple[str, ...], text: str, *, kind: str = "note", version: int = 0,
-        score: float = 1.0) -> SearchHit:
+def hit(
+    namespace: tuple[str, ...],
+    text: str,
+    *,
+    kind: str = "note",
+    version: int = 0,
+    score: float = 1.0,
+) -> SearchHit:
     """A search hit built by hand."""
     now = datetime(2026, 1, 1, tzinfo=UTC)
     tags = {"version": str(version)} if version else {}
-    item = MemoryItem(tenant=T, namespace=namespace, key=text[:10], text=text, kind=kind,
-                      tags=tags, created_at=now, updated_at=now)
+    item = MemoryItem(
+        tenant=T,
+        namespace=namespace,
+        key=text[:10],
+        text=text,
+        kind=kind,
+        tags=tags,
+        created_at=now,
+        updated_at=now,
+    )
     return SearchHit(item=item, score=score)
 
 
@@ -132,7 +155,7 @@ def test_is_due_counts_growth_since_last_summary() -> None:
 
 def test_summary_span_stops_before_an_unanswered_tool_call() -> None:
     """A pending tool call at the end is left for the next summary."""
-    history = turns(4) + [tool_turn("c1")[0]]
+    history = [*turns(4), tool_turn("c1")[0]]
     assert summary_span(history, 2) == (2, 4)
     assert summary_span(turns(4), 2) == (2, 4)
 
@@ -162,8 +185,7 @@ def test_window_respects_token_limit() -> None:
     """The window is the longest safe tail within the token limit."""
     body = turns(6)
     per_message = len("message 0") + 4
-    start = choose_window_start(body, max_messages=None, max_tokens=per_message * 2,
-                                estimate=chars)
+    start = choose_window_start(body, max_messages=None, max_tokens=per_message * 2, estimate=chars)
     assert start == 4
 
 
@@ -172,7 +194,7 @@ def test_summary_injected_into_string_system_prompt() -> None:
     original = {"role": "system", "content": "You are helpful."}
     section = render_summary_section("They like tea.", version=2, covers_to=40)
     result = system_with_summary([original], section)
-    assert result[0]["content"].startswith("You are helpful.\n\n<session_summary version=\"2\"")
+    assert result[0]["content"].startswith('You are helpful.\n\n<session_summary version="2"')
     assert "They like tea." in result[0]["content"]
     assert original["content"] == "You are helpful."
 
@@ -225,16 +247,27 @@ def test_budget_drops_notes_first_then_shrinks_window() -> None:
     system = [{"role": "system", "content": "S" * 20}]
     body = turns(6)
     notes = [Recalled(text=f"note {i}", source="memory", label="m", score=1.0) for i in range(3)]
-    roomy = plan_context(system=system, body=body, window_start=0, notes=notes, budget=None,
-                         estimate=chars)
+    roomy = plan_context(
+        system=system, body=body, window_start=0, notes=notes, budget=None, estimate=chars
+    )
     assert len(roomy.notes) == 3
-    tight = plan_context(system=system, body=body, window_start=0, notes=notes,
-                         budget=roomy.tokens - 1, estimate=chars)
-    assert len(tight.notes) < 3 and tight.window_start == 0
-    tiny = plan_context(system=system, body=body, window_start=0, notes=notes, budget=60,
-                        estimate=chars)
-    assert tiny.notes == () and 0 < tiny.window_start < len(body)
-    assert tiny.system == tuple(system) and tiny.tokens <= 60
+    tight = plan_context(
+        system=system,
+        body=body,
+        window_start=0,
+        notes=notes,
+        budget=roomy.tokens - 1,
+        estimate=chars,
+    )
+    assert len(tight.notes) < 3
+    assert tight.window_start == 0
+    tiny = plan_context(
+        system=system, body=body, window_start=0, notes=notes, budget=60, estimate=chars
+    )
+    assert tiny.notes == ()
+    assert 0 < tiny.window_start < len(body)
+    assert tiny.system == tuple(system)
+    assert tiny.tokens <= 60
 
 
 def test_budget_never_drops_system_or_last_segment() -> None:
@@ -280,8 +313,11 @@ def test_dual_write_stores_summary_and_memory(memory: Any, store: InMemoryStore)
     assert summary is not None
     assert (summary.version, summary.covers_from, summary.covers_to) == (1, 0, 20)
     item = store.get(T, ("user", "u1", "session", "s1"), "summary-v1")
-    assert item is not None and item.kind == "summary" and item.text == summary.text
-    assert item.tags["source"] == "session_summary" and item.tags["version"] == "1"
+    assert item is not None
+    assert item.kind == "summary"
+    assert item.text == summary.text
+    assert item.tags["source"] == "session_summary"
+    assert item.tags["version"] == "1"
     assert item.tags["content_hash"] == summary.content_hash
     assert store.pending_outbox(T) == []
 
@@ -298,7 +334,8 @@ def test_summaries_are_incremental(memory: Any, store: InMemoryStore) -> None:
     assert second["messages"] == history[20:45]
     assert second["previous"].startswith("summary 1")
     latest = store.latest_summary(T, "s1")
-    assert latest is not None and (latest.version, latest.covers_to) == (2, 45)
+    assert latest is not None
+    assert (latest.version, latest.covers_to) == (2, 45)
 
 
 def test_job_works_on_a_snapshot(memory: Any) -> None:
@@ -331,11 +368,20 @@ def test_build_context_with_explicit_system_prompt_and_no_summary(memory: Any) -
 
 def test_hybrid_recalls_other_sessions_and_older_messages(store: InMemoryStore) -> None:
     """Layer 2 holds memories from other sessions and fallen-out messages matching the query."""
-    store.put(T, ("user", "u1", "session", "old"), "summary-v1", "We planned a trip to Kyoto",
-              kind="summary", tags={"version": "1"})
+    store.put(
+        T,
+        ("user", "u1", "session", "old"),
+        "summary-v1",
+        "We planned a trip to Kyoto",
+        kind="summary",
+        tags={"version": "1"},
+    )
     store.put(T, ("user", "u2", "session", "x"), "k", "Kyoto belongs to someone else")
-    history = [{"role": "user", "content": "book the Kyoto hotel"}, *turns(10),
-               {"role": "user", "content": "what about Kyoto?"}]
+    history = [
+        {"role": "user", "content": "book the Kyoto hotel"},
+        *turns(10),
+        {"role": "user", "content": "what about Kyoto?"},
+    ]
     with SessionMemory(store=store, summarizer=None, hybrid=True, window_messages=4) as session:
         built = session.build_context(T, "u1", "s1", history)
     recalled = built[0]
@@ -377,14 +423,16 @@ def test_delete_user_removes_memories_and_summaries(memory: Any, store: InMemory
 def test_events_report_started_and_saved(store: InMemoryStore) -> None:
     """A successful job emits started then saved (with memory_written)."""
     seen: list[Any] = []
-    with SessionMemory(store=store, summarizer=FakeSummarizer(), on_event=[seen.append],
-                       summarize_every=5) as session:
+    with SessionMemory(
+        store=store, summarizer=FakeSummarizer(), on_event=[seen.append], summarize_every=5
+    ) as session:
         session.after_turn(T, "u1", "s1", turns(5))
         session.drain(timeout=30)
     names = [event.name for event in seen]
     assert names == ["session_summary_started", "session_summary_saved"]
     saved = seen[1]
-    assert isinstance(saved, SessionSummarySaved) and saved.memory_written
+    assert isinstance(saved, SessionSummarySaved)
+    assert saved.memory_written
     assert saved.to_dict()["event"] == "session_summary_saved"
 
 
@@ -440,8 +488,9 @@ async def test_async_dual_write_and_context() -> None:
     """The async twin schedules a task, dual-writes, and builds the same context."""
     store = AsyncInMemoryStore()
     summarizer = AsyncFakeSummarizer()
-    async with AsyncSessionMemory(store=store, summarizer=summarizer,
-                                  summarize_every=10) as session:
+    async with AsyncSessionMemory(
+        store=store, summarizer=summarizer, summarize_every=10
+    ) as session:
         assert (await session.after_turn(T, "u1", "s1", turns(9))).reason == "not_due"
         assert (await session.after_turn(T, "u1", "s1", turns(10))).scheduled
         assert await session.drain(timeout=30)
@@ -461,3 +510,22 @@ async def test_async_hybrid_and_delete_user() -> None:
     assert "Kyoto trip notes" in built[0]["content"]
     assert await session.delete_user(T, "u1") == 1
     await session.aclose()
+
+
+@pytest.mark.postgres
+def test_dual_write_and_recover_on_postgres(postgres_url: str) -> None:
+    """open_store picks PostgreSQL for a URL; the dual write and recovery work there too."""
+    from synopsis.memory.open import open_store
+
+    tenant = f"t-{uuid.uuid4().hex}"
+    store = open_store(postgres_url)
+    try:
+        with SessionMemory(store=store, summarizer=FakeSummarizer(), summarize_every=5) as s:
+            s.after_turn(tenant, "u1", "s1", turns(5))
+            assert s.drain(timeout=60)
+            assert [h.item.key for h in s.recall(tenant, "u1", "coffee")] == ["summary-v1"]
+            assert s.recover(tenant) == 0
+            assert s.delete_user(tenant, "u1") >= 2
+        assert store.latest_summary(tenant, "s1") is None
+    finally:
+        store.close()

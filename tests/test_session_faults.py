@@ -137,8 +137,9 @@ def test_failure_starts_cooldown_until_clock_moves() -> None:
     clock = FakeClock()
     summarizer = ScriptedSummarizer(ProviderUnavailable("down"))
     store = InMemoryStore()
-    with SessionMemory(store=store, summarizer=summarizer, clock=clock,
-                       failure_cooldown=30) as session:
+    with SessionMemory(
+        store=store, summarizer=summarizer, clock=clock, failure_cooldown=30
+    ) as session:
         session.after_turn(T, "u1", "s1", turns(20))
         session.drain(timeout=30)
         assert session.after_turn(T, "u1", "s1", turns(21)).reason == "cooldown"
@@ -146,7 +147,8 @@ def test_failure_starts_cooldown_until_clock_moves() -> None:
         assert session.after_turn(T, "u1", "s1", turns(21)).scheduled
         session.drain(timeout=30)
     latest = store.latest_summary(T, "s1")
-    assert latest is not None and latest.covers_to == 21
+    assert latest is not None
+    assert latest.covers_to == 21
 
 
 def test_hanging_summarizer_does_not_block_turns() -> None:
@@ -170,8 +172,7 @@ def test_garbage_summary_is_reported_and_not_saved() -> None:
     for garbage in (_NoneResult(), SummaryResult(text="   ", model="m", attempts=1), object()):
         store, events = InMemoryStore(), []
         summarizer = ScriptedSummarizer(garbage)
-        with SessionMemory(store=store, summarizer=summarizer,
-                           on_event=[events.append]) as session:
+        with SessionMemory(store=store, summarizer=summarizer, on_event=[events.append]) as session:
             assert session.after_turn(T, "u1", "s1", turns(20)).scheduled
             session.drain(timeout=30)
             assert session.build_context(T, "u1", "s1", turns(2)) == turns(2)
@@ -206,8 +207,11 @@ def test_crash_between_writes_is_recovered_exactly_once() -> None:
     inner = InMemoryStore()
     flaky = BrokenPut(inner)
     events: list[Any] = []
-    with SessionMemory(store=flaky, summarizer=ScriptedSummarizer(),  # type: ignore[arg-type]
-                       on_event=[events.append]) as session:
+    with SessionMemory(
+        store=flaky,
+        summarizer=ScriptedSummarizer(),  # type: ignore[arg-type]
+        on_event=[events.append],
+    ) as session:
         session.after_turn(T, "u1", "s1", turns(20))
         session.drain(timeout=30)
     stages = {e.stage for e in events if isinstance(e, SessionMemoryFailed)}
@@ -224,9 +228,19 @@ def test_crash_between_writes_is_recovered_exactly_once() -> None:
 def test_process_killed_after_save_summary_is_recovered() -> None:
     """A summary saved by a process that died before the memory write is replayed once."""
     store = InMemoryStore()
-    store.save_summary(SessionSummary(
-        tenant=T, user_id="u1", session_id="s1", version=1, text="dead process summary",
-        covers_from=0, covers_to=20, model="m", content_hash="h"))
+    store.save_summary(
+        SessionSummary(
+            tenant=T,
+            user_id="u1",
+            session_id="s1",
+            version=1,
+            text="dead process summary",
+            covers_from=0,
+            covers_to=20,
+            model="m",
+            content_hash="h",
+        )
+    )
     store.put(T, NS, "summary-v1", "dead process summary", kind="summary")
     with SessionMemory(store=store, summarizer=None) as session:
         assert session.recover(T) == 1
@@ -238,8 +252,11 @@ def test_next_job_replays_an_earlier_pending_write() -> None:
     """A later successful job opportunistically completes an older pending memory write."""
     inner = InMemoryStore()
     flaky = BrokenPut(inner)
-    with SessionMemory(store=flaky, summarizer=ScriptedSummarizer(),  # type: ignore[arg-type]
-                       summarize_every=10) as session:
+    with SessionMemory(
+        store=flaky,
+        summarizer=ScriptedSummarizer(),  # type: ignore[arg-type]
+        summarize_every=10,
+    ) as session:
         session.after_turn(T, "u1", "s1", turns(10))
         session.drain(timeout=30)
         assert summary_memories(inner) == []
@@ -258,8 +275,9 @@ def test_store_outage_during_build_context_degrades_to_window() -> None:
             raise StoreError("database unavailable")
 
     events: list[Any] = []
-    with SessionMemory(store=Down(), summarizer=ScriptedSummarizer(),
-                       on_event=[events.append]) as session:
+    with SessionMemory(
+        store=Down(), summarizer=ScriptedSummarizer(), on_event=[events.append]
+    ) as session:
         assert session.build_context(T, "u1", "s1", turns(3)) == turns(3)
         assert session.after_turn(T, "u1", "s1", turns(30)).reason == "error"
     assert {e.stage for e in events} == {"load_summary"}
@@ -269,12 +287,11 @@ def test_fifty_concurrent_turns_run_one_job_and_versions_only_go_up() -> None:
     """50 threads on one session: at most one summarizer call at a time, versions 1..n."""
     store, probe = InMemoryStore(), ConcurrencyProbe()
     history = turns(500)
-    with SessionMemory(store=store, summarizer=probe, summarize_every=10,
-                       max_workers=8) as session:
+    with SessionMemory(store=store, summarizer=probe, summarize_every=10, max_workers=8) as session:
         for round_ in range(3):
             barrier = threading.Barrier(50)
 
-            def turn(i: int, round_: int = round_) -> None:
+            def turn(i: int, round_: int = round_, barrier: Any = barrier) -> None:
                 barrier.wait()
                 session.after_turn(T, "u1", "s1", history[: 10 * (i + 1) + 100 * round_])
 
@@ -298,15 +315,18 @@ async def test_async_fifty_concurrent_turns_run_one_job() -> None:
     history = turns(300)
     async with AsyncSessionMemory(store=store, summarizer=probe, summarize_every=10) as session:
         for round_ in range(3):
-            results = await asyncio.gather(*(
-                session.after_turn(T, "u1", "s1", history[: 5 * (i + 1) + 50 * round_])
-                for i in range(50)
-            ))
+            results = await asyncio.gather(
+                *(
+                    session.after_turn(T, "u1", "s1", history[: 5 * (i + 1) + 50 * round_])
+                    for i in range(50)
+                )
+            )
             assert any(r.scheduled for r in results)
             assert await session.drain(timeout=60)
     assert probe.most == 1
     versions = [s.version for s in await store.summary_history(T, "s1")]
-    assert versions == list(range(1, len(versions) + 1)) and versions
+    assert versions == list(range(1, len(versions) + 1))
+    assert versions
 
 
 async def test_async_failing_and_hanging_summarizers_leave_turn_alone() -> None:
@@ -334,9 +354,19 @@ async def test_async_failing_and_hanging_summarizers_leave_turn_alone() -> None:
 async def test_async_crash_between_writes_is_recovered_once() -> None:
     """Async: a pending outbox entry is replayed by recover() exactly once."""
     store = AsyncInMemoryStore()
-    await store.save_summary(SessionSummary(
-        tenant=T, user_id="u1", session_id="s1", version=1, text="orphan summary",
-        covers_from=0, covers_to=20, model="m", content_hash="h"))
+    await store.save_summary(
+        SessionSummary(
+            tenant=T,
+            user_id="u1",
+            session_id="s1",
+            version=1,
+            text="orphan summary",
+            covers_from=0,
+            covers_to=20,
+            model="m",
+            content_hash="h",
+        )
+    )
     session = AsyncSessionMemory(store=store, summarizer=None)
     assert await session.recover() == 1
     assert await session.recover() == 0

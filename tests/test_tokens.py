@@ -412,3 +412,32 @@ def test_cached_counter_always_equals_fresh(
         histories[0] = _apply(histories[0], edit)
         fresh = TokenCounter(cache_size=0).count(histories[0], tools=tools)
         assert counter.count(histories[0], tools=tools) == fresh
+
+
+def test_estimator_error_leaves_cache_consistent() -> None:
+    """If the estimator raises mid-count, a later count is still exact."""
+    fail = {"on": True}
+
+    def flaky(text: str) -> int:
+        if fail["on"] and text == "boom":
+            raise RuntimeError("estimator failed")
+        return len(text)
+
+    counter = TokenCounter(estimator=flaky, message_overhead=0)
+    history = [user("abc")]
+    counter.count(history)
+    history = [*history, user("de"), user("boom")]
+    with pytest.raises(RuntimeError):
+        counter.count(history)
+    fail["on"] = False
+    assert counter.count(history).total == 3 + 2 + 4
+
+
+def test_new_baseline_in_appended_messages() -> None:
+    """A baseline arriving in a later turn replaces the running estimate."""
+    counter = TokenCounter(estimator="adk")
+    history = [user("x" * 400)]
+    assert counter.count(history).total == 100
+    history = [*history, assistant("ok", total=700), user("y" * 8)]
+    result = counter.count(history)
+    assert (result.total, result.baseline_index) == (702, 1)

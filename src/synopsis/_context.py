@@ -63,6 +63,7 @@ __all__ = [
     "recall_query",
     "render_recall_section",
     "render_summary_section",
+    "select_notes",
     "split_system",
     "summary_key",
     "summary_namespace",
@@ -516,6 +517,22 @@ def memory_tags(summary: SessionSummary) -> dict[str, str]:
     }
 
 
+def select_notes(
+    memories: Sequence[Recalled],
+    history: Sequence[Recalled],
+    *,
+    against: Sequence[str],
+    limit: int,
+) -> list[Recalled]:
+    """Layer 2: fuse recalled memories and older messages, minus what the request repeats."""
+    fused = fuse_ranked(
+        dedupe_recalled(memories, against=against),
+        dedupe_recalled(history, against=against),
+        limit=limit * 2,
+    )
+    return dedupe_recalled(fused, against=against)[:limit]
+
+
 def build_messages(
     settings: SessionSettings,
     *,
@@ -540,18 +557,12 @@ def build_messages(
         max_tokens=settings.window_tokens,
         estimate=settings.estimate,
     )
-    notes = []
+    notes: list[Recalled] = []
     if settings.hybrid and query:
+        against = [text_of(m) for m in body[start:]] + ([summary.text] if summary else [])
         memories = hits_to_recalled(hits, exclude_prefix=summary_namespace(user_id, session_id))
         history = rank_history(body[:start], query, limit=settings.recall_limit)
-        against = [text_of(m) for m in body[start:]]
-        against += [summary.text] if summary else []
-        fused = fuse_ranked(
-            dedupe_recalled(memories, against=against),
-            dedupe_recalled(history, against=against),
-            limit=settings.recall_limit * 2,
-        )
-        notes = dedupe_recalled(fused, against=against)[: settings.recall_limit]
+        notes = select_notes(memories, history, against=against, limit=settings.recall_limit)
     plan: ContextPlan = plan_context(
         system=system_messages,
         body=body,

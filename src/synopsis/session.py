@@ -32,12 +32,10 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import copy
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any, Literal, Protocol
+from typing import Any
 
 from synopsis._context import (
     build_messages,
@@ -51,22 +49,26 @@ from synopsis._context import (
     summary_namespace,
     summary_span,
 )
+from synopsis._session_state import (
+    AsyncSessionStore,
+    Job,
+    Registry,
+    ScheduleResult,
+    SessionStore,
+    SkipReason,
+    saved_event,
+    started_event,
+)
 from synopsis.errors import InvalidSummary
 from synopsis.memory._types import (
-    AsyncMemoryStore,
-    AsyncSummaryStore,
-    MemoryStore,
     OutboxEntry,
     SearchHit,
     SessionSummary,
-    SummaryStore,
     validate_tenant,
 )
 from synopsis.session_events import (
     OutboxReplayed,
     SessionEventHandler,
-    SessionSummarySaved,
-    SessionSummaryStarted,
     aemit_session,
     check_sync_session_handlers,
     emit_session,
@@ -82,99 +84,6 @@ __all__ = [
     "SessionStore",
     "SkipReason",
 ]
-
-
-Key = tuple[str, str]
-SkipReason = Literal["not_due", "no_summarizer", "in_flight", "cooldown", "closed", "error"]
-
-
-class SessionStore(MemoryStore, SummaryStore, Protocol):
-    """A store that keeps both long-term memories and session summaries."""
-
-
-class AsyncSessionStore(AsyncMemoryStore, AsyncSummaryStore, Protocol):
-    """The async twin of :class:`SessionStore`."""
-
-
-# ---------------------------------------------------------------------------------------------
-# Results and events
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ScheduleResult:
-    """What :meth:`SessionMemory.after_turn` did: scheduled a job, or why not."""
-
-    scheduled: bool
-    reason: Literal["scheduled"] | SkipReason
-    #: Messages not covered by the latest known summary.
-    pending_messages: int = 0
-
-
-# ---------------------------------------------------------------------------------------------
-# Shared state and pure steps
-
-
-class _Registry:
-    """In-flight jobs, failure cooldowns, known summary ends and per-user deletion epochs."""
-
-    def __init__(self, clock: Callable[[], float], cooldown: float) -> None:
-        self._lock = threading.Lock()
-        self._clock = clock
-        self._cooldown = cooldown
-        self._in_flight: set[Key] = set()
-        self._failed_at: dict[Key, float] = {}
-        self._covers: dict[Key, int] = {}
-        self._epochs: dict[Key, int] = {}
-
-    def known_covers(self, key: Key) -> int | None:
-        with self._lock:
-            return self._covers.get(key)
-
-    def remember_covers(self, key: Key, covers_to: int) -> None:
-        with self._lock:
-            self._covers[key] = max(covers_to, self._covers.get(key, 0))
-
-    def claim(self, key: Key) -> SkipReason | None:
-        """Register a job for ``key``, or say why not."""
-        with self._lock:
-            if key in self._in_flight:
-                return "in_flight"
-            failed_at = self._failed_at.get(key)
-            if failed_at is not None and self._clock() - failed_at < self._cooldown:
-                return "cooldown"
-            self._in_flight.add(key)
-            return None
-
-    def release(self, key: Key, *, failed: bool) -> None:
-        with self._lock:
-            self._in_flight.discard(key)
-            if failed:
-                self._failed_at[key] = self._clock()
-            else:
-                self._failed_at.pop(key, None)
-
-    def epoch(self, tenant: str, user_id: str) -> int:
-        with self._lock:
-            return self._epochs.get((tenant, user_id), 0)
-
-    def forget_user(self, tenant: str, user_id: str) -> None:
-        with self._lock:
-            self._epochs[(tenant, user_id)] = self._epochs.get((tenant, user_id), 0) + 1
-            for key in [k for k in self._covers if k[0] == tenant]:
-                del self._covers[key]
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class _Job:
-    tenant: str
-    user_id: str
-    session_id: str
-    messages: list[dict[str, Any]]
-    epoch: int
-
-    @property
-    def key(self) -> Key:
-        return (self.tenant, self.session_id)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -215,7 +124,7 @@ class SessionMemory:
         self._summarizer = summarizer
         self._handlers = tuple(on_event)
         self._clock = clock
-        self._registry = _Registry(clock, failure_cooldown)
+        self._registry = Registry(clock, failure_cooldown)
         self._executor = concurrent.futures.ThreadPoolExecutor(
             max_workers=max_workers, thread_name_prefix="synopsis-session"
         )
@@ -228,7 +137,12 @@ class SessionMemory:
     def after_turn(
         self, tenant: str, user_id: str, session_id: str, messages: Sequence[Mapping[str, Any]]
     ) -> ScheduleResult:
-        """Schedule a background summary when due; never blocks on the model, never raises."""
+        """Schedule a background summary when due and return at once.
+
+        Never waits for the model and never raises because of the model or the store (those
+        failures become events); only an unusable ``tenant`` raises InvalidInput. ``messages``
+        is the session's full history so far; it is copied when a job is scheduled.
+        """
         if self._closed:
             return ScheduleResult(scheduled=False, reason="closed")
         if self._summarizer is None:
@@ -243,23 +157,14 @@ class SessionMemory:
                 return ScheduleResult(scheduled=False, reason="error")
             covers = latest.covers_to if latest else 0
             self._registry.remember_covers(key, covers)
-        pending = max(len(messages) - covers, 0)
-        if not is_due(len(messages), covers, self._settings.summarize_every):
-            return ScheduleResult(scheduled=False, reason="not_due", pending_messages=pending)
-        refused = self._registry.claim(key)
-        if refused is not None:
-            return ScheduleResult(scheduled=False, reason=refused, pending_messages=pending)
-        job = _Job(
-            tenant=tenant,
-            user_id=user_id,
-            session_id=session_id,
-            messages=copy.deepcopy([dict(m) for m in messages]),
-            epoch=self._registry.epoch(tenant, user_id),
+        result, job = self._registry.admit(
+            (tenant, user_id, session_id), messages, covers, self._settings.summarize_every
         )
-        self._submit(job)
-        return ScheduleResult(scheduled=True, reason="scheduled", pending_messages=pending)
+        if job is not None:
+            self._submit(job)
+        return result
 
-    def _submit(self, job: _Job) -> None:
+    def _submit(self, job: Job) -> None:
         try:
             future = self._executor.submit(self._run, job)
         except RuntimeError as exc:  # shut down between the check and the submit
@@ -274,7 +179,7 @@ class SessionMemory:
         with self._futures_lock:
             self._futures.discard(future)
 
-    def _run(self, job: _Job) -> None:
+    def _run(self, job: Job) -> None:
         ok = False
         try:
             ok = self._summarize_and_write(job)
@@ -285,24 +190,14 @@ class SessionMemory:
         if ok:
             self.recover(job.tenant, limit=10)
 
-    def _summarize_and_write(self, job: _Job) -> bool:
+    def _summarize_and_write(self, job: Job) -> bool:
         prev = self._store.latest_summary(job.tenant, job.session_id)
         covers = prev.covers_to if prev else 0
         self._registry.remember_covers(job.key, covers)
         start, end = summary_span(job.messages, covers)
         if not is_due(end, covers, self._settings.summarize_every):
             return True
-        emit_session(
-            self._handlers,
-            SessionSummaryStarted(
-                tenant=job.tenant,
-                user_id=job.user_id,
-                session_id=job.session_id,
-                from_index=start,
-                to_index=end,
-                previous_version=prev.version if prev else 0,
-            ),
-        )
+        emit_session(self._handlers, started_event(job, start, end, prev))
         assert self._summarizer is not None
         try:
             result = self._summarizer.summarize(
@@ -329,7 +224,7 @@ class SessionMemory:
             return False
         return self._dual_write(job, summary)
 
-    def _dual_write(self, job: _Job, summary: SessionSummary) -> bool:
+    def _dual_write(self, job: Job, summary: SessionSummary) -> bool:
         if self._registry.epoch(job.tenant, job.user_id) != job.epoch:
             return True  # the user was deleted while the model was thinking
         try:
@@ -342,18 +237,7 @@ class SessionMemory:
         if self._registry.epoch(job.tenant, job.user_id) != job.epoch:
             self._store.delete_user(job.tenant, job.user_id)
             return True
-        emit_session(
-            self._handlers,
-            SessionSummarySaved(
-                tenant=saved.tenant,
-                user_id=saved.user_id,
-                session_id=saved.session_id,
-                version=saved.version,
-                covers_to=saved.covers_to,
-                model=saved.model,
-                memory_written=written,
-            ),
-        )
+        emit_session(self._handlers, saved_event(saved, written))
         return True
 
     def _write_memory(self, summary: SessionSummary) -> bool:
@@ -510,14 +394,14 @@ class AsyncSessionMemory:
         self._summarizer = summarizer
         self._handlers = tuple(on_event)
         self._clock = clock
-        self._registry = _Registry(clock, failure_cooldown)
+        self._registry = Registry(clock, failure_cooldown)
         self._tasks: set[asyncio.Task[None]] = set()
         self._closed = False
 
     async def after_turn(
         self, tenant: str, user_id: str, session_id: str, messages: Sequence[Mapping[str, Any]]
     ) -> ScheduleResult:
-        """Schedule a background summary when due; never awaits the model, never raises."""
+        """Schedule a background summary task when due and return at once (see SessionMemory)."""
         if self._closed:
             return ScheduleResult(scheduled=False, reason="closed")
         if self._summarizer is None:
@@ -534,25 +418,16 @@ class AsyncSessionMemory:
                 return ScheduleResult(scheduled=False, reason="error")
             covers = latest.covers_to if latest else 0
             self._registry.remember_covers(key, covers)
-        pending = max(len(messages) - covers, 0)
-        if not is_due(len(messages), covers, self._settings.summarize_every):
-            return ScheduleResult(scheduled=False, reason="not_due", pending_messages=pending)
-        refused = self._registry.claim(key)
-        if refused is not None:
-            return ScheduleResult(scheduled=False, reason=refused, pending_messages=pending)
-        job = _Job(
-            tenant=tenant,
-            user_id=user_id,
-            session_id=session_id,
-            messages=copy.deepcopy([dict(m) for m in messages]),
-            epoch=self._registry.epoch(tenant, user_id),
+        result, job = self._registry.admit(
+            (tenant, user_id, session_id), messages, covers, self._settings.summarize_every
         )
-        task = asyncio.get_running_loop().create_task(self._run(job))
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-        return ScheduleResult(scheduled=True, reason="scheduled", pending_messages=pending)
+        if job is not None:
+            task = asyncio.get_running_loop().create_task(self._run(job))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+        return result
 
-    async def _run(self, job: _Job) -> None:
+    async def _run(self, job: Job) -> None:
         ok = False
         try:
             ok = await self._summarize_and_write(job)
@@ -563,24 +438,14 @@ class AsyncSessionMemory:
         if ok:
             await self.recover(job.tenant, limit=10)
 
-    async def _summarize_and_write(self, job: _Job) -> bool:
+    async def _summarize_and_write(self, job: Job) -> bool:
         prev = await self._store.latest_summary(job.tenant, job.session_id)
         covers = prev.covers_to if prev else 0
         self._registry.remember_covers(job.key, covers)
         start, end = summary_span(job.messages, covers)
         if not is_due(end, covers, self._settings.summarize_every):
             return True
-        await aemit_session(
-            self._handlers,
-            SessionSummaryStarted(
-                tenant=job.tenant,
-                user_id=job.user_id,
-                session_id=job.session_id,
-                from_index=start,
-                to_index=end,
-                previous_version=prev.version if prev else 0,
-            ),
-        )
+        await aemit_session(self._handlers, started_event(job, start, end, prev))
         assert self._summarizer is not None
         try:
             result = await self._summarizer.summarize(
@@ -609,7 +474,7 @@ class AsyncSessionMemory:
             return False
         return await self._dual_write(job, summary)
 
-    async def _dual_write(self, job: _Job, summary: SessionSummary) -> bool:
+    async def _dual_write(self, job: Job, summary: SessionSummary) -> bool:
         if self._registry.epoch(job.tenant, job.user_id) != job.epoch:
             return True
         try:
@@ -622,18 +487,7 @@ class AsyncSessionMemory:
         if self._registry.epoch(job.tenant, job.user_id) != job.epoch:
             await self._store.delete_user(job.tenant, job.user_id)
             return True
-        await aemit_session(
-            self._handlers,
-            SessionSummarySaved(
-                tenant=saved.tenant,
-                user_id=saved.user_id,
-                session_id=saved.session_id,
-                version=saved.version,
-                covers_to=saved.covers_to,
-                model=saved.model,
-                memory_written=written,
-            ),
-        )
+        await aemit_session(self._handlers, saved_event(saved, written))
         return True
 
     async def _write_memory(self, summary: SessionSummary) -> bool:

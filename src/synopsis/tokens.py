@@ -44,6 +44,7 @@ from synopsis.errors import ConfigError
 from synopsis.messages import media_parts, total_tokens_of
 
 __all__ = [
+    "DEFAULT_MESSAGE_OVERHEAD",
     "ESTIMATORS",
     "Estimator",
     "MediaCosts",
@@ -52,7 +53,9 @@ __all__ = [
     "adk_estimate",
     "default_estimate",
     "get_estimator",
+    "message_text",
     "tiktoken_estimator",
+    "tools_json",
 ]
 
 Estimator = Callable[[str], int]
@@ -430,7 +433,7 @@ class TokenCounter:
         for position, window in enumerate(self._windows):
             end = window.end
             # O(1) pre-check: the last counted message sits where it was.
-            if end > size or history[end - 1] is not window.refs[-1]:
+            if not window.refs or end > size or history[end - 1] is not window.refs[-1]:
                 continue
             if _same_prefix(window, history):
                 self._windows.insert(0, self._windows.pop(position))
@@ -442,16 +445,20 @@ class TokenCounter:
     def _extend(self, window: _Window, history: list[Mapping[str, Any]]) -> None:
         """Take in the messages appended since ``window`` was counted."""
         start = window.end
+        offset, baseline, increment = window.offset, window.baseline, window.increment
         for index in range(len(history) - 1, start - 1, -1):
             usage = total_tokens_of(history[index])
             if usage:  # a newer baseline: everything before it stops mattering
-                window.offset, window.refs = index, history[index:]
-                window.baseline, window.increment = usage, 0
-                start = index + 1
+                offset, baseline, increment = index, usage, 0
                 break
-        else:
+        first = max(start, offset + 1) if baseline else start
+        # Estimate before changing the window, so an estimator error leaves it consistent.
+        increment += sum(self.estimate(m) for m in history[first:])
+        if offset == window.offset:
             window.refs += history[start:]
-        window.increment += sum(self.estimate(m) for m in history[start:])
+        else:
+            window.refs = history[offset:]
+        window.offset, window.baseline, window.increment = offset, baseline, increment
 
     def _tools_tokens(self, tools: Sequence[Mapping[str, Any]] | None) -> int:
         if not tools:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import math
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -202,9 +202,9 @@ async def store(make_store: Callable[..., Store]) -> Store:
 
 
 @pytest.fixture
-def sync_store(request: pytest.FixtureRequest, backend: str, tmp_path: Path) -> Any:
+def sync_store(request: pytest.FixtureRequest, backend: str, tmp_path: Path) -> Iterator[Any]:
     """A sync store of the backend under test (for property tests, which cannot be async)."""
     ctx = StoreContext(request=request, tmp_path=tmp_path, clock=FakeClock(), embedder=None)
     raw = BACKENDS[backend].sync(ctx)
-    request.addfinalizer(raw.close)
-    return raw
+    yield raw
+    raw.close()

@@ -63,7 +63,7 @@ async def test_more_occurrences_rank_higher(seeded: Store) -> None:
 
 
 async def test_mixed_chinese_and_english_query(seeded: Store) -> None:
-    """"PostgreSQL 数据库" finds the mixed sentence first."""
+    """The mixed query "PostgreSQL 数据库" finds the mixed sentence first."""
     hits = await found(seeded, "PostgreSQL 数据库")
     assert hits[0] == "pg"
     assert await found(seeded, "postgresql") == ["pg"]

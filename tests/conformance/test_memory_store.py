@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import sqlite3
 from collections.abc import Callable
 from contextlib import closing
@@ -116,6 +117,7 @@ async def test_delete_reports_whether_an_item_was_removed(store: Store) -> None:
     assert await store.delete(T, NS, "k") is True
     assert await store.delete(T, NS, "k") is False
     assert await store.get(T, NS, "k") is None
+    assert await store.search(T, query="x") == []
 
 
 @pytest.mark.parametrize(
@@ -160,6 +162,13 @@ async def test_limit_bounds_are_inclusive(store: Store) -> None:
     await store.put(T, NS, "k", "x")
     assert len(await store.search(T, limit=1)) == 1
     assert len(await store.search(T, limit=1000)) == 1
+
+
+async def test_concurrent_calls_are_safe(store: Store) -> None:
+    """Many overlapping calls (threads, for the async SQLite twin) all land and read back."""
+    await asyncio.gather(*(store.put(T, NS, f"k{i}", f"coffee number {i}") for i in range(40)))
+    results = await asyncio.gather(*(store.search(T, query="coffee", limit=100) for _ in range(8)))
+    assert all(len(hits) == 40 for hits in results)
 
 
 # --- TTL --------------------------------------------------------------------------------------
@@ -224,7 +233,7 @@ async def test_limit_and_offset_page_through_results(store: Store, clock: FakeCl
     for query in (None, "words"):
         pages = [await keys(store, T, query=query, limit=3, offset=o) for o in (0, 3, 6, 9)]
         assert [len(p) for p in pages] == [3, 3, 1, 0]
-        assert sorted(sum(pages, [])) == [f"k{i}" for i in range(7)]
+        assert sorted(k for page in pages for k in page) == [f"k{i}" for i in range(7)]
 
 
 async def test_prefix_matches_whole_labels(store: Store) -> None:

@@ -183,13 +183,13 @@ async def test_summaries_do_not_cross_tenants(store: Store) -> None:
     assert (await store.latest_summary(B, "s1")).text == f"{B} text"
 
 
-labels = st.text(
-    alphabet=st.characters(blacklist_categories=["Cs", "Cc"]), min_size=1, max_size=12
-)
+labels = st.text(alphabet=st.characters(blacklist_categories=["Cs", "Cc"]), min_size=1, max_size=12)
 queries = st.text(max_size=40).filter(lambda q: "\x00" not in q) | st.sampled_from(ATTACKS)
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(
     namespace=st.lists(labels, min_size=1, max_size=4).map(tuple),
     key=labels,

@@ -301,7 +301,8 @@ def delete_user_memories(schema: str, tenant: str, user_id: str) -> Statement:
     return _stmt(
         schema,
         "WITH gone AS (DELETE FROM {s}.memories m WHERE m.tenant = %(tenant)s"
-        " AND m.namespace[1:2] = %(prefix)s::text[] RETURNING 1) SELECT count(*) FROM gone",
+        " AND m.namespace[1:2] = %(prefix)s::text[] AND m.namespace >= %(prefix)s::text[]"
+        " RETURNING 1) SELECT count(*) FROM gone",
         {"tenant": tenant, "prefix": ["user", user_id]},
     )
 

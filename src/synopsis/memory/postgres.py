@@ -508,14 +508,17 @@ class PostgresStore:
         kwargs = _pool_kwargs(min_size, max_size, pool_timeout)
         self._pool = ConnectionPool(url, open=False, **kwargs)
         try:
-            self._pool.open(wait=True, timeout=pool_timeout)
-            self._run(_migrate(self._plans.schema), "migration")
-        except psycopg.Error as exc:
-            self._pool.close()
-            raise _translate(exc, "migration") from exc
+            self._open(pool_timeout)
         except BaseException:
             self._pool.close()
             raise
+
+    def _open(self, timeout: float) -> None:
+        try:
+            self._pool.open(wait=True, timeout=timeout)
+        except psycopg.Error as exc:
+            raise _translate(exc, "connect") from exc
+        self._run(_migrate(self._plans.schema), "migration")
 
     def __enter__(self) -> Self:
         return self
@@ -689,13 +692,15 @@ class AsyncPostgresStore:
         pool: AsyncConnectionPool[psycopg.AsyncConnection[Any]] = AsyncConnectionPool(
             self._url, open=False, **self._pool_kwargs
         )
+        what = "connect"
         try:
             await pool.open(wait=True, timeout=self._pool_kwargs["timeout"])
+            what = "migration"
             async with pool.connection() as conn:
                 await _adrive(conn, _migrate(self._plans.schema))
         except psycopg.Error as exc:
             await pool.close()
-            raise _translate(exc, "migration") from exc
+            raise _translate(exc, what) from exc
         except BaseException:
             await pool.close()
             raise

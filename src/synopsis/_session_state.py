@@ -1,0 +1,169 @@
+"""Shared state of SessionMemory and AsyncSessionMemory: store protocols, results, registry.
+
+The registry is the in-process part of "at most one job per (tenant, session)": a set of
+sessions with a job in flight, failure cooldowns, the newest summary end seen per session
+(a lower bound, so a stale value only costs one extra store read inside the job) and a
+deletion epoch per user (a job that outlives ``delete_user`` discards its result).
+"""
+
+from __future__ import annotations
+
+import copy
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal, Protocol
+
+from synopsis._context import is_due
+from synopsis.memory._types import (
+    AsyncMemoryStore,
+    AsyncSummaryStore,
+    MemoryStore,
+    SessionSummary,
+    SummaryStore,
+)
+from synopsis.session_events import SessionSummarySaved, SessionSummaryStarted
+
+__all__ = [
+    "AsyncSessionStore",
+    "Job",
+    "Registry",
+    "ScheduleResult",
+    "SessionStore",
+    "SkipReason",
+    "saved_event",
+    "started_event",
+]
+
+Key = tuple[str, str]
+SkipReason = Literal["not_due", "no_summarizer", "in_flight", "cooldown", "closed", "error"]
+
+
+class SessionStore(MemoryStore, SummaryStore, Protocol):
+    """A store that keeps both long-term memories and session summaries."""
+
+
+class AsyncSessionStore(AsyncMemoryStore, AsyncSummaryStore, Protocol):
+    """The async twin of :class:`SessionStore`."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ScheduleResult:
+    """What :meth:`SessionMemory.after_turn` did: scheduled a job, or why not."""
+
+    scheduled: bool
+    reason: Literal["scheduled"] | SkipReason
+    #: Messages not covered by the latest known summary.
+    pending_messages: int = 0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Job:
+    tenant: str
+    user_id: str
+    session_id: str
+    messages: list[dict[str, Any]]
+    epoch: int
+
+    @property
+    def key(self) -> Key:
+        return (self.tenant, self.session_id)
+
+
+class Registry:
+    """In-flight jobs, failure cooldowns, known summary ends and per-user deletion epochs."""
+
+    def __init__(self, clock: Callable[[], float], cooldown: float) -> None:
+        self._lock = threading.Lock()
+        self._clock = clock
+        self._cooldown = cooldown
+        self._in_flight: set[Key] = set()
+        self._failed_at: dict[Key, float] = {}
+        self._covers: dict[Key, int] = {}
+        self._epochs: dict[Key, int] = {}
+
+    def known_covers(self, key: Key) -> int | None:
+        with self._lock:
+            return self._covers.get(key)
+
+    def remember_covers(self, key: Key, covers_to: int) -> None:
+        with self._lock:
+            self._covers[key] = max(covers_to, self._covers.get(key, 0))
+
+    def claim(self, key: Key) -> SkipReason | None:
+        """Register a job for ``key``, or say why not."""
+        with self._lock:
+            if key in self._in_flight:
+                return "in_flight"
+            failed_at = self._failed_at.get(key)
+            if failed_at is not None and self._clock() - failed_at < self._cooldown:
+                return "cooldown"
+            self._in_flight.add(key)
+            return None
+
+    def release(self, key: Key, *, failed: bool) -> None:
+        with self._lock:
+            self._in_flight.discard(key)
+            if failed:
+                self._failed_at[key] = self._clock()
+            else:
+                self._failed_at.pop(key, None)
+
+    def admit(
+        self,
+        ids: tuple[str, str, str],
+        messages: Sequence[Mapping[str, Any]],
+        covers: int,
+        every: int,
+    ) -> tuple[ScheduleResult, Job | None]:
+        """Decide whether to run a job now; if so, claim the session and snapshot the history."""
+        tenant, user_id, session_id = ids
+        pending = max(len(messages) - covers, 0)
+        if not is_due(len(messages), covers, every):
+            return ScheduleResult(scheduled=False, reason="not_due", pending_messages=pending), None
+        refused = self.claim((tenant, session_id))
+        if refused is not None:
+            return ScheduleResult(scheduled=False, reason=refused, pending_messages=pending), None
+        job = Job(
+            tenant=tenant,
+            user_id=user_id,
+            session_id=session_id,
+            messages=copy.deepcopy([dict(m) for m in messages]),
+            epoch=self.epoch(tenant, user_id),
+        )
+        return ScheduleResult(scheduled=True, reason="scheduled", pending_messages=pending), job
+
+    def epoch(self, tenant: str, user_id: str) -> int:
+        with self._lock:
+            return self._epochs.get((tenant, user_id), 0)
+
+    def forget_user(self, tenant: str, user_id: str) -> None:
+        with self._lock:
+            self._epochs[(tenant, user_id)] = self._epochs.get((tenant, user_id), 0) + 1
+            for key in [k for k in self._covers if k[0] == tenant]:
+                del self._covers[key]
+
+
+def started_event(
+    job: Job, start: int, end: int, prev: SessionSummary | None
+) -> SessionSummaryStarted:
+    return SessionSummaryStarted(
+        tenant=job.tenant,
+        user_id=job.user_id,
+        session_id=job.session_id,
+        from_index=start,
+        to_index=end,
+        previous_version=prev.version if prev else 0,
+    )
+
+
+def saved_event(summary: SessionSummary, memory_written: bool) -> SessionSummarySaved:
+    return SessionSummarySaved(
+        tenant=summary.tenant,
+        user_id=summary.user_id,
+        session_id=summary.session_id,
+        version=summary.version,
+        covers_to=summary.covers_to,
+        model=summary.model,
+        memory_written=memory_written,
+    )

@@ -1,0 +1,359 @@
+"""``synopsis memory``: put, search, import, export and delete long-term memories.
+
+Every command takes ``--db`` (a SQLite file, default ``./synopsis.db``, or a
+``postgresql://`` URL; env ``SYNOPSIS_DB``), ``--tenant`` (required; env ``SYNOPSIS_TENANT``)
+and ``--json``. Namespaces are written ``user/u1/session/s1``.
+
+``import`` reads JSON Lines, one memory a line::
+
+    {"namespace": ["user", "u1", "session", "s1"], "kind": "summary", "text": "...",
+     "key": "optional", "tags": {"optional": "strings"}}
+
+It checks the whole file before writing anything: a bad line is reported as
+``FILE:LINE: problem`` and nothing is imported (exit code 2). ``export`` writes the same shape,
+so ``export | import`` round-trips (expiry times are not exported). A memory without a key gets
+one derived from its kind and text, so importing or putting the same memory twice is a no-op.
+
+Bad input prints one line on stderr and exits with code 2; there are no tracebacks.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sys
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import IO, Any, NoReturn, TypeVar
+
+import click
+
+from synopsis.errors import SynopsisError
+from synopsis.memory._types import (
+    MemoryItem,
+    MemoryStore,
+    Namespace,
+    SearchHit,
+    normalize_namespace,
+    normalize_tags,
+)
+from synopsis.memory.open import DEFAULT_DB, open_store
+
+__all__ = ["memory"]
+
+F = TypeVar("F", bound=Callable[..., Any])
+_IMPORT_FIELDS = frozenset({"namespace", "kind", "text", "key", "tags"})
+_PAGE = 500
+
+
+class BadInput(click.ClickException):
+    """One line on stderr, exit code 2."""
+
+    exit_code = 2
+
+    def show(self, file: IO[Any] | None = None) -> None:
+        click.echo(f"synopsis: error: {self.format_message()}", err=True)
+
+
+def _fail(message: str) -> NoReturn:
+    raise BadInput(message)
+
+
+class _OneLineCommand(click.Command):
+    """A command whose usage errors (missing option, bad value) are one line, exit code 2."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        try:
+            return super().parse_args(ctx, args)
+        except click.UsageError as exc:
+            raise BadInput(exc.format_message()) from None
+
+
+def _common(fn: F) -> F:
+    """--db, --tenant and --json, on every command."""
+    fn = click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")(fn)
+    fn = click.option(
+        "--tenant", envvar="SYNOPSIS_TENANT", required=True,
+        help="Tenant whose data to use (env SYNOPSIS_TENANT).",
+    )(fn)  # fmt: skip
+    return click.option(
+        "--db", envvar="SYNOPSIS_DB", default=DEFAULT_DB, show_default=True,
+        help="SQLite file or postgresql:// URL (env SYNOPSIS_DB).",
+    )(fn)  # fmt: skip
+
+
+@contextmanager
+def _opened(db: str) -> Iterator[MemoryStore]:
+    """Open the store, turn our errors and OS errors into one line, and close it."""
+    store: MemoryStore | None = None
+    try:
+        store = open_store(db)
+        yield store
+    except (SynopsisError, OSError, UnicodeError) as exc:
+        _fail(str(exc) or type(exc).__name__)
+    finally:
+        if store is not None:
+            store.close()
+
+
+def _echo_json(data: Any) -> None:
+    click.echo(json.dumps(data, ensure_ascii=False, indent=2))
+
+
+def default_key(kind: str, text: str) -> str:
+    """A key derived from the content, so the same memory put twice is one memory."""
+    digest = hashlib.sha256(f"{kind}\x00{text}".encode()).hexdigest()
+    return f"sha256-{digest[:32]}"
+
+
+def _parse_tags(pairs: Sequence[str]) -> dict[str, str]:
+    tags: dict[str, str] = {}
+    for pair in pairs:
+        name, sep, value = pair.partition("=")
+        if not sep or not name.strip():
+            _fail(f"--tag {pair!r} must look like key=value")
+        tags[name.strip()] = value
+    return tags
+
+
+def _namespace(raw: str, *, option: str, allow_empty: bool = False) -> Namespace:
+    try:
+        return normalize_namespace(raw, allow_empty=allow_empty)
+    except SynopsisError as exc:
+        _fail(f"{option} {raw!r}: {exc}")
+
+
+def _read_text(text: str) -> str:
+    if text != "-":
+        return text
+    try:
+        return sys.stdin.read()
+    except (OSError, UnicodeError) as exc:
+        _fail(f"cannot read stdin: {exc}")
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+def memory() -> None:
+    """Long-term memories: put, search, import, export, delete a user."""
+
+
+@memory.command(cls=_OneLineCommand)
+@_common
+@click.option("--namespace", required=True, help="Where to put it, e.g. user/u1/session/s1.")
+@click.option("--kind", default="note", show_default=True, help="Memory kind, e.g. summary.")
+@click.option("--tag", "tags", multiple=True, metavar="KEY=VALUE", help="A tag (repeatable).")
+@click.option("--key", default=None, help="Item key (default: a hash of kind and text).")
+@click.option(
+    "--ttl",
+    type=click.FloatRange(min=0, min_open=True),
+    default=None,
+    help="Expire after this many seconds.",
+)
+@click.argument("text")
+def put(
+    db: str,
+    tenant: str,
+    as_json: bool,
+    namespace: str,
+    kind: str,
+    tags: Sequence[str],
+    key: str | None,
+    ttl: float | None,
+    text: str,
+) -> None:
+    """Store TEXT (or stdin with -) as one memory and print its key."""
+    labels = _namespace(namespace, option="--namespace")
+    body, parsed_tags = _read_text(text), _parse_tags(tags)
+    item_key = key if key is not None else default_key(kind, body)
+    with _opened(db) as store:
+        item = store.put(tenant, labels, item_key, body, kind=kind, tags=parsed_tags, ttl=ttl)
+    if as_json:
+        _echo_json({"key": item.key, "namespace": list(item.namespace), "kind": item.kind})
+    else:
+        click.echo(item.key)
+
+
+def _hit_dict(hit: SearchHit) -> dict[str, Any]:
+    item = hit.item
+    return {
+        "key": item.key, "namespace": list(item.namespace), "kind": item.kind,
+        "text": item.text, "score": hit.score, "tags": dict(item.tags),
+        "created_at": item.created_at.isoformat(),
+    }  # fmt: skip
+
+
+def _print_table(hits: Sequence[SearchHit]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table("score", "namespace", "kind", "key", "text", "created", show_lines=False)
+    for hit in hits:
+        item = hit.item
+        score = "" if hit.score is None else f"{hit.score:.3f}"
+        table.add_row(
+            score,
+            "/".join(item.namespace),
+            item.kind,
+            item.key,
+            item.text,
+            item.created_at.strftime("%Y-%m-%d %H:%M"),
+        )
+    Console(soft_wrap=False).print(table)
+
+
+@memory.command(cls=_OneLineCommand)
+@_common
+@click.option("--namespace-prefix", default="", help="Only under this prefix, e.g. user/u1.")
+@click.option("--kind", default=None, help="Only memories of this kind.")
+@click.option("--limit", type=click.IntRange(1, 1000), default=10, show_default=True)
+@click.argument("query")
+def search(
+    db: str,
+    tenant: str,
+    as_json: bool,
+    namespace_prefix: str,
+    kind: str | None,
+    limit: int,
+    query: str,
+) -> None:
+    """Keyword search (BM25; Chinese and English) for QUERY."""
+    prefix = _namespace(namespace_prefix, option="--namespace-prefix", allow_empty=True)
+    with _opened(db) as store:
+        hits = store.search(tenant, prefix, query=query, kind=kind, limit=limit)
+    if as_json:
+        _echo_json([_hit_dict(hit) for hit in hits])
+    elif hits:
+        _print_table(hits)
+    else:
+        click.echo("no memories found", err=True)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ImportRecord:
+    """One validated line of an import file."""
+
+    namespace: Namespace
+    kind: str
+    text: str
+    key: str
+    tags: dict[str, str] = field(default_factory=dict)
+
+
+def parse_record(line: str) -> ImportRecord:
+    """Validate one JSON line; raise ValueError with the problem."""
+    try:
+        data = json.loads(line)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"malformed JSON ({exc.msg} at column {exc.colno})") from None
+    if not isinstance(data, dict):
+        raise ValueError(f"expected a JSON object, got {type(data).__name__}")
+    unknown = sorted(set(data) - _IMPORT_FIELDS)
+    if unknown:
+        raise ValueError(f"unknown field(s) {', '.join(unknown)}")
+    text, kind, key = data.get("text"), data.get("kind", "note"), data.get("key")
+    if not isinstance(text, str) or not text.strip():
+        raise ValueError("'text' must be a non-empty string")
+    if not isinstance(kind, str) or not kind:
+        raise ValueError("'kind' must be a non-empty string")
+    if key is not None and (not isinstance(key, str) or not key):
+        raise ValueError("'key' must be a non-empty string")
+    if "namespace" not in data:
+        raise ValueError("'namespace' is required")
+    try:
+        namespace = normalize_namespace(data["namespace"])
+        tags = normalize_tags(data.get("tags"))
+    except SynopsisError as exc:
+        raise ValueError(str(exc)) from None
+    return ImportRecord(
+        namespace=namespace,
+        kind=kind,
+        text=text,
+        tags=tags,
+        key=key if key is not None else default_key(kind, text),
+    )
+
+
+def _read_records(file: str) -> list[ImportRecord]:
+    try:
+        stream = sys.stdin if file == "-" else open(file, encoding="utf-8")  # noqa: SIM115
+        with stream:
+            lines = stream.read().splitlines()
+    except (OSError, UnicodeError) as exc:
+        _fail(f"cannot read {file}: {exc}")
+    records: list[ImportRecord] = []
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            records.append(parse_record(line))
+        except ValueError as exc:
+            _fail(f"{file}:{number}: {exc}; nothing was imported")
+    return records
+
+
+@memory.command("import", cls=_OneLineCommand)
+@_common
+@click.argument("file")
+def import_(db: str, tenant: str, as_json: bool, file: str) -> None:
+    """Import memories from a JSON Lines FILE (or stdin with -); all lines are checked first."""
+    from rich.console import Console
+    from rich.progress import Progress
+
+    records = _read_records(file)
+    with _opened(db) as store, Progress(console=Console(stderr=True), transient=True) as bar:
+        task = bar.add_task("importing", total=len(records))
+        for record in records:
+            store.put(
+                tenant,
+                record.namespace,
+                record.key,
+                record.text,
+                kind=record.kind,
+                tags=record.tags,
+            )
+            bar.advance(task)
+    if as_json:
+        _echo_json({"imported": len(records)})
+    else:
+        click.echo(f"imported {len(records)} memories")
+
+
+def _export_dict(item: MemoryItem) -> dict[str, Any]:
+    return {
+        "namespace": list(item.namespace),
+        "kind": item.kind,
+        "text": item.text,
+        "key": item.key,
+        "tags": dict(item.tags),
+    }
+
+
+@memory.command(cls=_OneLineCommand)
+@_common
+@click.option("--namespace-prefix", default="", help="Only under this prefix, e.g. user/u1.")
+def export(db: str, tenant: str, as_json: bool, namespace_prefix: str) -> None:
+    """Write the tenant's memories as JSON Lines (the shape `import` reads)."""
+    prefix = _namespace(namespace_prefix, option="--namespace-prefix", allow_empty=True)
+    with _opened(db) as store:
+        offset = 0
+        while True:
+            hits = store.search(tenant, prefix, limit=_PAGE, offset=offset)
+            for hit in hits:
+                click.echo(json.dumps(_export_dict(hit.item), ensure_ascii=False))
+            if len(hits) < _PAGE:
+                break
+            offset += _PAGE
+
+
+@memory.command("delete-user", cls=_OneLineCommand)
+@_common
+@click.argument("user_id")
+def delete_user(db: str, tenant: str, as_json: bool, user_id: str) -> None:
+    """Delete every memory, session summary and outbox entry of USER_ID."""
+    with _opened(db) as store:
+        deleted = store.delete_user(tenant, user_id)
+    if as_json:
+        _echo_json({"user_id": user_id, "deleted": deleted})
+    else:
+        click.echo(f"deleted {deleted} records of user {user_id}")

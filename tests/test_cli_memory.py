@@ -1,0 +1,230 @@
+"""The `memory` command group, driven through click's CliRunner on a temporary SQLite file."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner, Result
+
+from synopsis.cli.memory import memory
+from synopsis.errors import InvalidInput
+from synopsis.memory.open import open_store, parse_db
+from synopsis.memory.sqlite import AsyncSQLiteStore, SQLiteStore
+
+
+@pytest.fixture
+def db(tmp_path: Path) -> str:
+    """Path of a fresh SQLite database file."""
+    return str(tmp_path / "memories.db")
+
+
+def run(db: str, *args: str, input: str | None = None, tenant: str = "acme") -> Result:
+    """Invoke `memory` with --db/--tenant given through the environment."""
+    runner = CliRunner()
+    env = {"SYNOPSIS_DB": db, "SYNOPSIS_TENANT": tenant}
+    return runner.invoke(memory, list(args), input=input, env=env, catch_exceptions=False)
+
+
+def assert_one_line_error(result: Result, fragment: str) -> None:
+    """Exit code 2 and exactly one line on stderr containing `fragment`, no traceback."""
+    assert result.exit_code == 2, result.output
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert fragment in lines[0]
+    assert "Traceback" not in result.output + result.stderr
+
+
+def test_put_prints_key_and_repeat_put_is_idempotent(db: str) -> None:
+    """Without --key the key is a content hash, so the same put twice is one memory."""
+    first = run(
+        db,
+        "put",
+        "--namespace",
+        "user/u1/session/s1",
+        "--kind",
+        "summary",
+        "--tag",
+        "session_id=s1",
+        "we talked about coffee",
+    )
+    second = run(
+        db,
+        "put",
+        "--namespace",
+        "user/u1/session/s1",
+        "--kind",
+        "summary",
+        "--tag",
+        "session_id=s1",
+        "we talked about coffee",
+    )
+    assert first.exit_code == 0
+    assert first.stdout.strip() == second.stdout.strip()
+    found = json.loads(run(db, "search", "--json", "coffee").stdout)
+    assert len(found) == 1
+    assert found[0]["tags"] == {"session_id": "s1"}
+
+
+def test_put_json_and_stdin_text(db: str) -> None:
+    """`-` reads the text from stdin; --json prints a JSON object with the key."""
+    result = run(
+        db, "put", "--json", "--namespace", "user/u1", "--key", "k1", "-", input="用户喜欢喝咖啡"
+    )
+    assert result.exit_code == 0
+    assert json.loads(result.stdout) == {"key": "k1", "namespace": ["user", "u1"], "kind": "note"}
+    hits = json.loads(run(db, "search", "--json", "咖啡").stdout)
+    assert [h["key"] for h in hits] == ["k1"]
+
+
+def test_search_json_shape_and_prefix(db: str) -> None:
+    """A hit has key, namespace, kind, text, score, tags, created_at; prefix and kind filter."""
+    run(db, "put", "--namespace", "user/u1/session/a", "--kind", "summary", "espresso talk")
+    run(db, "put", "--namespace", "user/u2/session/b", "espresso elsewhere")
+    result = run(
+        db, "search", "--json", "--namespace-prefix", "user/u1", "--kind", "summary", "espresso"
+    )
+    hits = json.loads(result.stdout)
+    assert [h["namespace"] for h in hits] == [["user", "u1", "session", "a"]]
+    assert set(hits[0]) == {"key", "namespace", "kind", "text", "score", "tags", "created_at"}
+    assert isinstance(hits[0]["score"], float)
+
+
+def test_search_human_output_is_a_table(db: str) -> None:
+    """Without --json the hits are shown in a table."""
+    run(db, "put", "--namespace", "user/u1", "espresso")
+    result = run(db, "search", "espresso")
+    assert result.exit_code == 0
+    assert "user/u1" in result.stdout
+    assert "espresso" in result.stdout
+
+
+def test_tenants_are_isolated(db: str) -> None:
+    """One tenant's search never sees another tenant's memories."""
+    run(db, "put", "--namespace", "user/u1", "secret plan", tenant="a")
+    assert json.loads(run(db, "search", "--json", "secret", tenant="b").stdout) == []
+
+
+def test_export_import_round_trip(db: str, tmp_path: Path) -> None:
+    """export | import into a fresh database reproduces the same memories."""
+    run(
+        db,
+        "put",
+        "--namespace",
+        "user/u1/session/s1",
+        "--kind",
+        "summary",
+        "--tag",
+        "v=1",
+        "first summary",
+    )
+    run(db, "put", "--namespace", "user/u1", "--key", "pref", "likes tea")
+    exported = run(db, "export").stdout
+    assert len(exported.splitlines()) == 2
+    copy = str(tmp_path / "copy.db")
+    dump = tmp_path / "dump.jsonl"
+    dump.write_text(exported, encoding="utf-8")
+    imported = run(copy, "import", "--json", str(dump))
+    assert json.loads(imported.stdout) == {"imported": 2}
+    assert sorted(run(copy, "export").stdout.splitlines()) == sorted(exported.splitlines())
+
+
+def test_export_prefix_filters(db: str) -> None:
+    """--namespace-prefix limits the export."""
+    run(db, "put", "--namespace", "user/u1", "one")
+    run(db, "put", "--namespace", "user/u2", "two")
+    lines = run(db, "export", "--namespace-prefix", "user/u2").stdout.splitlines()
+    assert [json.loads(line)["text"] for line in lines] == ["two"]
+
+
+def test_import_bad_line_reports_line_number_and_imports_nothing(db: str, tmp_path: Path) -> None:
+    """A bad third line names line 3, exits 2 and leaves the database empty."""
+    file = tmp_path / "in.jsonl"
+    file.write_text(
+        '{"namespace": ["user", "u1"], "kind": "note", "text": "ok one"}\n\n'
+        '{"namespace": ["user", ""], "text": "bad namespace"}\n',
+        encoding="utf-8",
+    )
+    result = run(db, "import", str(file))
+    assert_one_line_error(result, "in.jsonl:3:")
+    assert run(db, "export").stdout == ""
+
+
+@pytest.mark.parametrize(
+    ("line", "fragment"),
+    [
+        ("{not json", "malformed JSON"),
+        ("[1, 2]", "expected a JSON object"),
+        ('{"namespace": "user/u1", "text": 5}', "'text'"),
+        ('{"namespace": ["user"], "text": "x", "tags": {"a": 1}}', "tag"),
+        ('{"namespace": ["user"], "text": "x", "colour": "red"}', "unknown field"),
+        ('{"text": "x"}', "'namespace' is required"),
+    ],
+)
+def test_import_rejects_bad_records(db: str, tmp_path: Path, line: str, fragment: str) -> None:
+    """Malformed JSON and wrong types are one-line errors with exit code 2."""
+    file = tmp_path / "bad.jsonl"
+    file.write_text(line + "\n", encoding="utf-8")
+    assert_one_line_error(run(db, "import", str(file)), fragment)
+
+
+def test_import_from_stdin(db: str) -> None:
+    """`import -` reads JSON Lines from stdin."""
+    line = json.dumps({"namespace": ["user", "u1"], "kind": "fact", "text": "喜欢绿茶"})
+    assert run(db, "import", "-", input=line + "\n").exit_code == 0
+    assert json.loads(run(db, "search", "--json", "绿茶").stdout)[0]["kind"] == "fact"
+
+
+def test_delete_user(db: str) -> None:
+    """delete-user removes the user's memories and reports how many."""
+    run(db, "put", "--namespace", "user/u1/session/s1", "a")
+    run(db, "put", "--namespace", "user/u1/session/s2", "b")
+    run(db, "put", "--namespace", "user/u2", "c")
+    result = run(db, "delete-user", "--json", "u1")
+    assert json.loads(result.stdout) == {"user_id": "u1", "deleted": 2}
+    assert [json.loads(x)["text"] for x in run(db, "export").stdout.splitlines()] == ["c"]
+
+
+@pytest.mark.parametrize(
+    ("args", "fragment"),
+    [
+        (("put", "--namespace", "user/u1", "--tag", "novalue", "x"), "key=value"),
+        (("put", "--namespace", "//", "x"), "--namespace"),
+        (("put", "--namespace", "user/u1", "--ttl", "-5", "x"), "--ttl"),
+        (("put", "x"), "--namespace"),
+        (("search", "--limit", "0", "q"), "--limit"),
+        (("import", "/no/such/file.jsonl"), "cannot read"),
+    ],
+)
+def test_bad_arguments_are_one_line_errors(db: str, args: tuple[str, ...], fragment: str) -> None:
+    """Bad options, namespaces, tags and files print one line and exit 2."""
+    assert_one_line_error(run(db, *args), fragment)
+
+
+def test_unknown_database_url_is_one_line_error(tmp_path: Path) -> None:
+    """A mysql:// URL is refused with one line and exit code 2."""
+    result = run("mysql://host/db", "search", "x")
+    assert_one_line_error(result, "unsupported database URL scheme 'mysql'")
+
+
+def test_missing_tenant_is_one_line_error(db: str) -> None:
+    """--tenant is required."""
+    result = CliRunner().invoke(memory, ["search", "--db", db, "x"], env={"SYNOPSIS_TENANT": None})
+    assert_one_line_error(result, "--tenant")
+
+
+def test_open_store_picks_backend(tmp_path: Path) -> None:
+    """Paths and sqlite:/// URLs open SQLite; other schemes and missing folders are refused."""
+    assert parse_db("postgresql://u@h/db") == ("postgres", "postgresql://u@h/db")
+    assert parse_db("sqlite:///:memory:") == ("sqlite", ":memory:")
+    assert parse_db(f"sqlite:///{tmp_path}/a.db") == ("sqlite", f"{tmp_path}/a.db")
+    store: Any = open_store(str(tmp_path / "x.db"))
+    assert isinstance(store, SQLiteStore)
+    store.close()
+    async_store: Any = open_store(":memory:", async_=True)
+    assert isinstance(async_store, AsyncSQLiteStore)
+    for bad in ("", "redis://h", "sqlite://", str(tmp_path / "missing" / "x.db")):
+        with pytest.raises(InvalidInput):
+            parse_db(bad)

@@ -1,0 +1,89 @@
+"""Search terms for CJK and English keyword recall (synopsis.memory._terms)."""
+
+from __future__ import annotations
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from synopsis.memory._terms import MAX_QUERY_TERMS, document_terms, query_terms
+
+
+def test_cjk_runs_become_characters_and_pairs() -> None:
+    """A Chinese run is indexed as its single characters and overlapping pairs."""
+    assert document_terms("喝咖啡") == ["喝", "咖", "啡", "喝咖", "咖啡"]
+
+
+def test_query_uses_pairs_or_the_single_character() -> None:
+    """Multi-character query runs use pairs; a one-character run is kept as it is."""
+    assert query_terms("咖啡") == ["咖啡"]
+    assert query_terms("喝咖啡") == ["喝咖", "咖啡"]
+    assert query_terms("茶") == ["茶"]
+
+
+def test_every_query_term_of_a_substring_is_indexed() -> None:
+    """A CJK query taken from inside a sentence shares all its terms with the sentence."""
+    sentence = "用户说他每天早上都喜欢喝一杯咖啡"
+    indexed = set(document_terms(sentence))
+    for start in range(len(sentence)):
+        for end in range(start + 1, len(sentence) + 1):
+            assert set(query_terms(sentence[start:end])) <= indexed
+
+
+def test_english_is_case_folded_and_stemmed() -> None:
+    """English words are lower-cased and Snowball-stemmed; possessives drop their 's."""
+    assert document_terms("Painting PAINTS painted") == ["paint", "paint", "paint"]
+    assert query_terms("user's databases") == ["user", "databas"]
+
+
+def test_mixed_text_keeps_both_scripts() -> None:
+    """Mixed Chinese/English text yields English stems and CJK characters and pairs."""
+    assert query_terms("PostgreSQL 数据库") == ["postgresql", "数据", "据库"]
+
+
+def test_nfkc_normalizes_full_width_forms() -> None:
+    """Full-width letters and digits become their ASCII forms."""
+    assert query_terms("ＰｏｓｔｇｒｅＳＱＬ １６") == ["postgresql", "16"]
+
+
+def test_punctuation_and_fts_syntax_yield_no_terms() -> None:
+    """Quotes, operators and punctuation are not terms."""
+    assert query_terms('"*^-:()…，。！') == []
+    assert query_terms("") == []
+
+
+def test_document_terms_keep_repeats() -> None:
+    """Term frequency survives: a repeated word appears twice."""
+    assert document_terms("tea tea") == ["tea", "tea"]
+
+
+def test_japanese_and_korean_are_cjk() -> None:
+    """Kana and Hangul runs are split like Chinese."""
+    assert query_terms("ひらがな") == ["ひら", "らが", "がな"]
+    assert query_terms("한국어") == ["한국", "국어"]
+
+
+def test_query_terms_are_capped() -> None:
+    """A megabyte-long query yields at most MAX_QUERY_TERMS distinct terms."""
+    text = " ".join(f"word{i}" for i in range(100_000))
+    assert len(query_terms(text)) == MAX_QUERY_TERMS
+
+
+def test_overlong_words_are_dropped() -> None:
+    """A word longer than the term limit is not a term."""
+    assert query_terms("a" * 65) == []
+    assert query_terms("a" * 64) == ["a" * 64]
+
+
+@given(st.text(max_size=200))
+def test_query_terms_are_distinct_and_non_empty(text: str) -> None:
+    """Query terms never repeat and are never empty."""
+    terms = query_terms(text)
+    assert len(terms) == len(set(terms))
+    assert all(terms)
+
+
+@given(st.text(max_size=200))
+def test_terms_hold_no_whitespace_or_quotes(text: str) -> None:
+    """Terms can be space-joined into an index column and double-quoted in a query safely."""
+    for term in document_terms(text) + query_terms(text):
+        assert not any(c.isspace() or c == '"' for c in term)
