@@ -36,3 +36,26 @@ async def test_readme_example_async() -> None:
     messages = [{"role": "user", "content": f"question {i}"} for i in range(8)]
     compacted = await compactor(messages)
     assert len(compacted) == 1 and "question 7" in compacted[0]["content"]
+
+
+def test_readme_session_memory_example(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """The README's session-memory example: summary written, injected and recalled."""
+    from synopsis import SessionMemory, Summarizer
+    from synopsis.memory.sqlite import SQLiteStore
+
+    history = []
+    for i in range(20):
+        history.append({"role": "user", "content": f"我喜欢喝咖啡，第{i}次提到 coffee"})
+        history.append({"role": "assistant", "content": f"好的，记住了 {i}"})
+    with SQLiteStore(tmp_path / "synopsis.db") as store:
+        memory = SessionMemory(store=store, summarizer=Summarizer(model="extractive"),
+                               summarize_every=20)
+        assert memory.after_turn("tenant-1", "user-1", "session-9", history).scheduled
+        assert memory.drain(timeout=30)
+        context = memory.build_context("tenant-1", "user-1", "session-9", history,
+                                       system_prompt="You are a helpful assistant.")
+        assert context[0]["role"] == "system" and "session_summary" in context[0]["content"]
+        hits = memory.recall("tenant-1", "user-1", "咖啡")
+        assert hits and hits[0].item.kind == "summary"
+        assert memory.recall("tenant-2", "user-1", "咖啡") == []
+        memory.close()
