@@ -23,8 +23,11 @@ def history(n: int, *, usage: bool) -> list[dict[str, Any]]:
         else:
             message: dict[str, Any] = {"role": "assistant", "content": f"Edited module_{i}.py."}
             if usage:
-                message["usage"] = {"prompt_tokens": 10 * i, "completion_tokens": 9,
-                                    "total_tokens": 10 * i + 9}
+                message["usage"] = {
+                    "prompt_tokens": 10 * i,
+                    "completion_tokens": 9,
+                    "total_tokens": 10 * i + 9,
+                }
             messages.append(message)
     return messages
 
@@ -42,8 +45,10 @@ def per_call(fn: Any, messages: list[dict[str, Any]], calls: int = 200) -> float
 
 
 def main() -> None:
-    print(f"# hook overhead, {time.strftime('%Y-%m-%d')} on {platform.machine()}, "
-          f"Python {platform.python_version()}")
+    print(
+        f"# hook overhead, {time.strftime('%Y-%m-%d')} on {platform.machine()}, "
+        f"Python {platform.python_version()}"
+    )
     print("| history | usage | baseline list() | Compactor hook | hook / baseline |")
     print("|---:|---|---:|---:|---:|")
     for n in (1_000, 10_000):
@@ -53,8 +58,10 @@ def main() -> None:
             compactor(messages)  # warm the counter's cache, as an agent's first call does
             base = per_call(list, messages)
             hook = per_call(compactor, messages)
-            print(f"| {n:,} | {'yes' if usage else 'no'} | {base * 1e6:.1f} µs | "
-                  f"{hook * 1e6:.1f} µs | {hook / base:.2f}x |")
+            print(
+                f"| {n:,} | {'yes' if usage else 'no'} | {base * 1e6:.1f} µs | "
+                f"{hook * 1e6:.1f} µs | {hook / base:.2f}x |"
+            )
 
 
 if __name__ == "__main__":

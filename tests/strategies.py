@@ -53,6 +53,8 @@ def histories(
                     ],
                 }
             )
-            for i in draw(st.permutations(ids)):
-                messages.append({"role": "tool", "tool_call_id": i, "content": draw(_TEXT)})
+            messages.extend(
+                {"role": "tool", "tool_call_id": i, "content": draw(_TEXT)}
+                for i in draw(st.permutations(ids))
+            )
     return messages

@@ -23,15 +23,30 @@ def test_count_reproduces_seed_experiment_a() -> None:
     """With adk, experiment A counts 5200 reported + 9 estimated = 5209."""
     code, out, _ = run("count", str(DATA / "seed-a.json"), "--estimator", "adk", "--json")
     assert code == 0
-    assert json.loads(out) == {"tokens": 5209, "baseline": 5200, "increment": 9, "messages": 6,
-                               "estimator": "adk"}
+    assert json.loads(out) == {
+        "tokens": 5209,
+        "baseline": 5200,
+        "increment": 9,
+        "messages": 6,
+        "estimator": "adk",
+    }
 
 
 def test_compact_seed_d_with_small_user_budget(tmp_path: Path) -> None:
     """--user-budget 10 keeps only the 4th and 5th questions, in order, in the block."""
     out_file = tmp_path / "out.json"
-    code, out, _ = run("compact", str(DATA / "seed-d.json"), "--user-budget", "10", "--force",
-                       "--estimator", "adk", "-o", str(out_file), "--json")
+    code, out, _ = run(
+        "compact",
+        str(DATA / "seed-d.json"),
+        "--user-budget",
+        "10",
+        "--force",
+        "--estimator",
+        "adk",
+        "-o",
+        str(out_file),
+        "--json",
+    )
     assert code == 0
     report = json.loads(out)
     for key in ("triggered", "tokens_before", "tokens_after", "model", "attempts", "messages"):
@@ -47,8 +62,9 @@ def test_compact_seed_d_with_small_user_budget(tmp_path: Path) -> None:
 def test_compact_example_main_job(tmp_path: Path) -> None:
     """The README's main command compacts the shipped example below its trigger."""
     out_file = tmp_path / "c.json"
-    code, out, _ = run("compact", str(EXAMPLE), "--trigger-tokens", "2000", "-o", str(out_file),
-                       "--json")
+    code, out, _ = run(
+        "compact", str(EXAMPLE), "--trigger-tokens", "2000", "-o", str(out_file), "--json"
+    )
     report = json.loads(out)
     assert code == 0 and report["triggered"] and report["compacted"]
     assert report["tokens_after"] < report["tokens_before"] / 2
@@ -61,14 +77,17 @@ def test_compact_without_trigger_leaves_history(tmp_path: Path) -> None:
     """Below the default trigger and without --force nothing changes."""
     code, out, _ = run("compact", str(DATA / "seed-d.json"), "--json")
     report = json.loads(out)
-    assert code == 0 and not report["triggered"] and report["transcript"] == json.loads(
-        (DATA / "seed-d.json").read_text(encoding="utf-8"))
+    assert (
+        code == 0
+        and not report["triggered"]
+        and report["transcript"] == json.loads((DATA / "seed-d.json").read_text(encoding="utf-8"))
+    )
 
 
 @pytest.mark.parametrize(
     ("content", "needle"),
     [
-        ("[{\"role\": \"user\"", "malformed JSON"),
+        ('[{"role": "user"', "malformed JSON"),
         ('[{"role": "alien", "content": "x"}]', "unknown role"),
         ('[{"role": "tool", "tool_call_id": "c", "content": "x"}]', "no matching assistant"),
     ],

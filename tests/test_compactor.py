@@ -27,9 +27,11 @@ from synopsis.testing import AsyncFakeModel, FakeModel, RecordingSleep, tool_cal
 from tests.strategies import histories
 
 DATA = Path(__file__).parent / "data"
-SUMMARY = ("<analysis>thinking</analysis><summary>1. Primary Request and Intent: fix the bug\n"
-           "6. All user messages:\n<all_user_messages>\n- model's paraphrase\n"
-           "</all_user_messages>\n8. Current Work: tests</summary>")
+SUMMARY = (
+    "<analysis>thinking</analysis><summary>1. Primary Request and Intent: fix the bug\n"
+    "6. All user messages:\n<all_user_messages>\n- model's paraphrase\n"
+    "</all_user_messages>\n8. Current Work: tests</summary>"
+)
 NO_SLEEP = RetryPolicy(initial_delay=0.0, max_delay=0.0, jitter=False)
 
 
@@ -194,8 +196,12 @@ def test_tail_is_kept_tool_pair_safe_and_without_stale_usage() -> None:
     history = [
         {"role": "system", "content": "s"},
         {"role": "user", "content": "fix a.py"},
-        {"role": "assistant", "tool_calls": [_call("c1")], "content": None,
-         "usage": {"total_tokens": 90_000}},
+        {
+            "role": "assistant",
+            "tool_calls": [_call("c1")],
+            "content": None,
+            "usage": {"total_tokens": 90_000},
+        },
         {"role": "tool", "tool_call_id": "c1", "content": "print(1)"},
     ]
     result = make(FakeModel([SUMMARY]), keep_tail=1).compact(history)
@@ -209,10 +215,16 @@ def test_second_compaction_is_incremental_and_carries_user_messages() -> None:
     """The previous summary is given to the model, and quoted user messages survive."""
     model = FakeModel([SUMMARY, SUMMARY])
     compactor = make(model)
-    first = compactor.compact([{"role": "user", "content": "first request"},
-                               {"role": "assistant", "content": "done"}]).messages
-    second = compactor.compact([*first, {"role": "user", "content": "second request"},
-                                {"role": "assistant", "content": "ok"}]).messages
+    first = compactor.compact(
+        [{"role": "user", "content": "first request"}, {"role": "assistant", "content": "done"}]
+    ).messages
+    second = compactor.compact(
+        [
+            *first,
+            {"role": "user", "content": "second request"},
+            {"role": "assistant", "content": "ok"},
+        ]
+    ).messages
     request = model.requests[1].messages[-1]["content"]
     assert "fix the bug" in request  # the previous summary, for updating
     text = text_of(second[-1])
@@ -226,8 +238,11 @@ def test_skills_survive_two_compactions() -> None:
     compactor = make(model)
     history = [
         {"role": "user", "content": "use the style guide"},
-        {"role": "assistant", "content": None,
-         "tool_calls": [_call("s1", "skill", '{"skill": "style"}')]},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [_call("s1", "skill", '{"skill": "style"}')],
+        },
         {"role": "tool", "tool_call_id": "s1", "content": "Always use tabs."},
     ]
     once = compactor.compact(history).messages
@@ -276,8 +291,9 @@ def test_overflow_error_compacts_and_retries_once() -> None:
 def test_chunked_summarization_respects_the_summarizer_window() -> None:
     """A history larger than the summarizer's window is summarized in rolling chunks."""
     model = FakeModel(default=SUMMARY, context_window=3000)
-    history = [{"role": "user" if i % 2 == 0 else "assistant", "content": "word " * 400}
-               for i in range(20)]
+    history = [
+        {"role": "user" if i % 2 == 0 else "assistant", "content": "word " * 400} for i in range(20)
+    ]
     summarizer = Summarizer(model=model, retry=NO_SLEEP, window=3000, max_output_tokens=500)
     compactor = Compactor(summarizer=summarizer)
     result = compactor.compact(history)
@@ -329,21 +345,27 @@ async def test_async_compactor_matches_sync() -> None:
         seen.append(event.name)
 
     model = AsyncFakeModel([ProviderUnavailable("x", model="fake:model"), SUMMARY])
-    compactor = AsyncCompactor(model=model, retry=NO_SLEEP, on_event=[handler],
-                               sleep=RecordingSleep().asleep, counter="adk", user_budget=10)
+    compactor = AsyncCompactor(
+        model=model,
+        retry=NO_SLEEP,
+        on_event=[handler],
+        sleep=RecordingSleep().asleep,
+        counter="adk",
+        user_budget=10,
+    )
     result = await compactor.compact(load("seed-d.json"))
     assert result.compacted and result.attempts == 2
     assert seen[0] == "before_summarize" and seen[-1] == "after_summarize"
     assert "用户提问第五号" in text_of(result.messages[-1])
-    assert await compactor([{"role": "user", "content": "x"}]) == [
-        {"role": "user", "content": "x"}]
+    assert await compactor([{"role": "user", "content": "x"}]) == [{"role": "user", "content": "x"}]
 
 
 async def test_async_overflow_path() -> None:
     """AsyncCompactingModel compacts and retries on a context-length error."""
     agent = AsyncFakeModel([ContextLengthExceeded("long", model="a"), "fine"], name="a")
-    compactor = AsyncCompactor(model=AsyncFakeModel([SUMMARY]), retry=NO_SLEEP,
-                               trigger_tokens=10**9)
+    compactor = AsyncCompactor(
+        model=AsyncFakeModel([SUMMARY]), retry=NO_SLEEP, trigger_tokens=10**9
+    )
     response = await AsyncCompactingModel(agent, compactor).complete(load("seed-d.json"))
     assert response.text == "fine"
 

@@ -192,6 +192,35 @@ def test_reopening_keeps_data(make: Callable[..., PostgresStore]) -> None:
 
 
 @pytest.mark.postgres
+def test_version_1_database_is_upgraded_in_place(
+    make: Callable[..., PostgresStore], postgres_url: str, schema: str
+) -> None:
+    """A schema left at migration 1 is brought forward on open and keeps its data."""
+    with psycopg.connect(postgres_url) as conn:
+        for statement in [*q.migration_prelude(schema), *q.migration(schema, 1)]:
+            conn.execute(statement.query, statement.params)
+        item_id = conn.execute(
+            sql.SQL(
+                "INSERT INTO {}.memories (tenant, namespace, key, text, kind, tags, terms,"
+                " doc_len, created_at, updated_at) VALUES (%s, %s, 'k', 'old coffee', 'note',"
+                " '{{}}', 'old coffe', 2, 1, 1) RETURNING id"
+            ).format(sql.Identifier(schema)),
+            (T, list(NS)),
+        ).fetchone()
+        conn.execute(
+            sql.SQL(
+                "INSERT INTO {}.memory_terms (item_id, tenant, term, tf) VALUES"
+                " (%s, %s, 'old', 1), (%s, %s, 'coffe', 1)"
+            ).format(sql.Identifier(schema)),
+            (item_id[0] if item_id else None, T) * 2,
+        )
+    store = make()
+    assert [hit.item.key for hit in store.search(T, query="coffee")] == ["k"]
+    store.put(T, NS, "new", "new coffee")
+    assert len(store.search(T, query="coffee")) == 2
+
+
+@pytest.mark.postgres
 def test_newer_schema_than_the_code_is_a_migration_error(
     make: Callable[..., PostgresStore], postgres_url: str, schema: str
 ) -> None:

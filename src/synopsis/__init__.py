@@ -50,6 +50,8 @@ from synopsis.triggers import Trigger, TriggerDecision
 __version__ = "0.1.0"
 
 __all__ = [
+    "CHINESE",
+    "ENGLISH",
     "AfterSummarize",
     "AllModelsFailed",
     "Archive",
@@ -60,7 +62,6 @@ __all__ = [
     "AsyncSessionMemory",
     "AsyncSummarizer",
     "BeforeSummarize",
-    "CHINESE",
     "CompactingModel",
     "CompactionError",
     "CompactionResult",
@@ -68,7 +69,6 @@ __all__ = [
     "ConfigError",
     "ContextLengthExceeded",
     "Cooldown",
-    "ENGLISH",
     "ExtractiveModel",
     "GenerateSummary",
     "InvalidInput",

@@ -19,7 +19,13 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from synopsis.archive import Archive, JsonlArchive
-from synopsis.errors import CompactionError, ConfigError, ContextLengthExceeded, ModelError
+from synopsis.errors import (
+    CompactionError,
+    ConfigError,
+    ContextLengthExceeded,
+    ModelError,
+    describe_error,
+)
 from synopsis.events import (
     AfterSummarize,
     BeforeSummarize,
@@ -30,7 +36,6 @@ from synopsis.events import (
     check_sync_handlers,
     emit,
 )
-from synopsis.errors import describe_error
 from synopsis.messages import content_type, text_of, validate_messages
 from synopsis.models._base import ModelResponse, ModelSettings
 from synopsis.planner import CompactionPlan, KeepTail, plan_compaction
@@ -57,6 +62,7 @@ _log = logging.getLogger("synopsis.compactor")
 #: offline extractive summarizer, or drop the oldest messages (they are archived first).
 Fallback = Literal["keep", "extractive", "truncate"]
 _MIN_REGROWTH = 0.10
+_DEFAULT_SKILLS = SkillConfig()
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -96,8 +102,12 @@ class CompactionResult:
 
 
 def _coerce_trigger(
-    trigger: Trigger | None, tokens: int | None, messages: int | None, fraction: float | None,
-    context_window: int | None, reserve_output: int,
+    trigger: Trigger | None,
+    tokens: int | None,
+    messages: int | None,
+    fraction: float | None,
+    context_window: int | None,
+    reserve_output: int,
 ) -> Trigger:
     if trigger is not None:
         if any(v is not None for v in (tokens, messages, fraction)):
@@ -105,8 +115,13 @@ def _coerce_trigger(
         return trigger
     if tokens is None and messages is None and fraction is None:
         return Trigger.default()
-    return Trigger(tokens=tokens, messages=messages, fraction=fraction,
-                   context_window=context_window, reserve_output=reserve_output)
+    return Trigger(
+        tokens=tokens,
+        messages=messages,
+        fraction=fraction,
+        context_window=context_window,
+        reserve_output=reserve_output,
+    )
 
 
 def _coerce_archive(archive: Archive | str | None) -> Archive | None:
@@ -119,10 +134,20 @@ class _CompactorCore:
     """Configuration and the pure steps shared by both compactors."""
 
     def __init__(
-        self, *, trigger: Trigger, keep_tail: KeepTail | int | None, counter: TokenCounter,
-        prompts: PromptSet, user_budget: int, skills: SkillConfig | None, incremental: bool,
-        archive: Archive | None, transcript_path: str | None, fallback: Fallback,
-        min_new_messages: int, on_event: Sequence[EventHandler],
+        self,
+        *,
+        trigger: Trigger,
+        keep_tail: KeepTail | int | None,
+        counter: TokenCounter,
+        prompts: PromptSet,
+        user_budget: int,
+        skills: SkillConfig | None,
+        incremental: bool,
+        archive: Archive | None,
+        transcript_path: str | None,
+        fallback: Fallback,
+        min_new_messages: int,
+        on_event: Sequence[EventHandler],
     ) -> None:
         if fallback not in ("keep", "extractive", "truncate"):
             raise ConfigError(f"fallback must be keep, extractive or truncate, not {fallback!r}")
@@ -169,7 +194,9 @@ class _CompactorCore:
 
     def plan(self, messages: Sequence[Mapping[str, Any]]) -> CompactionPlan:
         return plan_compaction(
-            messages, keep_tail=self.keep_tail, estimate=self.counter.estimate,
+            messages,
+            keep_tail=self.keep_tail,
+            estimate=self.counter.estimate,
             min_new_messages=self.min_new_messages,
         )
 
@@ -186,22 +213,39 @@ class _CompactorCore:
     # -- building ---------------------------------------------------------------------------
 
     def build(
-        self, messages: Sequence[Mapping[str, Any]], plan: CompactionPlan, summary: SummaryResult,
-        archive: str | None, tokens_before: int,
+        self,
+        messages: Sequence[Mapping[str, Any]],
+        plan: CompactionPlan,
+        summary: SummaryResult,
+        archive: str | None,
+        tokens_before: int,
     ) -> list[dict[str, Any]]:
         """``[system] + [skills] + [summary] + [tail]`` with the summary's meta filled in."""
         version = self._previous_version(plan) + 1
-        meta = {"version": version, "model": summary.model, "kept_tail": len(plan.tail),
-                "replaced_messages": len(plan.replaced), "tokens_before": tokens_before}
+        meta = {
+            "version": version,
+            "model": summary.model,
+            "kept_tail": len(plan.tail),
+            "replaced_messages": len(plan.replaced),
+            "tokens_before": tokens_before,
+        }
         summary_message = finalize_summary(
-            summary.text, context_messages=plan.replaced, prompts=self.prompts,
-            estimate=self.counter.estimate_text, user_budget_tokens=self.user_budget,
-            transcript_path=archive or self.transcript_path, extra_meta=meta,
+            summary.text,
+            context_messages=plan.replaced,
+            prompts=self.prompts,
+            estimate=self.counter.estimate_text,
+            user_budget_tokens=self.user_budget,
+            transcript_path=archive or self.transcript_path,
+            extra_meta=meta,
         )
         skills = None
         if self.skills is not None:
-            skills = preserve_skills(plan.replaced, self.skills,
-                                     estimate=self.counter.estimate_text, prompts=self.prompts)
+            skills = preserve_skills(
+                plan.replaced,
+                self.skills,
+                estimate=self.counter.estimate_text,
+                prompts=self.prompts,
+            )
         tail = [_without_stale_usage(m) for m in plan.tail]
         new = [dict(m) for m in plan.system] + ([skills] if skills else [])
         new += [summary_message, *tail]
@@ -221,20 +265,34 @@ class _CompactorCore:
         notice = {
             "role": "user",
             "content": f"[{len(plan.replaced)} earlier messages were removed to fit the "
-                       f"context window.{where}]",
+            f"context window.{where}]",
             "meta": {"content_type": "reminder", "truncated": len(plan.replaced)},
         }
         tail = [_without_stale_usage(m) for m in plan.tail]
         return [dict(m) for m in plan.system] + [notice, *tail]
 
-    def unchanged(self, messages: Sequence[Mapping[str, Any]], tokens: int, *, reason: str | None,
-                  triggered: bool, skipped: str | None = None,
-                  error: dict[str, Any] | None = None, events: tuple[Event, ...] = ()
-                  ) -> CompactionResult:
+    def unchanged(
+        self,
+        messages: Sequence[Mapping[str, Any]],
+        tokens: int,
+        *,
+        reason: str | None,
+        triggered: bool,
+        skipped: str | None = None,
+        error: dict[str, Any] | None = None,
+        events: tuple[Event, ...] = (),
+    ) -> CompactionResult:
         return CompactionResult(
-            messages=list(messages), triggered=triggered, compacted=False, reason=reason,
-            tokens_before=tokens, tokens_after=tokens, skipped=skipped, error=error,
-            fallback="keep" if error else None, events=events,
+            messages=[m if isinstance(m, dict) else dict(m) for m in messages],
+            triggered=triggered,
+            compacted=False,
+            reason=reason,
+            tokens_before=tokens,
+            tokens_after=tokens,
+            skipped=skipped,
+            error=error,
+            fallback="keep" if error else None,
+            events=events,
         )
 
 
@@ -245,13 +303,26 @@ def _without_stale_usage(message: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _common_options(
-    *, trigger: Trigger | None, trigger_tokens: int | None, trigger_messages: int | None,
-    trigger_fraction: float | None, context_window: int | None, reserve_output: int,
-    counter: TokenCounter | str, prompts: PromptSet | str, archive: Archive | str | None,
+    *,
+    trigger: Trigger | None,
+    trigger_tokens: int | None,
+    trigger_messages: int | None,
+    trigger_fraction: float | None,
+    context_window: int | None,
+    reserve_output: int,
+    counter: TokenCounter | str,
+    prompts: PromptSet | str,
+    archive: Archive | str | None,
 ) -> dict[str, Any]:
     return {
-        "trigger": _coerce_trigger(trigger, trigger_tokens, trigger_messages, trigger_fraction,
-                                   context_window, reserve_output),
+        "trigger": _coerce_trigger(
+            trigger,
+            trigger_tokens,
+            trigger_messages,
+            trigger_fraction,
+            context_window,
+            reserve_output,
+        ),
         "counter": TokenCounter(estimator=counter) if isinstance(counter, str) else counter,
         "prompts": prompt_set(prompts) if isinstance(prompts, str) else prompts,
         "archive": _coerce_archive(archive),
@@ -282,7 +353,7 @@ class Compactor(_CompactorCore):
         counter: TokenCounter | str = "default",
         prompts: PromptSet | str = "en",
         user_budget: int = DEFAULT_USER_MESSAGES_BUDGET,
-        skills: SkillConfig | None = SkillConfig(),
+        skills: SkillConfig | None = _DEFAULT_SKILLS,
         incremental: bool = True,
         archive: Archive | str | None = None,
         transcript_path: str | None = None,
@@ -298,119 +369,208 @@ class Compactor(_CompactorCore):
     ) -> None:
         check_sync_handlers(on_event)
         options = _common_options(
-            trigger=trigger, trigger_tokens=trigger_tokens, trigger_messages=trigger_messages,
-            trigger_fraction=trigger_fraction, context_window=context_window,
-            reserve_output=reserve_output, counter=counter, prompts=prompts, archive=archive,
+            trigger=trigger,
+            trigger_tokens=trigger_tokens,
+            trigger_messages=trigger_messages,
+            trigger_fraction=trigger_fraction,
+            context_window=context_window,
+            reserve_output=reserve_output,
+            counter=counter,
+            prompts=prompts,
+            archive=archive,
         )
         super().__init__(
-            keep_tail=keep_tail, user_budget=user_budget, skills=skills, incremental=incremental,
-            transcript_path=transcript_path, fallback=fallback,
-            min_new_messages=min_new_messages, on_event=on_event, **options,
+            keep_tail=keep_tail,
+            user_budget=user_budget,
+            skills=skills,
+            incremental=incremental,
+            transcript_path=transcript_path,
+            fallback=fallback,
+            min_new_messages=min_new_messages,
+            on_event=on_event,
+            **options,
         )
         self.session_id = session_id
         self.summarizer = summarizer or Summarizer(
-            model=model, failover=failover, retry=retry, cooldown=cooldown,
-            prompts=self.prompts, counter=self.counter, window=summarizer_window,
-            on_event=on_event, sleep=sleep, rng=rng,
+            model=model,
+            failover=failover,
+            retry=retry,
+            cooldown=cooldown,
+            prompts=self.prompts,
+            counter=self.counter,
+            window=summarizer_window,
+            on_event=on_event,
+            sleep=sleep,
+            rng=rng,
         )
         self._extractive: Summarizer | None = None
 
     def __call__(
-        self, messages: Sequence[Mapping[str, Any]], *,
+        self,
+        messages: Sequence[Mapping[str, Any]],
+        *,
         tools: Sequence[Mapping[str, Any]] | None = None,
     ) -> list[dict[str, Any]]:
         """The before-model hook: the history to send, compacted if the trigger fired."""
         return self.before_model(messages, tools=tools)
 
     def before_model(
-        self, messages: Sequence[Mapping[str, Any]], *,
+        self,
+        messages: Sequence[Mapping[str, Any]],
+        *,
         tools: Sequence[Mapping[str, Any]] | None = None,
     ) -> list[dict[str, Any]]:
         """Compact when the trigger fires; otherwise return a new list of the same messages."""
         tokens, decision = self.decide(messages, tools)
         if not decision.fired:
-            return list(messages)  # type: ignore[arg-type]
+            return [dict(m) if not isinstance(m, dict) else m for m in messages]
         return self._run(messages, tokens, decision.reason or "tokens", True).messages
 
     def should_compact(
-        self, messages: Sequence[Mapping[str, Any]], *,
+        self,
+        messages: Sequence[Mapping[str, Any]],
+        *,
         tools: Sequence[Mapping[str, Any]] | None = None,
     ) -> TriggerDecision:
         return self.decide(messages, tools)[1]
 
     def compact(
-        self, messages: Sequence[Mapping[str, Any]], *,
-        tools: Sequence[Mapping[str, Any]] | None = None, force: bool = True,
+        self,
+        messages: Sequence[Mapping[str, Any]],
+        *,
+        tools: Sequence[Mapping[str, Any]] | None = None,
+        force: bool = True,
         reason: str = "manual",
     ) -> CompactionResult:
         """Compact on demand (``force=True``, the default) or only if the trigger fires."""
         tokens, decision = self.decide(messages, tools)
         if not (force or decision.fired):
             return self.unchanged(messages, tokens, reason=None, triggered=False)
-        return self._run(messages, tokens, decision.reason if decision.fired else reason,
-                         decision.fired)
+        return self._run(messages, tokens, decision.reason or reason, decision.fired)
 
-    def _run(self, messages: Sequence[Mapping[str, Any]], tokens: int, reason: str,
-             triggered: bool) -> CompactionResult:
+    def _run(
+        self, messages: Sequence[Mapping[str, Any]], tokens: int, reason: str, triggered: bool
+    ) -> CompactionResult:
         validate_messages(list(messages))
         plan = self.plan(messages)
         if not plan.worthwhile:
-            return self.unchanged(messages, tokens, reason=reason, triggered=triggered,
-                                  skipped=plan.skip_reason)
+            return self.unchanged(
+                messages, tokens, reason=reason, triggered=triggered, skipped=plan.skip_reason
+            )
         events: list[Event] = []
-        self._emit(events, BeforeSummarize(reason=reason, tokens=tokens,
-                                           message_count=len(messages),
-                                           session_id=self.session_id))
+        self._emit(
+            events,
+            BeforeSummarize(
+                reason=reason,
+                tokens=tokens,
+                message_count=len(messages),
+                session_id=self.session_id,
+            ),
+        )
         context, previous = self.summarizer_input(plan)
         try:
-            summary = self.summarizer.summarize(context, previous_summary=previous,
-                                                session_id=self.session_id)
+            summary: SummaryResult | None = self.summarizer.summarize(
+                context, previous_summary=previous, session_id=self.session_id
+            )
             fallback = None
         except ModelError as exc:
             summary, fallback = self._degrade(exc, context, previous, reason, events)
             if summary is None and fallback != "truncate":
-                return self.unchanged(messages, tokens, reason=reason, triggered=triggered,
-                                      error=describe_error(exc), events=tuple(events))
+                return self.unchanged(
+                    messages,
+                    tokens,
+                    reason=reason,
+                    triggered=triggered,
+                    error=describe_error(exc),
+                    events=tuple(events),
+                )
         return self._finish(messages, plan, summary, fallback, tokens, reason, triggered, events)
 
-    def _degrade(self, exc: ModelError, context: list[Mapping[str, Any]], previous: str | None,
-                 reason: str, events: list[Event]) -> tuple[SummaryResult | None, str | None]:
+    def _degrade(
+        self,
+        exc: ModelError,
+        context: list[Mapping[str, Any]],
+        previous: str | None,
+        reason: str,
+        events: list[Event],
+    ) -> tuple[SummaryResult | None, str | None]:
         _log.warning("summarization failed (%s); fallback=%s", exc, self.fallback)
         summary = None
         if self.fallback == "extractive":
             self._extractive = self._extractive or Summarizer(
-                model="extractive", prompts=self.prompts, counter=self.counter)
+                model="extractive", prompts=self.prompts, counter=self.counter
+            )
             summary = self._extractive.summarize(context, previous_summary=previous)
-        self._emit(events, SummarizeFailed(reason=reason, error=describe_error(exc),
-                                           attempts=len(getattr(exc, "exceptions", ())) or 1,
-                                           fallback=self.fallback, session_id=self.session_id))
+        self._emit(
+            events,
+            SummarizeFailed(
+                reason=reason,
+                error=describe_error(exc),
+                attempts=len(getattr(exc, "exceptions", ())) or 1,
+                fallback=self.fallback,
+                session_id=self.session_id,
+            ),
+        )
         return summary, self.fallback
 
-    def _finish(self, messages: Sequence[Mapping[str, Any]], plan: CompactionPlan,
-                summary: SummaryResult | None, fallback: str | None, tokens: int, reason: str,
-                triggered: bool, events: list[Event]) -> CompactionResult:
+    def _finish(
+        self,
+        messages: Sequence[Mapping[str, Any]],
+        plan: CompactionPlan,
+        summary: SummaryResult | None,
+        fallback: str | None,
+        tokens: int,
+        reason: str,
+        triggered: bool,
+        events: list[Event],
+    ) -> CompactionResult:
         try:
-            archive = (self.archive.write(plan.replaced, session_id=self.session_id)
-                       if self.archive else None)
+            archive = (
+                self.archive.write(plan.replaced, session_id=self.session_id)
+                if self.archive
+                else None
+            )
         except CompactionError as exc:
-            return self.unchanged(messages, tokens, reason=reason, triggered=triggered,
-                                  error=describe_error(exc), events=tuple(events))
+            return self.unchanged(
+                messages,
+                tokens,
+                reason=reason,
+                triggered=triggered,
+                error=describe_error(exc),
+                events=tuple(events),
+            )
         if summary is None:
             new = self.truncated(plan, archive)
         else:
             new = self.build(messages, plan, summary, archive, tokens)
         after = self.counter.count(new).total
         if summary is not None:
-            self._emit(events, AfterSummarize(
-                reason=reason, tokens_before=tokens, tokens_after=after,
-                messages_before=len(messages), messages_after=len(new), model=summary.model,
-                attempts=summary.attempts, archive=archive, session_id=self.session_id))
+            self._emit(
+                events,
+                AfterSummarize(
+                    reason=reason,
+                    tokens_before=tokens,
+                    tokens_after=after,
+                    messages_before=len(messages),
+                    messages_after=len(new),
+                    model=summary.model,
+                    attempts=summary.attempts,
+                    archive=archive,
+                    session_id=self.session_id,
+                ),
+            )
         return CompactionResult(
-            messages=new, triggered=triggered, compacted=True, reason=reason,
-            tokens_before=tokens, tokens_after=after,
+            messages=new,
+            triggered=triggered,
+            compacted=True,
+            reason=reason,
+            tokens_before=tokens,
+            tokens_after=after,
             model=summary.model if summary else None,
             attempts=summary.attempts if summary else 0,
-            summary=summary.text if summary else None, archive=archive, fallback=fallback,
+            summary=summary.text if summary else None,
+            archive=archive,
+            fallback=fallback,
             events=tuple(events),
         )
 
@@ -438,7 +598,7 @@ class AsyncCompactor(_CompactorCore):
         counter: TokenCounter | str = "default",
         prompts: PromptSet | str = "en",
         user_budget: int = DEFAULT_USER_MESSAGES_BUDGET,
-        skills: SkillConfig | None = SkillConfig(),
+        skills: SkillConfig | None = _DEFAULT_SKILLS,
         incremental: bool = True,
         archive: Archive | str | None = None,
         transcript_path: str | None = None,
@@ -453,118 +613,210 @@ class AsyncCompactor(_CompactorCore):
         rng: random.Random | None = None,
     ) -> None:
         options = _common_options(
-            trigger=trigger, trigger_tokens=trigger_tokens, trigger_messages=trigger_messages,
-            trigger_fraction=trigger_fraction, context_window=context_window,
-            reserve_output=reserve_output, counter=counter, prompts=prompts, archive=archive,
+            trigger=trigger,
+            trigger_tokens=trigger_tokens,
+            trigger_messages=trigger_messages,
+            trigger_fraction=trigger_fraction,
+            context_window=context_window,
+            reserve_output=reserve_output,
+            counter=counter,
+            prompts=prompts,
+            archive=archive,
         )
         super().__init__(
-            keep_tail=keep_tail, user_budget=user_budget, skills=skills, incremental=incremental,
-            transcript_path=transcript_path, fallback=fallback,
-            min_new_messages=min_new_messages, on_event=on_event, **options,
+            keep_tail=keep_tail,
+            user_budget=user_budget,
+            skills=skills,
+            incremental=incremental,
+            transcript_path=transcript_path,
+            fallback=fallback,
+            min_new_messages=min_new_messages,
+            on_event=on_event,
+            **options,
         )
         self.session_id = session_id
         self.summarizer = summarizer or AsyncSummarizer(
-            model=model, failover=failover, retry=retry, cooldown=cooldown,
-            prompts=self.prompts, counter=self.counter, window=summarizer_window,
-            on_event=on_event, sleep=sleep, rng=rng,
+            model=model,
+            failover=failover,
+            retry=retry,
+            cooldown=cooldown,
+            prompts=self.prompts,
+            counter=self.counter,
+            window=summarizer_window,
+            on_event=on_event,
+            sleep=sleep,
+            rng=rng,
         )
         self._extractive: AsyncSummarizer | None = None
 
     async def __call__(
-        self, messages: Sequence[Mapping[str, Any]], *,
+        self,
+        messages: Sequence[Mapping[str, Any]],
+        *,
         tools: Sequence[Mapping[str, Any]] | None = None,
     ) -> list[dict[str, Any]]:
         return await self.before_model(messages, tools=tools)
 
     async def before_model(
-        self, messages: Sequence[Mapping[str, Any]], *,
+        self,
+        messages: Sequence[Mapping[str, Any]],
+        *,
         tools: Sequence[Mapping[str, Any]] | None = None,
     ) -> list[dict[str, Any]]:
         tokens, decision = self.decide(messages, tools)
         if not decision.fired:
-            return list(messages)  # type: ignore[arg-type]
+            return [dict(m) if not isinstance(m, dict) else m for m in messages]
         return (await self._run(messages, tokens, decision.reason or "tokens", True)).messages
 
     def should_compact(
-        self, messages: Sequence[Mapping[str, Any]], *,
+        self,
+        messages: Sequence[Mapping[str, Any]],
+        *,
         tools: Sequence[Mapping[str, Any]] | None = None,
     ) -> TriggerDecision:
         return self.decide(messages, tools)[1]
 
     async def compact(
-        self, messages: Sequence[Mapping[str, Any]], *,
-        tools: Sequence[Mapping[str, Any]] | None = None, force: bool = True,
+        self,
+        messages: Sequence[Mapping[str, Any]],
+        *,
+        tools: Sequence[Mapping[str, Any]] | None = None,
+        force: bool = True,
         reason: str = "manual",
     ) -> CompactionResult:
         tokens, decision = self.decide(messages, tools)
         if not (force or decision.fired):
             return self.unchanged(messages, tokens, reason=None, triggered=False)
-        return await self._run(messages, tokens, decision.reason if decision.fired else reason,
-                               decision.fired)
+        return await self._run(messages, tokens, decision.reason or reason, decision.fired)
 
-    async def _run(self, messages: Sequence[Mapping[str, Any]], tokens: int, reason: str,
-                   triggered: bool) -> CompactionResult:
+    async def _run(
+        self, messages: Sequence[Mapping[str, Any]], tokens: int, reason: str, triggered: bool
+    ) -> CompactionResult:
         validate_messages(list(messages))
         plan = self.plan(messages)
         if not plan.worthwhile:
-            return self.unchanged(messages, tokens, reason=reason, triggered=triggered,
-                                  skipped=plan.skip_reason)
+            return self.unchanged(
+                messages, tokens, reason=reason, triggered=triggered, skipped=plan.skip_reason
+            )
         events: list[Event] = []
-        await self._emit(events, BeforeSummarize(reason=reason, tokens=tokens,
-                                                 message_count=len(messages),
-                                                 session_id=self.session_id))
+        await self._emit(
+            events,
+            BeforeSummarize(
+                reason=reason,
+                tokens=tokens,
+                message_count=len(messages),
+                session_id=self.session_id,
+            ),
+        )
         context, previous = self.summarizer_input(plan)
         try:
-            summary = await self.summarizer.summarize(context, previous_summary=previous,
-                                                      session_id=self.session_id)
+            summary: SummaryResult | None = await self.summarizer.summarize(
+                context, previous_summary=previous, session_id=self.session_id
+            )
             fallback = None
         except ModelError as exc:
             summary, fallback = await self._degrade(exc, context, previous, reason, events)
             if summary is None and fallback != "truncate":
-                return self.unchanged(messages, tokens, reason=reason, triggered=triggered,
-                                      error=describe_error(exc), events=tuple(events))
-        return await self._finish(messages, plan, summary, fallback, tokens, reason, triggered,
-                                  events)
+                return self.unchanged(
+                    messages,
+                    tokens,
+                    reason=reason,
+                    triggered=triggered,
+                    error=describe_error(exc),
+                    events=tuple(events),
+                )
+        return await self._finish(
+            messages, plan, summary, fallback, tokens, reason, triggered, events
+        )
 
-    async def _degrade(self, exc: ModelError, context: list[Mapping[str, Any]],
-                       previous: str | None, reason: str, events: list[Event]
-                       ) -> tuple[SummaryResult | None, str | None]:
+    async def _degrade(
+        self,
+        exc: ModelError,
+        context: list[Mapping[str, Any]],
+        previous: str | None,
+        reason: str,
+        events: list[Event],
+    ) -> tuple[SummaryResult | None, str | None]:
         _log.warning("summarization failed (%s); fallback=%s", exc, self.fallback)
         summary = None
         if self.fallback == "extractive":
             self._extractive = self._extractive or AsyncSummarizer(
-                model="extractive", prompts=self.prompts, counter=self.counter)
+                model="extractive", prompts=self.prompts, counter=self.counter
+            )
             summary = await self._extractive.summarize(context, previous_summary=previous)
-        await self._emit(events, SummarizeFailed(
-            reason=reason, error=describe_error(exc),
-            attempts=len(getattr(exc, "exceptions", ())) or 1, fallback=self.fallback,
-            session_id=self.session_id))
+        await self._emit(
+            events,
+            SummarizeFailed(
+                reason=reason,
+                error=describe_error(exc),
+                attempts=len(getattr(exc, "exceptions", ())) or 1,
+                fallback=self.fallback,
+                session_id=self.session_id,
+            ),
+        )
         return summary, self.fallback
 
-    async def _finish(self, messages: Sequence[Mapping[str, Any]], plan: CompactionPlan,
-                      summary: SummaryResult | None, fallback: str | None, tokens: int,
-                      reason: str, triggered: bool, events: list[Event]) -> CompactionResult:
+    async def _finish(
+        self,
+        messages: Sequence[Mapping[str, Any]],
+        plan: CompactionPlan,
+        summary: SummaryResult | None,
+        fallback: str | None,
+        tokens: int,
+        reason: str,
+        triggered: bool,
+        events: list[Event],
+    ) -> CompactionResult:
         try:
-            archive = (await asyncio.to_thread(self.archive.write, plan.replaced,
-                                               session_id=self.session_id)
-                       if self.archive else None)
+            archive = (
+                await asyncio.to_thread(
+                    self.archive.write, plan.replaced, session_id=self.session_id
+                )
+                if self.archive
+                else None
+            )
         except CompactionError as exc:
-            return self.unchanged(messages, tokens, reason=reason, triggered=triggered,
-                                  error=describe_error(exc), events=tuple(events))
-        new = self.truncated(plan, archive) if summary is None else self.build(
-            messages, plan, summary, archive, tokens)
+            return self.unchanged(
+                messages,
+                tokens,
+                reason=reason,
+                triggered=triggered,
+                error=describe_error(exc),
+                events=tuple(events),
+            )
+        new = (
+            self.truncated(plan, archive)
+            if summary is None
+            else self.build(messages, plan, summary, archive, tokens)
+        )
         after = self.counter.count(new).total
         if summary is not None:
-            await self._emit(events, AfterSummarize(
-                reason=reason, tokens_before=tokens, tokens_after=after,
-                messages_before=len(messages), messages_after=len(new), model=summary.model,
-                attempts=summary.attempts, archive=archive, session_id=self.session_id))
+            await self._emit(
+                events,
+                AfterSummarize(
+                    reason=reason,
+                    tokens_before=tokens,
+                    tokens_after=after,
+                    messages_before=len(messages),
+                    messages_after=len(new),
+                    model=summary.model,
+                    attempts=summary.attempts,
+                    archive=archive,
+                    session_id=self.session_id,
+                ),
+            )
         return CompactionResult(
-            messages=new, triggered=triggered, compacted=True, reason=reason,
-            tokens_before=tokens, tokens_after=after,
+            messages=new,
+            triggered=triggered,
+            compacted=True,
+            reason=reason,
+            tokens_before=tokens,
+            tokens_after=after,
             model=summary.model if summary else None,
             attempts=summary.attempts if summary else 0,
-            summary=summary.text if summary else None, archive=archive, fallback=fallback,
+            summary=summary.text if summary else None,
+            archive=archive,
+            fallback=fallback,
             events=tuple(events),
         )
 
@@ -585,8 +837,9 @@ class CompactingModel:
     def name(self) -> str:
         return str(getattr(self.model, "name", "model"))
 
-    def complete(self, messages: Sequence[Mapping[str, Any]], *,
-                 settings: ModelSettings | None = None) -> ModelResponse:
+    def complete(
+        self, messages: Sequence[Mapping[str, Any]], *, settings: ModelSettings | None = None
+    ) -> ModelResponse:
         history = self.compactor(messages)
         try:
             return self.model.complete(history, settings=settings)  # type: ignore[no-any-return]
@@ -608,8 +861,9 @@ class AsyncCompactingModel:
     def name(self) -> str:
         return str(getattr(self.model, "name", "model"))
 
-    async def complete(self, messages: Sequence[Mapping[str, Any]], *,
-                       settings: ModelSettings | None = None) -> ModelResponse:
+    async def complete(
+        self, messages: Sequence[Mapping[str, Any]], *, settings: ModelSettings | None = None
+    ) -> ModelResponse:
         history = await self.compactor(messages)
         try:
             return await self.model.complete(history, settings=settings)  # type: ignore[no-any-return]

@@ -169,8 +169,7 @@ class AllModelsFailed(ModelError, ExceptionGroup[Exception]):
     """Every model of a failover chain failed. ``except*`` splits it by cause."""
 
     def __new__(cls, message: str, errors: Sequence[Exception]) -> AllModelsFailed:
-        self = super().__new__(cls, message, list(errors))
-        return self
+        return super().__new__(cls, message, list(errors))
 
     def __init__(self, message: str, errors: Sequence[Exception]):
         ExceptionGroup.__init__(self, message, list(errors))

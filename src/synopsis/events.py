@@ -98,7 +98,7 @@ def check_sync_handlers(handlers: Sequence[EventHandler]) -> None:
     """Reject coroutine functions where only synchronous delivery is possible."""
     for handler in handlers:
         if inspect.iscoroutinefunction(handler) or inspect.iscoroutinefunction(
-            getattr(handler, "__call__", None)
+            type(handler).__call__
         ):
             raise TypeError(
                 f"async event handler {handler!r} given to a synchronous API; "

@@ -77,7 +77,9 @@ ModelSpec = Any  # a Model/AsyncModel object, a "provider:model" string, or a ca
 def _resolve_models(model: ModelSpec, failover: Sequence[ModelSpec], *, async_: bool) -> list[Any]:
     from synopsis.models._resolve import resolve_model
 
-    return [resolve_model(spec, async_=async_) for spec in (model, *failover)]
+    if async_:
+        return [resolve_model(spec, async_=True) for spec in (model, *failover)]
+    return [resolve_model(spec) for spec in (model, *failover)]
 
 
 def _window_of(models: Sequence[Any], window: int | None) -> int | None:
@@ -189,10 +191,16 @@ class Summarizer(_SummarizerCore):
     ) -> None:
         check_sync_handlers(on_event)
         super().__init__(
-            models=_resolve_models(model, failover, async_=False), retry=retry or RetryPolicy(),
-            cooldown=cooldown, prompts=prompts, counter=counter, window=window,
-            max_output_tokens=max_output_tokens, max_message_tokens=max_message_tokens,
-            on_event=on_event, rng=rng,
+            models=_resolve_models(model, failover, async_=False),
+            retry=retry or RetryPolicy(),
+            cooldown=cooldown,
+            prompts=prompts,
+            counter=counter,
+            window=window,
+            max_output_tokens=max_output_tokens,
+            max_message_tokens=max_message_tokens,
+            on_event=on_event,
+            rng=rng,
         )
         self._sleep, self._clock = sleep, clock
 
@@ -213,9 +221,14 @@ class Summarizer(_SummarizerCore):
                 return validate_summary_response(m.complete(request, settings=self.settings))
 
             result = run_with_failover(
-                self.models, attempt, policy=self.retry, cooldown=self.cooldown,
+                self.models,
+                attempt,
+                policy=self.retry,
+                cooldown=self.cooldown,
                 on_attempt=lambda r: emit(self.on_event, r.to_event(session_id=session_id)),
-                sleep=self._sleep, clock=self._clock, rng=self.rng,
+                sleep=self._sleep,
+                clock=self._clock,
+                rng=self.rng,
             )
             running, model = extract_summary(result.value), result.model
             attempts += result.attempts
@@ -243,10 +256,16 @@ class AsyncSummarizer(_SummarizerCore):
         rng: random.Random | None = None,
     ) -> None:
         super().__init__(
-            models=_resolve_models(model, failover, async_=True), retry=retry or RetryPolicy(),
-            cooldown=cooldown, prompts=prompts, counter=counter, window=window,
-            max_output_tokens=max_output_tokens, max_message_tokens=max_message_tokens,
-            on_event=on_event, rng=rng,
+            models=_resolve_models(model, failover, async_=True),
+            retry=retry or RetryPolicy(),
+            cooldown=cooldown,
+            prompts=prompts,
+            counter=counter,
+            window=window,
+            max_output_tokens=max_output_tokens,
+            max_message_tokens=max_message_tokens,
+            on_event=on_event,
+            rng=rng,
         )
         self._sleep, self._clock = sleep, clock
 
@@ -270,8 +289,13 @@ class AsyncSummarizer(_SummarizerCore):
 
             try:
                 result = await arun_with_failover(
-                    self.models, attempt, policy=self.retry, cooldown=self.cooldown,
-                    on_attempt=records.append, sleep=self._sleep, clock=self._clock,
+                    self.models,
+                    attempt,
+                    policy=self.retry,
+                    cooldown=self.cooldown,
+                    on_attempt=records.append,
+                    sleep=self._sleep,
+                    clock=self._clock,
                     rng=self.rng,
                 )
             finally:

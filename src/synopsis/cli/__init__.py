@@ -56,8 +56,13 @@ def main() -> None:
 
 @main.command()
 @click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
-@click.option("--estimator", type=click.Choice(ESTIMATORS), default="default", show_default=True,
-              help="adk = UTF-8 bytes / 4 (the original's); tiktoken = exact o200k counts.")
+@click.option(
+    "--estimator",
+    type=click.Choice(ESTIMATORS),
+    default="default",
+    show_default=True,
+    help="adk = UTF-8 bytes / 4 (the original's); tiktoken = exact o200k counts.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON object.")
 @guarded
 def count(file: Path, estimator: str, as_json: bool) -> None:
@@ -67,14 +72,21 @@ def count(file: Path, estimator: str, as_json: bool) -> None:
 
     messages = load_transcript(file).messages
     result = TokenCounter(estimator=estimator).count(messages)
-    data = {"tokens": result.total, "baseline": result.baseline, "increment": result.increment,
-            "messages": result.message_count, "estimator": estimator}
+    data = {
+        "tokens": result.total,
+        "baseline": result.baseline,
+        "increment": result.increment,
+        "messages": result.message_count,
+        "estimator": estimator,
+    }
     if as_json:
         emit_json(data)
         return
-    click.echo(f"{result.total} tokens ({result.baseline} reported baseline + "
-               f"{result.increment} estimated) in {result.message_count} messages "
-               f"[{estimator}]")
+    click.echo(
+        f"{result.total} tokens ({result.baseline} reported baseline + "
+        f"{result.increment} estimated) in {result.message_count} messages "
+        f"[{estimator}]"
+    )
 
 
 def _build_compactor(options: dict[str, Any], transcript_path: str) -> Any:
@@ -84,12 +96,16 @@ def _build_compactor(options: dict[str, Any], transcript_path: str) -> Any:
     if options["trigger_tokens"] is None and options["trigger_messages"] is None:
         options["trigger_tokens"] = 160_000
     return Compactor(
-        model=options["model"], failover=tuple(options["failover"]),
+        model=options["model"],
+        failover=tuple(options["failover"]),
         trigger_tokens=options["trigger_tokens"] or None,
         trigger_messages=options["trigger_messages"] or None,
-        keep_tail=KeepTail(messages=options["keep_tail"]), counter=options["estimator"],
-        user_budget=options["user_budget"], prompts=options["language"],
-        transcript_path=transcript_path, fallback=options["fallback"],
+        keep_tail=KeepTail(messages=options["keep_tail"]),
+        counter=options["estimator"],
+        user_budget=options["user_budget"],
+        prompts=options["language"],
+        transcript_path=transcript_path,
+        fallback=options["fallback"],
     )
 
 
@@ -98,8 +114,20 @@ def _print_report(report: dict[str, Any]) -> None:
     from rich.table import Table
 
     table = Table(title="synopsis compact", show_header=False)
-    for key in ("triggered", "compacted", "reason", "tokens_before", "tokens_after",
-                "messages_before", "messages", "model", "attempts", "output", "skipped", "error"):
+    for key in (
+        "triggered",
+        "compacted",
+        "reason",
+        "tokens_before",
+        "tokens_after",
+        "messages_before",
+        "messages",
+        "model",
+        "attempts",
+        "output",
+        "skipped",
+        "error",
+    ):
         if report.get(key) is not None:
             table.add_row(key, str(report[key]))
     Console(stderr=True).print(table)
@@ -107,23 +135,52 @@ def _print_report(report: dict[str, Any]) -> None:
 
 @main.command()
 @click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
-@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path),
-              help="Write the compacted transcript here (default: standard output).")
-@click.option("--model", default="extractive", show_default=True,
-              help='Summarizer: "extractive" (offline), "openai:MODEL", "anthropic:MODEL".')
+@click.option(
+    "-o",
+    "--output",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Write the compacted transcript here (default: standard output).",
+)
+@click.option(
+    "--model",
+    default="extractive",
+    show_default=True,
+    help='Summarizer: "extractive" (offline), "openai:MODEL", "anthropic:MODEL".',
+)
 @click.option("--failover", multiple=True, help="A backup model, tried in order (repeatable).")
-@click.option("--trigger-tokens", type=click.IntRange(min=0),
-              help="Compact when tokens exceed N (0 = off; default 160000 if no trigger).")
-@click.option("--trigger-messages", type=click.IntRange(min=0),
-              help="Compact when the history has more than N messages (0 = off).")
-@click.option("--keep-tail", type=click.IntRange(min=0), default=0, show_default=True,
-              help="Keep the last N messages verbatim (never splitting a tool call).")
-@click.option("--user-budget", type=click.IntRange(min=0), default=30_000, show_default=True,
-              help="Token budget for the user's own messages quoted in the summary.")
+@click.option(
+    "--trigger-tokens",
+    type=click.IntRange(min=0),
+    help="Compact when tokens exceed N (0 = off; default 160000 if no trigger).",
+)
+@click.option(
+    "--trigger-messages",
+    type=click.IntRange(min=0),
+    help="Compact when the history has more than N messages (0 = off).",
+)
+@click.option(
+    "--keep-tail",
+    type=click.IntRange(min=0),
+    default=0,
+    show_default=True,
+    help="Keep the last N messages verbatim (never splitting a tool call).",
+)
+@click.option(
+    "--user-budget",
+    type=click.IntRange(min=0),
+    default=30_000,
+    show_default=True,
+    help="Token budget for the user's own messages quoted in the summary.",
+)
 @click.option("--estimator", type=click.Choice(ESTIMATORS), default="default", show_default=True)
 @click.option("--language", type=click.Choice(["en", "zh"]), default="en", show_default=True)
-@click.option("--fallback", type=click.Choice(["keep", "extractive", "truncate"]),
-              default="keep", show_default=True, help="What to do when every model fails.")
+@click.option(
+    "--fallback",
+    type=click.Choice(["keep", "extractive", "truncate"]),
+    default="keep",
+    show_default=True,
+    help="What to do when every model fails.",
+)
 @click.option("--force", is_flag=True, help="Compact even if no trigger fires.")
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON report on standard output.")
 @guarded
@@ -137,8 +194,12 @@ def compact(file: Path, output: Path | None, force: bool, as_json: bool, **optio
     text = dump_transcript(result.messages, transcript.format, extra=transcript.extra)
     if output is not None:
         output.write_text(text, encoding="utf-8")
-    report = {**result.report(), "messages_before": len(transcript.messages),
-              "messages": len(result.messages), "output": str(output) if output else None}
+    report = {
+        **result.report(),
+        "messages_before": len(transcript.messages),
+        "messages": len(result.messages),
+        "output": str(output) if output else None,
+    }
     if as_json:
         if output is None:
             report["transcript"] = result.messages

@@ -8,7 +8,7 @@ Layout (schema ``synopsis`` by default)::
     schema_version(version, applied_at)
     memories(id, tenant, namespace text[], key, text, kind, tags jsonb, terms, search_tsv,
              doc_len, embedding real[], created_at, updated_at, expires_at)
-    memory_terms(item_id -> memories, tenant, term, tf)        BM25 term frequencies
+    memory_terms(item_id -> memories, term, tf)                BM25 term frequencies
     summaries(tenant, session_id, version, user_id, text, covers_from, covers_to, model,
               content_hash, created_at)
     outbox(tenant, session_id, version -> summaries, enqueued_at, attempts)   pending copies
@@ -138,8 +138,14 @@ _V1: Final[tuple[LiteralString, ...]] = (
     )""",
 )
 
+# BM25 statistics come from the searched scope, so per-tenant term lookups are not needed.
+_V2: Final[tuple[LiteralString, ...]] = (
+    "DROP INDEX IF EXISTS {s}.memory_terms_term",
+    "ALTER TABLE {s}.memory_terms DROP COLUMN IF EXISTS tenant",
+)
+
 #: Ordered migrations; migration ``n`` (1-based) brings the schema to version ``n``.
-MIGRATIONS: Final[tuple[tuple[LiteralString, ...], ...]] = (_V1,)
+MIGRATIONS: Final[tuple[tuple[LiteralString, ...], ...]] = (_V1, _V2)
 
 
 def migration_lock(schema: str) -> Statement:
@@ -261,17 +267,17 @@ def update_item(schema: str, item_id: int, row: ItemRow) -> Statement:
     )
 
 
-def replace_terms(schema: str, item_id: int, tenant: str, terms: Sequence[str]) -> list[Statement]:
+def replace_terms(schema: str, item_id: int, terms: Sequence[str]) -> list[Statement]:
     """Rewrite the term frequencies of one item."""
     distinct, counts = term_frequencies(terms)
     return [
         _stmt(schema, "DELETE FROM {s}.memory_terms WHERE item_id = %(id)s", {"id": item_id}),
         _stmt(
             schema,
-            "INSERT INTO {s}.memory_terms (item_id, tenant, term, tf)"
-            " SELECT %(id)s, %(tenant)s, u.term, u.tf"
+            "INSERT INTO {s}.memory_terms (item_id, term, tf)"
+            " SELECT %(id)s, u.term, u.tf"
             " FROM unnest(%(terms)s::text[], %(tfs)s::integer[]) AS u(term, tf)",
-            {"id": item_id, "tenant": tenant, "terms": distinct, "tfs": counts},
+            {"id": item_id, "terms": distinct, "tfs": counts},
         ),
     ]
 
@@ -403,9 +409,7 @@ def keyword_candidates(
     return _stmt(
         schema,
         "SELECT " + _ITEM_COLUMNS + ", m.doc_len,"
-        " (SELECT array_agg(t.term) FROM {s}.memory_terms t"
-        "   WHERE t.item_id = m.id AND t.term = ANY(%(terms)s::text[])),"
-        " (SELECT array_agg(t.tf) FROM {s}.memory_terms t"
+        " (SELECT jsonb_object_agg(t.term, t.tf) FROM {s}.memory_terms t"
         "   WHERE t.item_id = m.id AND t.term = ANY(%(terms)s::text[]))"
         " FROM {s}.memories m WHERE {where} AND m.search_tsv @@ %(tsq)s::tsquery",
         params,

@@ -218,7 +218,7 @@ def _put(schema: str, row: q.ItemRow, now: float) -> Plan[MemoryItem]:
             break
     else:  # pragma: no cover - needs a writer deleting and re-creating the key in between
         raise StoreError("put kept racing with concurrent writers; try again")
-    yield from _discard(q.replace_terms(schema, item_id, row.tenant, row.terms))
+    yield from _discard(q.replace_terms(schema, item_id, row.terms))
     return _item(
         (row.tenant, row.namespace, row.key, row.text, row.kind, row.tags,
          row.created_at, row.updated_at, row.expires_at)
@@ -240,7 +240,7 @@ def _keyword(schema: str, request: SearchRequest, now: float) -> Plan[list[tuple
     size, length = (yield q.scope_stats(schema, **args))[0]
     rows = yield q.keyword_candidates(schema, terms=request.terms, **args)
     found = [_item(row) for row in rows]
-    counts = [(dict(zip(row[10] or (), row[11] or (), strict=True)), row[9]) for row in rows]
+    counts = [(dict(row[10] or {}), row[9]) for row in rows]
     scores = bm25_from_counts(request.terms, counts, scope_size=size, scope_length=length)
     return list(zip(found, scores, strict=True))
 
