@@ -374,6 +374,28 @@ def test_keyword_scores_equal_the_in_memory_reference(
     assert got
 
 
+def _letters(texts: Any) -> list[list[float]]:
+    """A tiny deterministic embedder: letter counts a-h."""
+    return [[float(text.count(c)) for c in "abcdefgh"] for text in texts]
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("mode", ["vector", "hybrid"])
+def test_vector_and_hybrid_scores_equal_the_in_memory_reference(
+    make: Callable[..., PostgresStore], clock: FakeClock, mode: str
+) -> None:
+    """Cosine and reciprocal-rank-fusion results match the in-memory backend exactly."""
+    store, reference = make(embedder=_letters), InMemoryStore(clock=clock, embedder=_letters)
+    for key, text in CORPUS.items():
+        for target in (store, reference):
+            target.put(T, ("user", "u1", key), key, text)
+        clock.advance(1)
+    got = [(h.item.key, h.score) for h in store.search(T, query="coffee deal", mode=mode)]
+    want = [(h.item.key, h.score) for h in reference.search(T, query="coffee deal", mode=mode)]
+    assert got == want
+    assert got
+
+
 @pytest.mark.postgres
 def test_index_terms_are_the_shared_terms(
     make: Callable[..., PostgresStore], postgres_url: str, schema: str

@@ -184,7 +184,9 @@ async def test_summaries_do_not_cross_tenants(store: Store) -> None:
 
 
 labels = st.text(alphabet=st.characters(blacklist_categories=["Cs", "Cc"]), min_size=1, max_size=12)
-queries = st.text(max_size=40).filter(lambda q: "\x00" not in q) | st.sampled_from(ATTACKS)
+# PostgreSQL text cannot hold NUL (that backend rejects it with InvalidInput, tested in
+# test_postgres_store.py), so the cross-backend property leaves NUL out.
+queries = (st.text(max_size=40) | st.sampled_from(ATTACKS)).filter(lambda q: "\x00" not in q)
 
 
 @settings(

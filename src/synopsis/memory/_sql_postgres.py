@@ -426,11 +426,15 @@ def vector_candidates(
     tags: Mapping[str, str],
     now: float,
 ) -> Statement:
-    """Every visible item in scope with its stored embedding (NULL when never embedded)."""
+    """Every visible item in scope with its stored embedding (NULL when never embedded).
+
+    In insertion order (``id``; a replace keeps it), so equal similarities rank as on the
+    in-memory backend.
+    """
     where, params = _scope(tenant=tenant, prefix=prefix, kind=kind, tags=tags, now=now)
     return _stmt(
         schema,
-        "SELECT " + _ITEM_COLUMNS + ", m.embedding FROM {s}.memories m WHERE {where}",
+        "SELECT " + _ITEM_COLUMNS + ", m.embedding FROM {s}.memories m WHERE {where} ORDER BY m.id",
         params,
         where=where,
     )

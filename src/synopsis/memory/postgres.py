@@ -249,8 +249,9 @@ def _fused(
     schema: str, request: SearchRequest, now: float, query_vector: Sequence[float]
 ) -> Plan[list[tuple[_Found, float]]]:
     rows = yield q.vector_candidates(schema, **_scope_args(request, now))
-    records = {_address(found): found for found in map(_item, rows)}
-    with_vectors = [(_address(_item(row)), row[9]) for row in rows if row[9] is not None]
+    found = [(_item(row), row[9]) for row in rows]
+    records = {_address(item): item for item, _ in found}
+    with_vectors = [(_address(item), vector) for item, vector in found if vector is not None]
     by_vector = rank_by_vector(query_vector, with_vectors)[:MAX_LIMIT]
     if request.mode == "vector":
         return [(records[address], score) for address, score in by_vector]
