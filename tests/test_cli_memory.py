@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +12,9 @@ from click.testing import CliRunner, Result
 
 from synopsis.cli.memory import memory
 from synopsis.errors import InvalidInput
+from synopsis.memory import MemoryItem, NewMemory
+from synopsis.memory._recall import item_error
+from synopsis.memory.inmemory import InMemoryStore
 from synopsis.memory.open import open_store, parse_db
 from synopsis.memory.sqlite import AsyncSQLiteStore, SQLiteStore
 
@@ -175,6 +179,70 @@ def test_import_from_stdin(db: str) -> None:
     line = json.dumps({"namespace": ["user", "u1"], "kind": "fact", "text": "喜欢绿茶"})
     assert run(db, "import", "-", input=line + "\n").exit_code == 0
     assert json.loads(run(db, "search", "--json", "绿茶").stdout)[0]["kind"] == "fact"
+
+
+class BatchRecorder:
+    """An in-memory store that records put_many batch sizes and refuses texts saying "refuse"."""
+
+    def __init__(self) -> None:
+        self.inner = InMemoryStore()
+        self.batches: list[int] = []
+
+    def put_many(self, tenant: str, items: Iterable[NewMemory]) -> list[MemoryItem]:
+        batch = list(items)
+        for index, item in enumerate(batch):
+            if "refuse" in item.text:
+                raise item_error(index, InvalidInput("text refused by the store"))
+        self.batches.append(len(batch))
+        return self.inner.put_many(tenant, batch)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+
+def jsonl(texts: Iterable[str]) -> str:
+    return "".join(json.dumps({"namespace": ["user", "u1"], "text": t}) + "\n" for t in texts)
+
+
+def test_import_writes_batches_of_500(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """1,201 lines are written by three put_many calls; a repeated line is one memory."""
+    store = BatchRecorder()
+    monkeypatch.setattr("synopsis.cli.memory.open_store", lambda db: store)
+    file = tmp_path / "in.jsonl"
+    file.write_text(jsonl([f"note {i}" for i in range(1200)] + ["note 7"]), encoding="utf-8")
+    result = run("unused.db", "import", "--json", str(file))
+    assert json.loads(result.stdout) == {"imported": 1201}
+    assert store.batches == [500, 500, 201]
+    assert len(store.inner.search("acme", limit=1000, offset=1000)) == 200
+
+
+def test_import_refused_line_is_named_and_earlier_batches_stay(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """A line the store refuses at write time is reported by number, exit code 2."""
+    store = BatchRecorder()
+    monkeypatch.setattr("synopsis.cli.memory.open_store", lambda db: store)
+    file = tmp_path / "in.jsonl"
+    file.write_text(jsonl([f"note {i}" for i in range(502)] + ["please refuse"]), encoding="utf-8")
+    result = run("unused.db", "import", str(file))
+    assert_one_line_error(result, "in.jsonl:503: text refused by the store; only the first 500")
+    assert store.batches == [500]
+
+
+def test_import_checks_what_the_store_checks_before_writing(db: str, tmp_path: Path) -> None:
+    """A key the store would refuse fails the whole file up front, naming its line."""
+    file = tmp_path / "in.jsonl"
+    long_key = json.dumps({"namespace": ["user", "u1"], "text": "x", "key": "k" * 2000})
+    file.write_text(jsonl(["fine"]) + long_key + "\n", encoding="utf-8")
+    assert_one_line_error(run(db, "import", str(file)), "in.jsonl:2: key must be at most")
+    assert run(db, "export").stdout == ""
+
+
+def test_import_bad_tenant_is_one_line_error(db: str, tmp_path: Path) -> None:
+    """An unusable tenant is refused before the file is read."""
+    file = tmp_path / "in.jsonl"
+    file.write_text(jsonl(["fine"]), encoding="utf-8")
+    assert_one_line_error(run(db, "import", str(file), tenant="  "), "tenant")
 
 
 def test_delete_user(db: str) -> None:

@@ -15,17 +15,17 @@ from typing import Any
 
 import psycopg
 import pytest
-from hypothesis import given
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from psycopg import sql
 
-from synopsis.errors import ConfigError, InvalidInput, MigrationError, StoreError
+from synopsis.errors import ConfigError, MigrationError, StoreError
 from synopsis.memory import _sql_postgres as q
 from synopsis.memory._recall import bm25_scores
 from synopsis.memory._terms import document_terms, query_terms
-from synopsis.memory._types import SessionSummary
+from synopsis.memory._types import NewMemory, SessionSummary
 from synopsis.memory.inmemory import InMemoryStore
-from synopsis.memory.postgres import AsyncPostgresStore, PostgresStore, bm25_from_counts
+from synopsis.memory.postgres import AsyncPostgresStore, PostgresStore
 from synopsis.testing import FakeClock
 
 T = "tenant-a"
@@ -44,7 +44,7 @@ def test_user_text_is_bound_never_spliced_into_sql() -> None:
     statements = [
         q.get_item("synopsis", evil, (evil, "%_"), evil, 1.0),
         q.delete_item("synopsis", evil, (evil,), evil, 1.0),
-        q.keyword_candidates(
+        q.keyword_page(
             "synopsis",
             tenant=evil,
             prefix=(evil,),
@@ -52,6 +52,10 @@ def test_user_text_is_bound_never_spliced_into_sql() -> None:
             tags={evil: evil},
             now=1.0,
             terms=["drop"],
+            scope_size=1,
+            average=1.0,
+            limit=10,
+            offset=0,
         ),
         q.list_namespaces(
             "synopsis", tenant=evil, prefix=(evil,), max_depth=2, now=1.0, limit=5, offset=0
@@ -87,25 +91,25 @@ def test_advisory_key_is_stable_and_signed_64_bit() -> None:
     assert -(2**63) <= key < 2**63
 
 
+@pytest.mark.postgres
+@settings(
+    max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(
     docs=st.lists(st.lists(st.sampled_from("abcdef"), max_size=8), min_size=1, max_size=12),
     terms=st.lists(st.sampled_from("abcdefg"), min_size=1, max_size=4),
 )
-def test_bm25_from_counts_equals_bm25_over_the_whole_scope(
-    docs: list[list[str]], terms: list[str]
+def test_sql_bm25_equals_bm25_over_the_whole_scope(
+    make: Callable[..., PostgresStore], docs: list[list[str]], terms: list[str]
 ) -> None:
-    """Scoring only the candidates, given scope size and length, matches full-scope BM25."""
-    counts = [Counter(doc) for doc in docs]
-    lengths = [len(doc) for doc in docs]
-    full = bm25_scores(terms, counts, lengths)
-    chosen = [i for i, c in enumerate(counts) if any(t in c for t in terms)]
-    partial = bm25_from_counts(
-        terms,
-        [(counts[i], lengths[i]) for i in chosen],
-        scope_size=len(docs),
-        scope_length=sum(lengths),
-    )
-    assert partial == [full[i] for i in chosen]
+    """The database's BM25 equals ``bm25_scores`` over the tenant, float for float."""
+    store, tenant = make(), uuid.uuid4().hex
+    store.put_many(tenant, [NewMemory(("d",), f"k{i}", " ".join(d)) for i, d in enumerate(docs)])
+    query = query_terms(" ".join(terms))
+    full = bm25_scores(query, [Counter(d) for d in docs], [len(d) for d in docs])
+    want = {f"k{i}": full[i] for i, d in enumerate(docs) if set(d) & set(query)}
+    hits = store.search(tenant, query=" ".join(terms), limit=1000)
+    assert {hit.item.key: hit.score for hit in hits} == want
 
 
 def test_bad_options_are_config_errors() -> None:
@@ -281,27 +285,6 @@ def test_database_errors_are_translated_with_sqlstate(
     assert isinstance(caught.value.__cause__, psycopg.Error)
 
 
-@pytest.mark.postgres
-@pytest.mark.parametrize(
-    "call",
-    [
-        lambda s: s.put(T, NS, "k", "nul\x00text"),
-        lambda s: s.put(T, NS, "k", "t", kind="k\x00"),
-        lambda s: s.put(T, NS, "k", "t", tags={"a": "b\x00"}),
-        lambda s: s.put(T, NS, "k", "t", tags={"a\x00": "b"}),
-        lambda s: s.search(T, query="x", tags={"a": "\x00"}),
-        lambda s: s.save_summary(_summary(text="a\x00b")),
-        lambda s: s.latest_summary(T, "s\x00"),
-    ],
-)
-def test_nul_characters_are_rejected_before_the_database(
-    make: Callable[..., PostgresStore], call: Callable[[PostgresStore], object]
-) -> None:
-    """PostgreSQL text cannot hold NUL, so it is refused as InvalidInput."""
-    with pytest.raises(InvalidInput, match="NUL"):
-        call(make())
-
-
 HOSTILE = [
     "%", "_", "%%", "a%", "'", "''", "\\", "\\'", "x'); DELETE FROM memories; --",
     "\" OR 1=1 --", "NEAR(a b)", "a & !b", "*:*", "咖啡 | 'x'", "{}", "{a,b}", "NULL",
@@ -344,6 +327,24 @@ def test_prefix_matches_whole_labels_only(make: Callable[..., PostgresStore]) ->
         store.put(T, ("user", label, "x"), "k", "text")
     found = {hit.item.namespace for hit in store.search(T, ("user", "u1"))}
     assert found == {("user", "u1", "x")}
+
+
+@pytest.mark.postgres
+def test_prefix_range_neighbours_stay_outside(make: Callable[..., PostgresStore]) -> None:
+    """Labels sorting right next to the prefix's ("u1 ", "u1!", "u0\uffff") are not in it."""
+    store = make()
+    for label in ("u1", "u1 ", "u1!", "u0\uffff", "u1\u00e9", "u2"):
+        store.put(T, ("user", label), "k", "text")
+        store.put(T, ("user", label, "session", "s"), "k", "text")
+    found = {hit.item.namespace for hit in store.search(T, ("user", "u1"), query="text")}
+    assert found == {("user", "u1"), ("user", "u1", "session", "s")}
+    assert store.delete_user(T, "u1") == 2
+    assert len(store.search(T)) == 10
+
+
+def test_prefix_range_raises_only_the_last_label() -> None:
+    """The exclusive upper bound appends U+0001 to the last label of the prefix."""
+    assert q.prefix_range(("user", "u1")) == {"prefix": ["user", "u1"], "past": ["user", "u1\x01"]}
 
 
 CORPUS = {
@@ -394,6 +395,37 @@ def test_vector_and_hybrid_scores_equal_the_in_memory_reference(
     want = [(h.item.key, h.score) for h in reference.search(T, query="coffee deal", mode=mode)]
     assert got == want
     assert got
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("mode", ["keyword", "vector", "hybrid"])
+def test_put_many_scores_equal_put_on_the_in_memory_reference(
+    make: Callable[..., PostgresStore], clock: FakeClock, mode: str
+) -> None:
+    """Items written by put_many (terms, lengths, vectors) rank exactly as put ones do."""
+    store, reference = make(embedder=_letters), InMemoryStore(clock=clock, embedder=_letters)
+    store.put_many(T, [NewMemory(("user", "u1", k), k, "placeholder") for k in CORPUS])
+    store.put_many(T, [NewMemory(("user", "u1", k), k, text) for k, text in CORPUS.items()])
+    for key, text in CORPUS.items():
+        reference.put(T, ("user", "u1", key), key, text)
+    for query in ("coffee deal", "咖啡 数据库"):
+        got = [(h.item.key, h.score) for h in store.search(T, query=query, mode=mode)]
+        want = [(h.item.key, h.score) for h in reference.search(T, query=query, mode=mode)]
+        assert got == want
+        assert got
+
+
+def test_put_many_binds_every_value() -> None:
+    """The batch upsert sends tenant, namespaces, keys, texts and tags only as parameters."""
+    evil = "x'); DROP TABLE memories; --"
+    row = q.ItemRow(
+        tenant=evil, namespace=(evil, "%_"), key=evil, text=evil, kind=evil, tags={evil: evil},
+        terms=[evil], embedding=None, created_at=1.0, updated_at=1.0, expires_at=None,
+    )  # fmt: skip
+    for statement in (q.upsert_items("synopsis", evil, [row], 1.0),
+                      *q.replace_terms_many("synopsis", [1], [[evil]])):  # fmt: skip
+        assert "DROP" not in _text(statement)
+        assert "%_" not in _text(statement)
 
 
 @pytest.mark.postgres

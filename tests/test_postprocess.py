@@ -173,10 +173,13 @@ def test_missing_block_appended_at_end() -> None:
     assert out.startswith("just prose\n\n6. All user messages:\n<all_user_messages>")
 
 
-def test_no_user_messages_leaves_text_unchanged() -> None:
-    """Without user messages the model's text is kept as written."""
-    assert fill(SUMMARY, []) == SUMMARY
-    assert fill(SUMMARY, ["", "  "]) == SUMMARY
+def test_no_user_messages_empties_the_models_block() -> None:
+    """Without user messages the model's recollection is dropped; the rest is kept."""
+    empty = SUMMARY.replace(PLACEHOLDER, "<all_user_messages>\n</all_user_messages>")
+    assert fill(SUMMARY, []) == empty
+    assert fill(SUMMARY, ["", "  ", "\r"]) == empty
+    assert parse_user_messages_block(fill(SUMMARY, [])) == []
+    assert fill("just prose", []) == "just prose"
 
 
 def test_single_huge_message_is_budgeted() -> None:

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from synopsis.errors import ConfigError, InvalidInput, StoreError
+from synopsis.errors import ConfigError, InvalidInput, InvalidNamespace, StoreError
 from synopsis.memory._recall import (
     bm25_scores,
     check_embeddings,
@@ -18,13 +18,15 @@ from synopsis.memory._recall import (
     pack_vector,
     page_namespaces,
     prepare_put,
+    prepare_put_many,
     prepare_search,
+    rank_by_vector,
     reciprocal_rank_fusion,
     summary_save_action,
     unpack_vector,
 )
 from synopsis.memory._sql_sqlite import decode_path, encode_path, fts_query, prefix_range
-from synopsis.memory._types import SessionSummary
+from synopsis.memory._types import NewMemory, SessionSummary
 
 labels = st.text(alphabet=st.characters(blacklist_categories=["Cs", "Cc"]), min_size=1, max_size=6)
 namespaces = st.lists(labels, min_size=1, max_size=4).map(tuple)
@@ -81,6 +83,29 @@ def test_float32_vectors_round_trip(vector: list[float]) -> None:
     assert unpack_vector(pack_vector(vector)) == tuple(vector)
 
 
+vectors32 = st.lists(st.floats(-1e3, 1e3, width=32), min_size=3, max_size=3)
+
+
+@given(vectors32, st.lists(vectors32, max_size=8), st.booleans())
+def test_rank_by_vector_agrees_with_plain_cosine(
+    query: list[float], vectors: list[list[float]], packed: bool
+) -> None:
+    """The matrix path (numpy) and the plain path give the same scores, packed or not."""
+    candidates = [(i, pack_vector(v) if packed else v) for i, v in enumerate(vectors)]
+    ranked = rank_by_vector(query, candidates)
+    expected = {i: cosine(query, unpack_vector(pack_vector(v))) for i, v in enumerate(vectors)}
+    assert sorted(i for i, _ in ranked) == list(range(len(vectors)))
+    for ident, score in ranked:
+        assert score == pytest.approx(expected[ident], abs=1e-6)
+    assert [s for _, s in ranked] == sorted((s for _, s in ranked), reverse=True)
+
+
+def test_rank_by_vector_scores_other_dimensions_zero() -> None:
+    """A stored vector of another dimension (a changed embedder) scores 0, never fails."""
+    ranked = rank_by_vector([1.0, 0.0], [("old", [1.0, 0.0, 0.0]), ("new", pack_vector([2, 0]))])
+    assert ranked == [("new", pytest.approx(1.0)), ("old", 0.0)]
+
+
 def test_rrf_sums_reciprocal_ranks() -> None:
     """An id in both rankings scores the sum of 1/(60+rank) over them."""
     fused = reciprocal_rank_fusion([["a", "b"], ["b", "c"]])
@@ -122,6 +147,39 @@ def test_prepare_put_rejects_bad_ttls(ttl: object) -> None:
     """ttl must be a positive finite number of seconds."""
     with pytest.raises(InvalidInput):
         prepare_put("t", ("a",), "k", "x", kind="note", tags=None, ttl=ttl)
+
+
+storable = st.text(alphabet=st.characters(blacklist_categories=["Cs"], blacklist_characters="\x00"))
+
+
+@given(st.lists(st.tuples(st.sampled_from("ab"), st.sampled_from("xyz"), storable)))
+def test_prepare_put_many_keeps_first_position_and_last_value(
+    batch: list[tuple[str, str, str]],
+) -> None:
+    """One request per address, ordered by first occurrence, holding the last occurrence."""
+    requests = prepare_put_many("t", [NewMemory((ns,), key, text) for ns, key, text in batch])
+    expected: dict[tuple[str, str], str] = {}
+    for ns, key, text in batch:
+        expected[(ns, key)] = text
+    assert [(r.namespace[0], r.key, r.text) for r in requests] == [
+        (ns, key, text) for (ns, key), text in expected.items()
+    ]
+
+
+def test_prepare_put_many_locates_errors_by_index() -> None:
+    """A bad item raises its type, with the index in the message and the bare reason as cause."""
+    good = NewMemory(("a",), "k", "x")
+    with pytest.raises(InvalidNamespace, match=r"^item 1: namespace") as caught:
+        prepare_put_many("t", [good, NewMemory((), "k", "x")])
+    assert caught.value.index == 1
+    assert isinstance(caught.value.__cause__, InvalidNamespace)
+    assert str(caught.value.__cause__).startswith("namespace")
+
+    with pytest.raises(InvalidInput, match=r"^item 0: text must not contain NUL"):
+        prepare_put_many("t", [NewMemory(("a",), "k", "x\x00")])
+    for not_a_batch in ("abc", {"a": good}, 5, None):
+        with pytest.raises(InvalidInput, match="iterable of NewMemory"):
+            prepare_put_many("t", not_a_batch)  # type: ignore[arg-type]
 
 
 def test_page_namespaces_cuts_dedupes_sorts_and_pages() -> None:

@@ -32,6 +32,7 @@ from synopsis.memory.sqlite import SQLiteStore
 from synopsis.session import AsyncSessionMemory, SessionMemory
 from synopsis.session_events import SessionSummarySaved
 from synopsis.summarizer import SummaryResult
+from synopsis.testing import AsymmetricEmbedder
 
 T = "acme"
 
@@ -411,6 +412,35 @@ def test_recall_searches_all_sessions_of_one_user_in_one_tenant(store: InMemoryS
     assert sorted(h.item.key for h in hits) == ["k1", "k2"]
 
 
+def test_recall_mode_searches_by_meaning_with_an_embedder() -> None:
+    """recall_mode="vector" finds a memory that shares no word with the question."""
+    embedder = AsymmetricEmbedder({"which pet do I have": "adopted a puppy named Rex"})
+    store = InMemoryStore(embedder=embedder)
+    store.put(T, ("user", "u1", "session", "a"), "pet", "adopted a puppy named Rex")
+    store.put(T, ("user", "u1", "session", "a"), "tax", "quarterly tax filing is due")
+    with SessionMemory(store=store, summarizer=None, recall_mode="vector") as session:
+        assert session.recall(T, "u1", "which pet do I have")[0].item.key == "pet"
+        assert session.recall(T, "u1", "which pet do I have", mode="keyword") == []
+    history = [{"role": "user", "content": "which pet do I have"}]
+    with SessionMemory(
+        store=store, summarizer=None, hybrid=True, recall_mode="hybrid", recall_limit=1
+    ) as session:
+        built = session.build_context(T, "u1", "s1", history)
+    assert "adopted a puppy named Rex" in built[0]["content"]
+    assert "tax" not in built[0]["content"]
+
+
+async def test_async_recall_mode_is_used_by_default() -> None:
+    """The async twin passes its recall_mode to the store, too."""
+    embedder = AsymmetricEmbedder({"which pet do I have": "adopted a puppy named Rex"})
+    store = AsyncInMemoryStore(embedder=embedder)
+    await store.put(T, ("user", "u1", "session", "a"), "pet", "adopted a puppy named Rex")
+    async with AsyncSessionMemory(store=store, summarizer=None, recall_mode="vector") as session:
+        hits = await session.recall(T, "u1", "which pet do I have")
+    assert [h.item.key for h in hits] == ["pet"]
+    assert embedder.queried == ["which pet do I have"]
+
+
 def test_delete_user_removes_memories_and_summaries(memory: Any, store: InMemoryStore) -> None:
     """delete_user clears the user's summaries, memories and outbox."""
     memory.after_turn(T, "u1", "s1", turns(20))
@@ -442,6 +472,8 @@ def test_options_are_validated(store: InMemoryStore) -> None:
         SessionMemory(store=store, summarizer=None, summarize_every=0)
     with pytest.raises(ConfigError, match="window_tokens"):
         SessionMemory(store=store, summarizer=None, window_tokens=0)
+    with pytest.raises(ConfigError, match="recall_mode"):
+        SessionMemory(store=store, summarizer=None, recall_mode="fuzzy")  # type: ignore[arg-type]
 
     async def handler(event: Any) -> None:
         """Never called."""

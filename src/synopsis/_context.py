@@ -26,11 +26,11 @@ from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, Final, Literal
+from typing import Any, Final, Literal, get_args
 
 from synopsis.errors import ConfigError, InvalidSummary
 from synopsis.memory._terms import document_terms, query_terms
-from synopsis.memory._types import Namespace, SearchHit, SessionSummary
+from synopsis.memory._types import Namespace, SearchHit, SearchMode, SessionSummary
 from synopsis.messages import (
     is_internal,
     open_tool_calls,
@@ -439,6 +439,7 @@ class SessionSettings:
     budget: int | None
     hybrid: bool
     recall_limit: int
+    recall_mode: SearchMode
     estimate: Callable[[str], int]
 
 
@@ -450,6 +451,7 @@ def make_settings(
     context_budget_tokens: int | None,
     hybrid: bool,
     recall_limit: int,
+    recall_mode: SearchMode = "keyword",
     estimate: Callable[[str], int] | None,
 ) -> SessionSettings:
     """Check the options once, naming the one at fault."""
@@ -464,6 +466,8 @@ def make_settings(
             raise ConfigError(f"{name} must be at least 1, or None for no limit")
     if recall_limit < 0:
         raise ConfigError("recall_limit must be 0 or more")
+    if recall_mode not in get_args(SearchMode):
+        raise ConfigError(f"recall_mode must be one of {', '.join(get_args(SearchMode))}")
     return SessionSettings(
         summarize_every=summarize_every,
         window_messages=window_messages,
@@ -471,6 +475,7 @@ def make_settings(
         budget=context_budget_tokens,
         hybrid=hybrid,
         recall_limit=recall_limit,
+        recall_mode=recall_mode,
         estimate=estimate or TokenCounter().estimate_text,
     )
 

@@ -90,7 +90,12 @@ class ConfigError(SynopsisError, ValueError):
 
 
 class InvalidInput(SynopsisError, ValueError):
-    """Input data (messages, transcripts, arguments) is malformed."""
+    """Input data (messages, transcripts, arguments) is malformed.
+
+    ``index`` is the position of the offending entry when a batch was checked, else None.
+    """
+
+    index: int | None = None
 
 
 class InvalidMessage(InvalidInput):
@@ -197,7 +202,12 @@ class StoreError(SynopsisError):
 
 
 class InvalidNamespace(StoreError, ValueError):
-    """A namespace is empty, has an empty or non-string label, or is otherwise unusable."""
+    """A namespace is empty, has an empty or non-string label, or is otherwise unusable.
+
+    ``index`` is the position of the offending entry when a batch was checked, else None.
+    """
+
+    index: int | None = None
 
 
 class TenantMismatch(StoreError, PermissionError):

@@ -215,13 +215,18 @@ def fill_user_messages(
     and older ones are dropped, with a note saying so. They are printed oldest first, one
     item per message. Only the last complete block is replaced; if the model wrote none, a
     block is put under the section-6 heading (added if missing). With no user messages at
-    all the text is returned unchanged.
+    all, the model's block is emptied (whatever it holds was not said by the user) and a text
+    without a block is returned unchanged.
     """
-    if not any(t.strip() for t in user_messages):
-        return summary_text
-    chosen, omitted = _select(user_messages, budget_tokens, estimate, prompts)
-    block = _render_block(chosen, omitted, prompts)
     matches = list(_USER_BLOCK.finditer(summary_text))
+    if not any(t.strip() for t in user_messages):
+        if not matches:
+            return summary_text
+        chosen: Sequence[str] = []
+        omitted = False
+    else:
+        chosen, omitted = _select(user_messages, budget_tokens, estimate, prompts)
+    block = _render_block(chosen, omitted, prompts)
     if matches:
         last = matches[-1]
         return summary_text[: last.start()] + block + summary_text[last.end() :]

@@ -23,7 +23,9 @@ duplicated. A failed job starts a cooldown for that session, which stops retry s
 
 :meth:`SessionMemory.build_context` builds the request: the system prompt with the summary
 injected, optional recalled notes (``hybrid=True``), and a tool-safe window of recent messages
-(see :mod:`synopsis._context`). :class:`AsyncSessionMemory` is the asyncio twin.
+(see :mod:`synopsis._context`). Recall searches the store by keyword unless ``recall_mode``
+says ``vector`` or ``hybrid`` (a store built with an embedder). :class:`AsyncSessionMemory`
+is the asyncio twin.
 
 Neither class closes the store it was given; its owner does.
 """
@@ -63,6 +65,7 @@ from synopsis.errors import InvalidSummary
 from synopsis.memory._types import (
     OutboxEntry,
     SearchHit,
+    SearchMode,
     SessionSummary,
     validate_tenant,
 )
@@ -104,6 +107,7 @@ class SessionMemory:
         context_budget_tokens: int | None = None,
         hybrid: bool = False,
         recall_limit: int = 5,
+        recall_mode: SearchMode = "keyword",
         on_event: Sequence[SessionEventHandler] = (),
         clock: Callable[[], float] = time.time,
         max_workers: int = 2,
@@ -117,6 +121,7 @@ class SessionMemory:
             context_budget_tokens=context_budget_tokens,
             hybrid=hybrid,
             recall_limit=recall_limit,
+            recall_mode=recall_mode,
             estimate=estimate,
         )
         check_sync_session_handlers(on_event)
@@ -305,7 +310,11 @@ class SessionMemory:
         if self._settings.hybrid and question and self._settings.recall_limit:
             try:
                 hits = self._store.search(
-                    tenant, ("user", user_id), query=question, limit=self._settings.recall_limit * 4
+                    tenant,
+                    ("user", user_id),
+                    query=question,
+                    limit=self._settings.recall_limit * 4,
+                    mode=self._settings.recall_mode,
                 )
             except Exception as exc:
                 emit_session(self._handlers, failure("recall", tenant, session_id, exc))
@@ -321,10 +330,27 @@ class SessionMemory:
         )
 
     def recall(
-        self, tenant: str, user_id: str, query: str, *, limit: int = 10, kind: str | None = None
+        self,
+        tenant: str,
+        user_id: str,
+        query: str,
+        *,
+        limit: int = 10,
+        kind: str | None = None,
+        mode: SearchMode | None = None,
     ) -> list[SearchHit]:
-        """Keyword recall over every memory of the user, across all their sessions."""
-        return self._store.search(tenant, ("user", user_id), query=query, kind=kind, limit=limit)
+        """Recall over every memory of the user, across all their sessions.
+
+        ``mode`` defaults to the ``recall_mode`` this memory was built with.
+        """
+        return self._store.search(
+            tenant,
+            ("user", user_id),
+            query=query,
+            kind=kind,
+            limit=limit,
+            mode=mode or self._settings.recall_mode,
+        )
 
     def delete_user(self, tenant: str, user_id: str) -> int:
         """Delete the user's memories, summaries and outbox entries; return how many."""
@@ -376,6 +402,7 @@ class AsyncSessionMemory:
         context_budget_tokens: int | None = None,
         hybrid: bool = False,
         recall_limit: int = 5,
+        recall_mode: SearchMode = "keyword",
         on_event: Sequence[SessionEventHandler] = (),
         clock: Callable[[], float] = time.time,
         failure_cooldown: float = 60.0,
@@ -388,6 +415,7 @@ class AsyncSessionMemory:
             context_budget_tokens=context_budget_tokens,
             hybrid=hybrid,
             recall_limit=recall_limit,
+            recall_mode=recall_mode,
             estimate=estimate,
         )
         self._store = store
@@ -552,7 +580,11 @@ class AsyncSessionMemory:
         if self._settings.hybrid and question and self._settings.recall_limit:
             try:
                 hits = await self._store.search(
-                    tenant, ("user", user_id), query=question, limit=self._settings.recall_limit * 4
+                    tenant,
+                    ("user", user_id),
+                    query=question,
+                    limit=self._settings.recall_limit * 4,
+                    mode=self._settings.recall_mode,
                 )
             except Exception as exc:
                 await aemit_session(self._handlers, failure("recall", tenant, session_id, exc))
@@ -568,11 +600,26 @@ class AsyncSessionMemory:
         )
 
     async def recall(
-        self, tenant: str, user_id: str, query: str, *, limit: int = 10, kind: str | None = None
+        self,
+        tenant: str,
+        user_id: str,
+        query: str,
+        *,
+        limit: int = 10,
+        kind: str | None = None,
+        mode: SearchMode | None = None,
     ) -> list[SearchHit]:
-        """Keyword recall over every memory of the user, across all their sessions."""
+        """Recall over every memory of the user, across all their sessions.
+
+        ``mode`` defaults to the ``recall_mode`` this memory was built with.
+        """
         return await self._store.search(
-            tenant, ("user", user_id), query=query, kind=kind, limit=limit
+            tenant,
+            ("user", user_id),
+            query=query,
+            kind=kind,
+            limit=limit,
+            mode=mode or self._settings.recall_mode,
         )
 
     async def delete_user(self, tenant: str, user_id: str) -> int:

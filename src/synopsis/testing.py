@@ -1,4 +1,4 @@
-"""Fakes for tests, shipped with the library: scripted models, a fake clock, recorded sleeps.
+"""Fakes for tests, shipped with the library: scripted models, embedders, a clock, sleeps.
 
 Use them instead of mocks::
 
@@ -11,6 +11,8 @@ Use them instead of mocks::
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -18,7 +20,9 @@ from typing import Any
 from synopsis.models._base import ModelResponse, ModelSettings, Usage
 
 __all__ = [
+    "AsymmetricEmbedder",
     "AsyncFakeModel",
+    "BigramEmbedder",
     "FakeClock",
     "FakeModel",
     "FunctionModel",
@@ -154,3 +158,48 @@ class RecordingSleep:
 
     async def asleep(self, seconds: float) -> None:
         self(seconds)
+
+
+class BigramEmbedder:
+    """A deterministic embedder: character bigrams hashed into a fixed number of buckets.
+
+    Texts that share many bigrams get close vectors; no model, no randomness.
+    """
+
+    def __init__(self, dims: int = 64) -> None:
+        self.dims = dims
+        self.calls = 0
+
+    def __call__(self, texts: Sequence[str]) -> list[list[float]]:
+        self.calls += 1
+        return [self._one(text) for text in texts]
+
+    def _one(self, text: str) -> list[float]:
+        vector = [0.0] * self.dims
+        folded = f" {text.casefold()} "
+        for i in range(len(folded) - 1):
+            digest = hashlib.blake2b(folded[i : i + 2].encode(), digest_size=4).digest()
+            vector[int.from_bytes(digest, "big") % self.dims] += 1.0
+        norm = math.sqrt(sum(x * x for x in vector)) or 1.0
+        return [x / norm for x in vector]
+
+
+class AsymmetricEmbedder(BigramEmbedder):
+    """Embeds stored texts as they are and queries through a synonym table (like E5's prefixes).
+
+    It records what each side was asked, so a test can tell which side a store used.
+    """
+
+    def __init__(self, synonyms: dict[str, str]) -> None:
+        super().__init__()
+        self.synonyms = synonyms
+        self.stored: list[str] = []
+        self.queried: list[str] = []
+
+    def __call__(self, texts: Sequence[str]) -> list[list[float]]:
+        self.stored.extend(texts)
+        return super().__call__(texts)
+
+    def embed_queries(self, texts: Sequence[str]) -> list[list[float]]:
+        self.queried.extend(texts)
+        return super().__call__([self.synonyms.get(text, text) for text in texts])

@@ -9,9 +9,7 @@ through the sync store and once through the async twin.
 
 from __future__ import annotations
 
-import hashlib
-import math
-from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -131,30 +129,6 @@ class Store:
             await self.raw.aclose()
         else:
             self.raw.close()
-
-
-class BigramEmbedder:
-    """A deterministic embedder: character bigrams hashed into a fixed number of buckets.
-
-    Texts that share many bigrams get close vectors; no model, no randomness.
-    """
-
-    def __init__(self, dims: int = 64) -> None:
-        self.dims = dims
-        self.calls = 0
-
-    def __call__(self, texts: Sequence[str]) -> list[list[float]]:
-        self.calls += 1
-        return [self._one(text) for text in texts]
-
-    def _one(self, text: str) -> list[float]:
-        vector = [0.0] * self.dims
-        folded = f" {text.casefold()} "
-        for i in range(len(folded) - 1):
-            digest = hashlib.blake2b(folded[i : i + 2].encode(), digest_size=4).digest()
-            vector[int.from_bytes(digest, "big") % self.dims] += 1.0
-        norm = math.sqrt(sum(x * x for x in vector)) or 1.0
-        return [x / norm for x in vector]
 
 
 @pytest.fixture(params=[pytest.param(name, marks=b.marks) for name, b in BACKENDS.items()])

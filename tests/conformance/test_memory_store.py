@@ -12,10 +12,16 @@ from pathlib import Path
 import pytest
 
 from synopsis.errors import ConfigError, InvalidInput, InvalidNamespace, MigrationError, StoreError
-from synopsis.memory._types import AsyncMemoryStore, AsyncSummaryStore, MemoryStore, SummaryStore
-from synopsis.testing import FakeClock
+from synopsis.memory._types import (
+    AsyncMemoryStore,
+    AsyncSummaryStore,
+    MemoryStore,
+    NewMemory,
+    SummaryStore,
+)
+from synopsis.testing import AsymmetricEmbedder, BigramEmbedder, FakeClock
 
-from .conftest import BACKENDS, BigramEmbedder, Store, db_path
+from .conftest import BACKENDS, Store, db_path
 
 T = "tenant-a"
 NS = ("user", "u1", "session", "s1")
@@ -157,6 +163,33 @@ async def test_bad_arguments_are_rejected_with_our_errors(
         await call(store)  # type: ignore[misc]
 
 
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda s: s.put(T, NS, "k", "nul\x00text"),
+        lambda s: s.put(T, NS, "k", "t", kind="k\x00"),
+        lambda s: s.put(T, NS, "k", "t", tags={"a": "b\x00"}),
+        lambda s: s.put(T, NS, "k", "t", tags={"a\x00": "b"}),
+        lambda s: s.put_many(T, [NewMemory(NS, "a", "fine"), NewMemory(NS, "b", "t\x00")]),
+        lambda s: s.search(T, query="x", tags={"a": "\x00"}),
+        lambda s: s.search(T, query="x", kind="\x00"),
+    ],
+)
+async def test_nul_characters_are_refused_on_every_backend(
+    store: Store, call: Callable[[Store], object]
+) -> None:
+    """PostgreSQL text cannot hold NUL, so no backend stores it: data stays portable."""
+    with pytest.raises(InvalidInput, match="NUL"):
+        await call(store)  # type: ignore[misc]
+    assert await store.search(T) == []
+
+
+async def test_nul_in_a_query_finds_the_words_around_it(store: Store) -> None:
+    """A query is not stored: NUL in it is a separator, never an error."""
+    await store.put(T, NS, "k", "coffee beans")
+    assert [h.item.key for h in await store.search(T, query="coffee\x00beans")] == ["k"]
+
+
 async def test_limit_bounds_are_inclusive(store: Store) -> None:
     """limit 1 and 1000 are both accepted."""
     await store.put(T, NS, "k", "x")
@@ -169,6 +202,171 @@ async def test_concurrent_calls_are_safe(store: Store) -> None:
     await asyncio.gather(*(store.put(T, NS, f"k{i}", f"coffee number {i}") for i in range(40)))
     results = await asyncio.gather(*(store.search(T, query="coffee", limit=100) for _ in range(8)))
     assert all(len(hits) == 40 for hits in results)
+
+
+# --- put_many -----------------------------------------------------------------------------
+
+
+async def test_put_many_writes_every_item_as_put_would(store: Store, clock: FakeClock) -> None:
+    """A batch comes back in order, stamped with the clock, readable by get and search."""
+    items = await store.put_many(
+        T,
+        [
+            NewMemory(NS, "a", "likes green tea", kind="fact", tags={"lang": "en"}),
+            NewMemory("user/u2", "b", "用户喜欢喝咖啡", ttl=60),
+            NewMemory(NS, "c", "plain note"),
+        ],
+    )
+    assert [(i.namespace, i.key) for i in items] == [(NS, "a"), (("user", "u2"), "b"), (NS, "c")]
+    for item in items:
+        assert await store.get(T, item.namespace, item.key) == item
+        assert item.tenant == T
+        assert item.created_at == item.updated_at == at(clock)
+    assert (items[0].kind, dict(items[0].tags), items[2].kind) == ("fact", {"lang": "en"}, "note")
+    assert items[1].expires_at == datetime.fromtimestamp(clock.now + 60, tz=UTC)
+    assert await keys(store, T, query="tea") == ["a"]
+    assert await keys(store, T, query="咖啡") == ["b"]
+    assert await keys(store, "tenant-b") == []
+
+
+async def test_put_many_takes_any_iterable_and_an_empty_batch(store: Store) -> None:
+    """A generator works; an empty batch returns [] and writes nothing (the tenant is checked)."""
+    items = await store.put_many(T, (NewMemory(NS, f"k{i}", f"note {i}") for i in range(3)))
+    assert [i.key for i in items] == ["k0", "k1", "k2"]
+    assert await store.put_many(T, []) == []
+    assert len(await store.search(T)) == 3
+    with pytest.raises(InvalidInput):
+        await store.put_many("", [])
+
+
+async def test_put_many_replaces_existing_items_as_put_does(store: Store, clock: FakeClock) -> None:
+    """An existing address keeps created_at (unless it had expired); other tenants are untouched."""
+    kept = await store.put(T, NS, "kept", "old coffee text")
+    await store.put(T, NS, "expired", "old", ttl=1)
+    await store.put("tenant-b", NS, "kept", "tenant b coffee")
+    clock.advance(30)
+    new = await store.put_many(
+        T, [NewMemory(NS, "kept", "new tea text"), NewMemory(NS, "expired", "fresh")]
+    )
+    assert new[0].created_at == kept.created_at
+    assert new[0].updated_at == new[1].created_at == at(clock)
+    assert await keys(store, T, query="coffee") == []
+    assert await keys(store, T, query="tea") == ["kept"]
+    assert await keys(store, "tenant-b", query="coffee") == ["kept"]
+
+
+async def test_put_many_repeated_address_last_one_wins(store: Store) -> None:
+    """Within a batch the last item of an address is stored; one result per address."""
+    items = await store.put_many(
+        T,
+        [
+            NewMemory(NS, "a", "first coffee"),
+            NewMemory(NS, "b", "other"),
+            NewMemory("user/u1/session/s1", "a", "second tea", kind="fact"),
+        ],
+    )
+    assert [(i.key, i.text, i.kind) for i in items] == [
+        ("a", "second tea", "fact"),
+        ("b", "other", "note"),
+    ]
+    assert await store.get(T, NS, "a") == items[0]
+    assert await keys(store, T, query="coffee") == []
+    assert await keys(store, T, query="tea") == ["a"]
+
+
+@pytest.mark.parametrize(
+    ("bad", "error"),
+    [
+        (NewMemory((), "k", "x"), InvalidNamespace),
+        (NewMemory(("user", ""), "k", "x"), InvalidNamespace),
+        (NewMemory(NS, "", "x"), InvalidInput),
+        (NewMemory(NS, "k", 3), InvalidInput),  # type: ignore[arg-type]
+        (NewMemory(NS, "k", "\ud800"), InvalidInput),
+        (NewMemory(NS, "k", "x", kind=""), InvalidInput),
+        (NewMemory(NS, "k", "x", tags={"a": 1}), InvalidInput),  # type: ignore[dict-item]
+        (NewMemory(NS, "k", "x", ttl=0), InvalidInput),
+        ({"namespace": NS, "key": "k", "text": "x"}, InvalidInput),
+    ],
+)
+async def test_put_many_bad_item_names_its_index_and_writes_nothing(
+    store: Store, bad: object, error: type[Exception]
+) -> None:
+    """A bad item raises put's error with its index; nothing of the batch is written."""
+    before = await store.put(T, NS, "a", "old text")
+    batch = [NewMemory(NS, "a", "new text"), NewMemory(NS, "b", "more"), bad]
+    with pytest.raises(error, match=r"^item 2: ") as raised:
+        await store.put_many(T, batch)
+    assert getattr(raised.value, "index", None) == 2
+    assert await store.get(T, NS, "a") == before
+    assert await store.get(T, NS, "b") is None
+
+
+async def test_put_many_embeds_the_batch_in_one_call(make_store: Callable[..., Store]) -> None:
+    """With an embedder, a batch costs one embedder call and is found by vector search."""
+    embedder = BigramEmbedder()
+    store = make_store(embedder=embedder)
+    assert await store.put_many(T, []) == []
+    await store.put_many(
+        T,
+        [
+            NewMemory(NS, "near", "the user drinks espresso every morning"),
+            NewMemory(NS, "far", "quarterly revenue report for the board"),
+        ],
+    )
+    assert embedder.calls == 1
+    hits = await store.search(T, query="user drinks espresso", mode="vector")
+    assert [h.item.key for h in hits] == ["near", "far"]
+
+
+def _break_inserts_of_key_boom(
+    backend: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    """Make the database itself refuse to insert an item with key "boom" (a trigger)."""
+    if backend == "sqlite-file":
+        with closing(sqlite3.connect(db_path(tmp_path))) as conn, conn:
+            conn.execute(
+                "CREATE TRIGGER boom BEFORE INSERT ON memories WHEN new.key = 'boom' "
+                "BEGIN SELECT RAISE(ABORT, 'boom'); END"
+            )
+        return
+    import psycopg
+    from psycopg import sql
+
+    schema = sql.Identifier((tmp_path / "postgres-schema").read_text())
+    with psycopg.connect(request.getfixturevalue("postgres_url"), autocommit=True) as conn:
+        conn.execute(
+            sql.SQL(
+                "CREATE FUNCTION {s}.boom() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
+                "IF NEW.key = 'boom' THEN RAISE EXCEPTION 'boom'; END IF; RETURN NEW; END $$"
+            ).format(s=schema)
+        )
+        conn.execute(
+            sql.SQL(
+                "CREATE TRIGGER boom BEFORE INSERT ON {s}.memories "
+                "FOR EACH ROW EXECUTE FUNCTION {s}.boom()"
+            ).format(s=schema)
+        )
+
+
+async def test_put_many_is_one_transaction(
+    backend: str,
+    make_store: Callable[..., Store],
+    tmp_path: Path,
+    request: pytest.FixtureRequest,
+) -> None:
+    """When the database fails on one row, no row of the batch is written or replaced."""
+    if backend not in ("sqlite-file", "postgres"):
+        pytest.skip("needs a database a second connection can sabotage")
+    store = make_store()
+    before = await store.put(T, NS, "a", "old text")
+    _break_inserts_of_key_boom(backend, tmp_path, request)
+    batch = [NewMemory(NS, "a", "new text"), NewMemory(NS, "b", "x"), NewMemory(NS, "boom", "x")]
+    with pytest.raises(StoreError):
+        await store.put_many(T, batch)
+    assert await store.get(T, NS, "a") == before
+    assert await store.get(T, NS, "b") is None
+    assert await keys(store, T, query="new") == []
+    assert len(await store.put_many(T, batch[:2])) == 2
 
 
 # --- TTL --------------------------------------------------------------------------------------
@@ -406,6 +604,19 @@ async def test_hybrid_fuses_keyword_and_vector_rankings(make_store: Callable[...
     assert hits[0].score is not None
     assert hits[0].score <= 2 / 61 + 1e-12
     assert {h.item.key for h in hits} == {"both", "vector-only", "unrelated"}
+
+
+async def test_queries_use_the_embedders_query_side(make_store: Callable[..., Store]) -> None:
+    """An embedder with ``embed_queries`` embeds queries with it and stored texts without it."""
+    embedder = AsymmetricEmbedder({"hot drink": "espresso every morning"})
+    store = make_store(embedder=embedder)
+    await store.put(T, NS, "near", "espresso every morning")
+    await store.put(T, NS, "far", "quarterly revenue report")
+    hits = await store.search(T, query="hot drink", mode="vector")
+    assert embedder.queried == ["hot drink"]
+    assert "hot drink" not in embedder.stored
+    assert [h.item.key for h in hits] == ["near", "far"]
+    assert hits[0].score == pytest.approx(1.0, abs=1e-5)
 
 
 async def test_vector_search_respects_filters_and_paging(make_store: Callable[..., Store]) -> None:

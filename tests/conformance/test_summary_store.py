@@ -124,6 +124,8 @@ async def test_sessions_are_scoped_by_tenant(store: Store) -> None:
         replace(summary(1), covers_from=-1),
         replace(summary(1), version=2**64),
         replace(summary(1), text="\ud800"),
+        replace(summary(1), text="a\x00b"),
+        replace(summary(1), model="m\x00"),
     ],
 )
 async def test_malformed_summaries_are_rejected(store: Store, bad: SessionSummary) -> None:

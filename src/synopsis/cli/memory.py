@@ -10,9 +10,12 @@ and ``--json``. Namespaces are written ``user/u1/session/s1``.
      "key": "optional", "tags": {"optional": "strings"}}
 
 It checks the whole file before writing anything: a bad line is reported as
-``FILE:LINE: problem`` and nothing is imported (exit code 2). ``export`` writes the same shape,
-so ``export | import`` round-trips (expiry times are not exported). A memory without a key gets
-one derived from its kind and text, so importing or putting the same memory twice is a no-op.
+``FILE:LINE: problem`` and nothing is imported (exit code 2). It then writes ``put_many``
+batches of 500, one transaction each; should the store still refuse a line at write time,
+the error names that line and the batches before it stay imported.
+``export`` writes the same shape, so ``export | import`` round-trips (expiry times are not
+exported). A memory without a key gets one derived from its kind and text, so importing or
+putting the same memory twice is a no-op.
 
 Bad input prints one line on stderr and exits with code 2; there are no tracebacks.
 """
@@ -29,11 +32,13 @@ from typing import IO, Any, NoReturn, TypeVar
 
 import click
 
-from synopsis.errors import SynopsisError
+from synopsis.errors import InvalidInput, InvalidNamespace, SynopsisError
+from synopsis.memory._recall import check_tenant, prepare_put
 from synopsis.memory._types import (
     MemoryItem,
     MemoryStore,
     Namespace,
+    NewMemory,
     SearchHit,
     normalize_namespace,
     normalize_tags,
@@ -45,6 +50,8 @@ __all__ = ["memory"]
 F = TypeVar("F", bound=Callable[..., Any])
 _IMPORT_FIELDS = frozenset({"namespace", "kind", "text", "key", "tags"})
 _PAGE = 500
+#: Memories written per ``put_many`` call (one transaction each) by ``import``.
+_BATCH = 500
 
 
 class BadInput(click.ClickException):
@@ -274,22 +281,58 @@ def parse_record(line: str) -> ImportRecord:
     )
 
 
-def _read_records(file: str) -> list[ImportRecord]:
+def _check_record(tenant: str, record: ImportRecord) -> None:
+    """Everything the store will check about the record (key length, encodable text, ...)."""
+    try:
+        prepare_put(
+            tenant, record.namespace, record.key, record.text, kind=record.kind,
+            tags=record.tags, ttl=None,
+        )  # fmt: skip
+    except SynopsisError as exc:
+        raise ValueError(str(exc)) from None
+
+
+def _read_records(file: str, tenant: str) -> list[tuple[int, ImportRecord]]:
+    """The records of ``file`` with their line numbers; any bad line fails before writing."""
     try:
         stream = sys.stdin if file == "-" else open(file, encoding="utf-8")  # noqa: SIM115
         with stream:
             lines = stream.read().splitlines()
     except (OSError, UnicodeError) as exc:
         _fail(f"cannot read {file}: {exc}")
-    records: list[ImportRecord] = []
+    records: list[tuple[int, ImportRecord]] = []
     for number, line in enumerate(lines, start=1):
         if not line.strip():
             continue
         try:
-            records.append(parse_record(line))
+            record = parse_record(line)
+            _check_record(tenant, record)
         except ValueError as exc:
             _fail(f"{file}:{number}: {exc}; nothing was imported")
+        records.append((number, record))
     return records
+
+
+def _write_batches(
+    store: MemoryStore,
+    tenant: str,
+    file: str,
+    records: Sequence[tuple[int, ImportRecord]],
+    advance: Callable[[int], object],
+) -> None:
+    """``put_many`` in batches of ``_BATCH``; a batch the store refuses names its line."""
+    for start in range(0, len(records), _BATCH):
+        batch = records[start : start + _BATCH]
+        items = [NewMemory(r.namespace, r.key, r.text, kind=r.kind, tags=r.tags) for _, r in batch]
+        try:
+            store.put_many(tenant, items)
+        except (InvalidInput, InvalidNamespace) as exc:
+            if exc.index is None:
+                raise
+            reason = exc.__cause__ or exc
+            line = batch[exc.index][0]
+            _fail(f"{file}:{line}: {reason}; only the first {start} memories were imported")
+        advance(len(batch))
 
 
 @memory.command("import", cls=_OneLineCommand)
@@ -300,19 +343,14 @@ def import_(db: str, tenant: str, as_json: bool, file: str) -> None:
     from rich.console import Console
     from rich.progress import Progress
 
-    records = _read_records(file)
+    try:
+        checked_tenant = check_tenant(tenant)
+    except SynopsisError as exc:
+        _fail(str(exc))
+    records = _read_records(file, checked_tenant)
     with _opened(db) as store, Progress(console=Console(stderr=True), transient=True) as bar:
         task = bar.add_task("importing", total=len(records))
-        for record in records:
-            store.put(
-                tenant,
-                record.namespace,
-                record.key,
-                record.text,
-                kind=record.kind,
-                tags=record.tags,
-            )
-            bar.advance(task)
+        _write_batches(store, checked_tenant, file, records, lambda done: bar.advance(task, done))
     if as_json:
         _echo_json({"imported": len(records)})
     else:

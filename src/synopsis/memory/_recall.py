@@ -9,18 +9,20 @@ similarity and reciprocal rank fusion (hybrid search).
 from __future__ import annotations
 
 import math
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from struct import pack, unpack
 from typing import Final, Literal, TypeVar
 
-from synopsis.errors import ConfigError, InvalidInput, StoreError
+from synopsis.errors import ConfigError, InvalidInput, InvalidNamespace, StoreError
 from synopsis.memory._terms import query_terms
 from synopsis.memory._types import (
     Embedder,
+    MemoryItem,
     Namespace,
     NamespaceLike,
+    NewMemory,
     SearchMode,
     SessionSummary,
     normalize_namespace,
@@ -46,14 +48,18 @@ __all__ = [
     "check_user_id",
     "cosine",
     "hit_order",
+    "item_error",
     "pack_vector",
     "page_namespaces",
     "prepare_address",
     "prepare_prefix",
     "prepare_put",
+    "prepare_put_many",
     "prepare_search",
+    "query_embedder",
     "rank_by_vector",
     "reciprocal_rank_fusion",
+    "stored_item",
     "summary_save_action",
     "to_datetime",
     "unpack_vector",
@@ -73,11 +79,17 @@ K = TypeVar("K", bound=Hashable)
 
 
 def _encodable(value: str, what: str) -> str:
-    """Reject strings that cannot be stored as UTF-8 (lone surrogates)."""
+    """Reject strings some backend cannot store: lone surrogates (not UTF-8) and NUL.
+
+    PostgreSQL text cannot hold NUL; refusing it on every backend keeps data portable
+    between them (an export from SQLite always imports into PostgreSQL).
+    """
     try:
         value.encode("utf-8")
     except UnicodeEncodeError as exc:
         raise InvalidInput(f"{what} must be valid Unicode text (no lone surrogates)") from exc
+    if "\x00" in value:
+        raise InvalidInput(f"{what} must not contain NUL characters")
     return value
 
 
@@ -185,6 +197,48 @@ def prepare_put(
     )
 
 
+def item_error(
+    index: int, error: InvalidInput | InvalidNamespace
+) -> InvalidInput | InvalidNamespace:
+    """``error`` located at item ``index`` of a batch (same type).
+
+    The index is in the message and in ``index``; ``error`` (the bare reason) is the cause.
+    """
+    located = type(error)(f"item {index}: {error}")
+    located.index = index
+    located.__cause__ = error
+    return located
+
+
+def _prepare_item(tenant: str, index: int, item: object) -> PutRequest:
+    if not isinstance(item, NewMemory):
+        raise item_error(index, InvalidInput(f"expected a NewMemory, got {type(item).__name__}"))
+    try:
+        request = prepare_put(
+            tenant, item.namespace, item.key, item.text, kind=item.kind, tags=item.tags,
+            ttl=item.ttl,
+        )  # fmt: skip
+    except (InvalidInput, InvalidNamespace) as exc:
+        raise item_error(index, exc) from exc
+    return request
+
+
+def prepare_put_many(tenant: object, items: Iterable[object]) -> list[PutRequest]:
+    """Check every item of ``put_many``; a bad one raises naming its index.
+
+    One request per distinct (namespace, key), in order of first occurrence, holding the
+    values of the last occurrence (a later item of the batch replaces an earlier one).
+    """
+    checked_tenant = check_tenant(tenant)
+    if isinstance(items, str | bytes | Mapping) or not isinstance(items, Iterable):
+        raise InvalidInput("items must be an iterable of NewMemory")
+    batch: dict[tuple[Namespace, str], PutRequest] = {}
+    for index, item in enumerate(items):
+        request = _prepare_item(checked_tenant, index, item)
+        batch[(request.namespace, request.key)] = request
+    return list(batch.values())
+
+
 def prepare_address(
     tenant: object, namespace: NamespaceLike, key: object
 ) -> tuple[str, Namespace, str]:
@@ -233,6 +287,8 @@ def prepare_search(
         raise InvalidInput("query must be a string or None")
     if kind is not None and (not isinstance(kind, str) or not kind):
         raise InvalidInput("kind must be a non-empty string or None")
+    if kind is not None:
+        _encodable(kind, "kind")
     checked_limit, checked_offset = check_page(limit, offset)
     checked_tenant, prefix = prepare_prefix(tenant, namespace_prefix)
     return SearchRequest(
@@ -276,6 +332,30 @@ def check_embeddings(vectors: Sequence[Sequence[float]], count: int) -> list[tup
     if len(result) != count:
         raise ConfigError(f"embedder returned {len(result)} vectors for {count} texts")
     return result
+
+
+def query_embedder(embedder: Embedder) -> Embedder:
+    """How to embed search queries: the embedder's ``embed_queries`` if it has one.
+
+    Asymmetric models (E5, for one) encode a query differently from a stored text.
+    """
+    method = getattr(embedder, "embed_queries", None)
+    return method if callable(method) else embedder
+
+
+def stored_item(request: PutRequest, *, created: float, now: float) -> MemoryItem:
+    """The item a put of ``request`` at ``now`` wrote; ``created`` survives a replace."""
+    return MemoryItem(
+        tenant=request.tenant,
+        namespace=request.namespace,
+        key=request.key,
+        text=request.text,
+        kind=request.kind,
+        tags=dict(request.tags),
+        created_at=to_datetime(created),
+        updated_at=to_datetime(now),
+        expires_at=None if request.ttl is None else to_datetime(now + request.ttl),
+    )
 
 
 # --- ordering --------------------------------------------------------------------------------
@@ -370,11 +450,51 @@ def unpack_vector(blob: bytes) -> tuple[float, ...]:
 
 
 def rank_by_vector(
-    query: Sequence[float], candidates: Sequence[tuple[K, Sequence[float]]]
+    query: Sequence[float], candidates: Sequence[tuple[K, Sequence[float] | bytes]]
 ) -> list[tuple[K, float]]:
-    """Candidates by cosine similarity to ``query``, best first (stable for ties)."""
-    scored = [(ident, cosine(query, vector)) for ident, vector in candidates]
+    """Candidates by cosine similarity to ``query``, best first (stable for ties).
+
+    A vector may be given packed (:func:`pack_vector`). With numpy installed (the
+    ``embeddings`` extra) the scores are one matrix product; otherwise plain Python.
+    """
+    vectors = [vector for _, vector in candidates]
+    scores = _numpy_cosines(query, vectors)
+    if scores is None:
+        scores = [cosine(query, _floats(vector)) for vector in vectors]
+    scored = [(ident, score) for (ident, _), score in zip(candidates, scores, strict=True)]
     return sorted(scored, key=lambda pair: -pair[1])
+
+
+def _floats(vector: Sequence[float] | bytes) -> Sequence[float]:
+    return unpack_vector(vector) if isinstance(vector, bytes) else vector
+
+
+def _numpy_cosines(
+    query: Sequence[float], vectors: Sequence[Sequence[float] | bytes]
+) -> list[float] | None:
+    """Cosines as one matrix product, or None without numpy or when dimensions differ."""
+    try:
+        import numpy as np
+    except ImportError:  # pragma: no cover - numpy comes with the embeddings extra
+        return None
+    dims = len(query)
+    if not vectors or any(_dims(vector) != dims for vector in vectors):
+        return None
+    if all(isinstance(vector, bytes) for vector in vectors):
+        packed = b"".join(vector for vector in vectors if isinstance(vector, bytes))
+        matrix = np.frombuffer(packed, dtype="<f4").reshape(len(vectors), dims)
+    else:
+        matrix = np.array([_floats(vector) for vector in vectors], dtype=np.float64)
+    matrix = matrix.astype(np.float64)
+    target = np.asarray(query, dtype=np.float64)
+    norms = np.linalg.norm(matrix, axis=1) * np.linalg.norm(target)
+    dots = matrix @ target
+    cosines = np.divide(dots, norms, out=np.zeros_like(dots), where=norms > 0)
+    return [float(x) for x in cosines]
+
+
+def _dims(vector: Sequence[float] | bytes) -> int:
+    return len(vector) // 4 if isinstance(vector, bytes) else len(vector)
 
 
 # --- summaries -------------------------------------------------------------------------------

@@ -23,6 +23,8 @@ GIN index on it finds the candidates of a keyword query.
 from __future__ import annotations
 
 import hashlib
+import json
+import math
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -31,6 +33,7 @@ from typing import Any, Final, LiteralString
 from psycopg import sql
 from psycopg.types.json import Jsonb
 
+from synopsis.memory._recall import BM25_B, BM25_K1
 from synopsis.memory._types import Namespace, SessionSummary
 
 __all__ = [
@@ -43,12 +46,16 @@ __all__ = [
     "find_item",
     "get_item",
     "insert_item",
-    "keyword_candidates",
+    "keyword_page",
     "list_namespaces",
     "lock_key",
+    "prefix_range",
+    "replace_terms_many",
     "scope_stats",
     "search_newest",
+    "upsert_items",
     "vector_candidates",
+    "without_jit",
 ]
 
 
@@ -144,8 +151,16 @@ _V2: Final[tuple[LiteralString, ...]] = (
     "ALTER TABLE {s}.memory_terms DROP COLUMN IF EXISTS tenant",
 )
 
+# Namespace-prefix searches (one user's memories) use a range in "C" order, whatever the
+# database's collation; without this index they scanned every item of the tenant. The
+# included columns let BM25's scope statistics (count, total length) skip the table.
+_V3: Final[tuple[LiteralString, ...]] = (
+    "CREATE INDEX IF NOT EXISTS memories_scope ON {s}.memories"
+    ' (tenant, namespace COLLATE "C") INCLUDE (doc_len, expires_at)',
+)
+
 #: Ordered migrations; migration ``n`` (1-based) brings the schema to version ``n``.
-MIGRATIONS: Final[tuple[tuple[LiteralString, ...], ...]] = (_V1, _V2)
+MIGRATIONS: Final[tuple[tuple[LiteralString, ...], ...]] = (_V1, _V2, _V3)
 
 
 def migration_lock(schema: str) -> Statement:
@@ -282,6 +297,92 @@ def replace_terms(schema: str, item_id: int, terms: Sequence[str]) -> list[State
     ]
 
 
+def _array_literal(vector: Sequence[float] | None) -> str | None:
+    """A vector as the text of a ``real[]`` (so rows of any dimension share one parameter)."""
+    if vector is None:
+        return None
+    return "{" + ",".join(_real_text(x) for x in vector) + "}"
+
+
+def _real_text(value: float) -> str:
+    if math.isnan(value):
+        return "NaN"
+    if math.isinf(value):
+        return "Infinity" if value > 0 else "-Infinity"
+    return repr(float(value))
+
+
+_UPSERT_ITEMS: Final = (
+    "INSERT INTO {s}.memories AS m (tenant, namespace, key, text, kind, tags, terms, doc_len,"
+    " embedding, created_at, updated_at, expires_at)"
+    " SELECT %(tenant)s::text, string_to_array(u.path, chr(31)), u.key, u.text, u.kind,"
+    " u.tags::jsonb, u.terms, u.doc_len, u.embedding::real[], %(now)s::double precision,"
+    " %(now)s::double precision, u.expires_at"
+    " FROM unnest(%(paths)s::text[], %(keys)s::text[], %(texts)s::text[], %(kinds)s::text[],"
+    " %(tags)s::text[], %(terms)s::text[], %(doc_lens)s::integer[], %(embeddings)s::text[],"
+    " %(expires)s::double precision[]) WITH ORDINALITY"
+    " AS u(path, key, text, kind, tags, terms, doc_len, embedding, expires_at, position)"
+    " ORDER BY u.position"
+    " ON CONFLICT (tenant, namespace, key) DO UPDATE SET text = excluded.text,"
+    " kind = excluded.kind, tags = excluded.tags, terms = excluded.terms,"
+    " doc_len = excluded.doc_len, embedding = excluded.embedding,"
+    " updated_at = excluded.updated_at, expires_at = excluded.expires_at,"
+    " created_at = CASE WHEN m.expires_at IS NOT NULL AND m.expires_at <= excluded.updated_at"
+    " THEN excluded.created_at ELSE m.created_at END"
+    " RETURNING m.id, m.namespace, m.key, m.created_at"
+)
+
+
+def upsert_items(schema: str, tenant: str, rows: Sequence[ItemRow], now: float) -> Statement:
+    """Insert or replace many items of one tenant in one statement (addresses must differ).
+
+    As ``put``: a replace keeps the id, and ``created_at`` unless the old item had expired.
+    Returns ``id, namespace, key, created_at`` of every row. Namespaces travel as their
+    labels joined by U+001F, which no label contains (control characters are refused).
+    """
+    params: dict[str, Any] = {"tenant": tenant, "now": now}
+    params.update(
+        paths=["\x1f".join(row.namespace) for row in rows],
+        keys=[row.key for row in rows],
+        texts=[row.text for row in rows],
+        kinds=[row.kind for row in rows],
+        tags=[json.dumps(dict(row.tags), ensure_ascii=False) for row in rows],
+        terms=[" ".join(row.terms) for row in rows],
+        doc_lens=[len(row.terms) for row in rows],
+        embeddings=[_array_literal(row.embedding) for row in rows],
+        expires=[row.expires_at for row in rows],
+    )
+    return _stmt(schema, _UPSERT_ITEMS, params)
+
+
+def replace_terms_many(
+    schema: str, item_ids: Sequence[int], terms: Sequence[Sequence[str]]
+) -> list[Statement]:
+    """:func:`replace_terms` for many items, in two statements."""
+    ids: list[int] = []
+    distinct: list[str] = []
+    counts: list[int] = []
+    for item_id, item_terms in zip(item_ids, terms, strict=True):
+        item_distinct, item_counts = term_frequencies(item_terms)
+        ids.extend([item_id] * len(item_distinct))
+        distinct.extend(item_distinct)
+        counts.extend(item_counts)
+    return [
+        _stmt(
+            schema,
+            "DELETE FROM {s}.memory_terms WHERE item_id = ANY(%(ids)s::bigint[])",
+            {"ids": list(item_ids)},
+        ),
+        _stmt(
+            schema,
+            "INSERT INTO {s}.memory_terms (item_id, term, tf) SELECT u.id, u.term, u.tf"
+            " FROM unnest(%(ids)s::bigint[], %(terms)s::text[], %(tfs)s::integer[])"
+            " AS u(id, term, tf)",
+            {"ids": ids, "terms": distinct, "tfs": counts},
+        ),
+    ]
+
+
 def get_item(schema: str, tenant: str, namespace: Namespace, key: str, now: float) -> Statement:
     """The live item at an address."""
     return _stmt(
@@ -302,14 +403,29 @@ def delete_item(schema: str, tenant: str, namespace: Namespace, key: str, now: f
     )
 
 
+_IN_PREFIX_RANGE: Final = (
+    'm.namespace COLLATE "C" >= %(prefix)s::text[] AND m.namespace COLLATE "C" < %(past)s::text[]'
+)
+
+
+def prefix_range(prefix: Namespace) -> dict[str, list[str]]:
+    """Bounds ``prefix <= ns < past`` (in "C" order) of the namespaces under ``prefix``.
+
+    ``past`` is ``prefix`` with U+0001 appended to its last label. The only other namespaces
+    in between would hold that label followed by NUL, which no label can; the exact label
+    test next to the range keeps the search correct regardless.
+    """
+    return {"prefix": list(prefix), "past": [*prefix[:-1], prefix[-1] + "\x01"]}
+
+
 def delete_user_memories(schema: str, tenant: str, user_id: str) -> Statement:
     """Delete every memory (live or expired) under ``("user", user_id)``; returns the count."""
     return _stmt(
         schema,
         "WITH gone AS (DELETE FROM {s}.memories m WHERE m.tenant = %(tenant)s"
-        " AND m.namespace[1:2] = %(prefix)s::text[] AND m.namespace >= %(prefix)s::text[]"
-        " RETURNING 1) SELECT count(*) FROM gone",
-        {"tenant": tenant, "prefix": ["user", user_id]},
+        " AND m.namespace[1:2] = %(prefix)s::text[] AND " + _IN_PREFIX_RANGE + " RETURNING 1)"
+        " SELECT count(*) FROM gone",
+        {"tenant": tenant, **prefix_range(("user", user_id))},
     )
 
 
@@ -330,10 +446,10 @@ def _scope(
     clauses: list[LiteralString] = ["m.tenant = %(tenant)s", _LIVE]
     params: dict[str, Any] = {"tenant": tenant, "now": now}
     if prefix:
-        # Whole-label prefix match; the range bound lets the (tenant, namespace) index help.
+        # Whole-label prefix match; the range lets the memories_scope index find it.
         clauses.append("m.namespace[1:%(depth)s::integer] = %(prefix)s::text[]")
-        clauses.append("m.namespace >= %(prefix)s::text[]")
-        params.update(depth=len(prefix), prefix=list(prefix))
+        clauses.append(_IN_PREFIX_RANGE)
+        params.update(depth=len(prefix), **prefix_range(prefix))
     if kind is not None:
         clauses.append("m.kind = %(kind)s")
         params["kind"] = kind
@@ -393,7 +509,43 @@ def tsquery_text(terms: Sequence[str]) -> str:
     return " | ".join(quoted)
 
 
-def keyword_candidates(
+# BM25 in the database, with the arithmetic of ``_recall.bm25_scores`` in the same order (so
+# the scores are the in-memory backend's, bit for bit): ``c`` the visible items sharing a query
+# term, each with its frequency of every query term (``tfs``, in query order); ``d`` each
+# term's IDF over the scope; ``page`` the best items, each score summed in query-term order.
+# Ties go newest first, then by key and namespace in code point order (``hit_order``). Only
+# the requested page leaves the server.
+_KEYWORD_PAGE: Final = (
+    "WITH c AS MATERIALIZED (SELECT m.id, m.doc_len, m.updated_at, m.key, m.namespace,"
+    "   ARRAY(SELECT coalesce((SELECT t.tf FROM {s}.memory_terms t"
+    "     WHERE t.item_id = m.id AND t.term = q.term), 0)"
+    "     FROM unnest(%(terms)s::text[]) WITH ORDINALITY AS q(term, pos) ORDER BY q.pos) AS tfs"
+    "   FROM {s}.memories m WHERE {where} AND m.search_tsv @@ %(tsq)s::tsquery),"
+    " d AS MATERIALIZED (SELECT p.pos, greatest(ln(((%(size)s::bigint - count(*))::float8"
+    "   + 0.5::float8) / (count(*)::float8 + 0.5::float8)), 1e-6::float8) AS idf"
+    "   FROM generate_series(1, cardinality(%(terms)s::text[])) AS p(pos)"
+    "   JOIN c ON c.tfs[p.pos] > 0 GROUP BY p.pos),"
+    " page AS (SELECT c.id, (SELECT sum(d.idf * c.tfs[d.pos]::float8 * %(k1_plus_1)s::float8"
+    "   / (c.tfs[d.pos]::float8 + %(k1)s::float8 * (%(one_minus_b)s::float8"
+    "   + %(b)s::float8 * c.doc_len::float8 / %(average)s::float8)) ORDER BY d.pos)"
+    "   FROM d WHERE c.tfs[d.pos] > 0) AS score FROM c"
+    '   ORDER BY score DESC, c.updated_at DESC, c.key COLLATE "C", c.namespace COLLATE "C"'
+    "   LIMIT %(limit)s OFFSET %(offset)s)"
+    " SELECT " + _ITEM_COLUMNS + ", page.score FROM page JOIN {s}.memories m ON m.id = page.id"
+    ' ORDER BY page.score DESC, m.updated_at DESC, m.key COLLATE "C", m.namespace COLLATE "C"'
+)
+
+
+def without_jit() -> Statement:
+    """Turn JIT compilation off for the rest of the transaction.
+
+    A keyword search over many candidates looks expensive to the planner, which then spends
+    100-350 ms compiling a query that runs about a second; it never pays off here.
+    """
+    return Statement(sql.Composed([sql.SQL("SET LOCAL jit = off")]))
+
+
+def keyword_page(
     schema: str,
     *,
     tenant: str,
@@ -402,19 +554,23 @@ def keyword_candidates(
     tags: Mapping[str, str],
     now: float,
     terms: Sequence[str],
+    scope_size: int,
+    average: float,
+    limit: int,
+    offset: int,
 ) -> Statement:
-    """Visible items sharing a query term, with their length and per-term frequencies."""
+    """A page of the visible items sharing a query term, best BM25 first, score last.
+
+    ``scope_size`` and ``average`` (document length) describe every visible item in scope,
+    as :func:`scope_stats` counts them; the score is the in-memory backend's BM25.
+    """
     where, params = _scope(tenant=tenant, prefix=prefix, kind=kind, tags=tags, now=now)
-    params.update(tsq=tsquery_text(terms), terms=list(terms))
-    return _stmt(
-        schema,
-        "SELECT " + _ITEM_COLUMNS + ", m.doc_len,"
-        " (SELECT jsonb_object_agg(t.term, t.tf) FROM {s}.memory_terms t"
-        "   WHERE t.item_id = m.id AND t.term = ANY(%(terms)s::text[]))"
-        " FROM {s}.memories m WHERE {where} AND m.search_tsv @@ %(tsq)s::tsquery",
-        params,
-        where=where,
-    )
+    params.update(
+        tsq=tsquery_text(terms), terms=list(terms), size=scope_size, average=average,
+        k1=BM25_K1, b=BM25_B, k1_plus_1=BM25_K1 + 1, one_minus_b=1 - BM25_B,
+        limit=limit, offset=offset,
+    )  # fmt: skip
+    return _stmt(schema, _KEYWORD_PAGE, params, where=where)
 
 
 def vector_candidates(

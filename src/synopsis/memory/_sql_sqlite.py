@@ -23,12 +23,13 @@ from dataclasses import dataclass
 from typing import Final
 
 from synopsis.errors import InvalidNamespace
-from synopsis.memory._recall import SearchRequest
+from synopsis.memory._recall import PutRequest, SearchRequest
 from synopsis.memory._types import Namespace, SessionSummary
 
 __all__ = [
     "MIGRATIONS",
     "SEPARATOR",
+    "Batch",
     "Statement",
     "decode_path",
     "encode_path",
@@ -133,6 +134,14 @@ class Statement:
     params: tuple[object, ...] = ()
 
 
+@dataclass(frozen=True, slots=True)
+class Batch:
+    """One statement run once per parameter row (``executemany``)."""
+
+    sql: str
+    rows: list[tuple[object, ...]]
+
+
 # --- namespaces and queries --------------------------------------------------------------
 
 
@@ -189,6 +198,34 @@ def _scope(request: SearchRequest, now: float) -> tuple[str, tuple[object, ...]]
 # --- memories ----------------------------------------------------------------------------
 
 
+_UPSERT: Final = """INSERT INTO memories
+    (tenant, path, key, text, kind, tags, terms, created_at, updated_at, expires_at)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+ON CONFLICT (tenant, path, key) DO UPDATE SET
+    text = excluded.text, kind = excluded.kind, tags = excluded.tags,
+    terms = excluded.terms, updated_at = excluded.updated_at,
+    expires_at = excluded.expires_at,
+    created_at = CASE
+        WHEN memories.expires_at IS NOT NULL AND memories.expires_at <= excluded.updated_at
+        THEN excluded.created_at ELSE memories.created_at END"""
+
+
+def _memory_row(
+    tenant: str,
+    namespace: Namespace,
+    key: str,
+    text: str,
+    kind: str,
+    tags: dict[str, str],
+    terms: Sequence[str],
+    now: float,
+    expires_at: float | None,
+) -> tuple[object, ...]:
+    tags_json = json.dumps(tags, ensure_ascii=False, sort_keys=True)
+    path = encode_path(namespace)
+    return (tenant, path, key, text, kind, tags_json, " ".join(terms), now, now, expires_at)
+
+
 def upsert_memory(
     *,
     tenant: str,
@@ -203,30 +240,49 @@ def upsert_memory(
 ) -> Statement:
     """Insert or replace one item; ``created_at`` survives a replace unless the old expired."""
     return Statement(
-        """INSERT INTO memories
-            (tenant, path, key, text, kind, tags, terms, created_at, updated_at, expires_at)
-        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-        ON CONFLICT (tenant, path, key) DO UPDATE SET
-            text = excluded.text, kind = excluded.kind, tags = excluded.tags,
-            terms = excluded.terms, updated_at = excluded.updated_at,
-            expires_at = excluded.expires_at,
-            created_at = CASE
-                WHEN memories.expires_at IS NOT NULL AND memories.expires_at <= excluded.updated_at
-                THEN excluded.created_at ELSE memories.created_at END
-        RETURNING id, created_at""",
-        (
-            tenant,
-            encode_path(namespace),
-            key,
-            text,
-            kind,
-            json.dumps(tags, ensure_ascii=False, sort_keys=True),
-            " ".join(terms),
-            now,
-            now,
-            expires_at,
-        ),
+        _UPSERT + " RETURNING id, created_at",
+        _memory_row(tenant, namespace, key, text, kind, tags, terms, now, expires_at),
     )
+
+
+def upsert_memories(
+    requests: Sequence[PutRequest], terms: Sequence[Sequence[str]], now: float
+) -> Batch:
+    """:func:`upsert_memory` for many items (``executemany``; the FTS triggers fire per row)."""
+    rows = []
+    for r, item_terms in zip(requests, terms, strict=True):
+        expires = None if r.ttl is None else now + r.ttl
+        rows.append(
+            _memory_row(
+                r.tenant, r.namespace, r.key, r.text, r.kind, r.tags, item_terms, now, expires
+            )
+        )
+    return Batch(_UPSERT, rows)
+
+
+def select_written(tenant: str, addresses: Sequence[tuple[object, object]]) -> Statement:
+    """``index, id, created_at`` of the items at ``(path, key)`` addresses (one query).
+
+    ``index`` is the address's position in ``addresses``. ``CROSS JOIN`` keeps the address
+    list as the outer loop, so each address is one lookup in the unique (tenant, path, key)
+    index rather than a scan of the tenant's items.
+    """
+    return Statement(
+        "SELECT a.key, m.id, m.created_at FROM json_each(?) AS a"
+        " CROSS JOIN memories AS m ON m.tenant = ? AND m.path = a.value ->> 0"
+        " AND m.key = a.value ->> 1",
+        (json.dumps(addresses, ensure_ascii=False), tenant),
+    )
+
+
+def upsert_vectors(pairs: Sequence[tuple[int, bytes]]) -> Batch:
+    """:func:`upsert_vector` for many ``(memory_id, blob)`` pairs."""
+    return Batch(upsert_vector(0, b"").sql, list(pairs))
+
+
+def delete_vectors(memory_ids: Sequence[int]) -> Batch:
+    """:func:`delete_vector` for many ids."""
+    return Batch(delete_vector(0).sql, [(memory_id,) for memory_id in memory_ids])
 
 
 def upsert_vector(memory_id: int, blob: bytes) -> Statement:

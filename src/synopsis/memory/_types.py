@@ -10,7 +10,7 @@ character a special meaning.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Literal, Protocol, runtime_checkable
@@ -25,6 +25,7 @@ __all__ = [
     "MemoryStore",
     "Namespace",
     "NamespaceLike",
+    "NewMemory",
     "OutboxEntry",
     "SearchHit",
     "SearchMode",
@@ -109,6 +110,18 @@ class MemoryItem:
     expires_at: datetime | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class NewMemory:
+    """One item of a ``put_many`` batch: the arguments ``put`` takes after the tenant."""
+
+    namespace: NamespaceLike
+    key: str
+    text: str
+    kind: str = "note"
+    tags: Mapping[str, str] | None = None
+    ttl: float | None = None
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class SearchHit:
     item: MemoryItem
@@ -132,6 +145,16 @@ class MemoryStore(Protocol):
         tags: Mapping[str, str] | None = None,
         ttl: float | None = None,
     ) -> MemoryItem: ...
+
+    def put_many(self, tenant: str, items: Iterable[NewMemory]) -> list[MemoryItem]:
+        """Put a batch in one transaction: all items are written, or none.
+
+        Every item is checked before anything is written; a bad one raises what ``put``
+        would, with ``index`` (and the message) naming its position. An existing address is
+        replaced as by ``put``. When an address occurs more than once in the batch, the last
+        occurrence wins. Returns one item per distinct address, in order of first occurrence.
+        """
+        ...
 
     def get(self, tenant: str, namespace: NamespaceLike, key: str) -> MemoryItem | None: ...
 
@@ -182,6 +205,8 @@ class AsyncMemoryStore(Protocol):
         tags: Mapping[str, str] | None = None,
         ttl: float | None = None,
     ) -> MemoryItem: ...
+
+    async def put_many(self, tenant: str, items: Iterable[NewMemory]) -> list[MemoryItem]: ...
 
     async def get(self, tenant: str, namespace: NamespaceLike, key: str) -> MemoryItem | None: ...
 

@@ -15,6 +15,7 @@ from dataclasses import dataclass, replace
 
 from synopsis.memory._recall import (
     MAX_LIMIT,
+    PutRequest,
     SearchRequest,
     bm25_scores,
     check_embeddings,
@@ -30,9 +31,12 @@ from synopsis.memory._recall import (
     prepare_address,
     prepare_prefix,
     prepare_put,
+    prepare_put_many,
     prepare_search,
+    query_embedder,
     rank_by_vector,
     reciprocal_rank_fusion,
+    stored_item,
     summary_save_action,
     to_datetime,
     unpack_vector,
@@ -43,6 +47,7 @@ from synopsis.memory._types import (
     MemoryItem,
     Namespace,
     NamespaceLike,
+    NewMemory,
     OutboxEntry,
     SearchHit,
     SearchMode,
@@ -108,33 +113,39 @@ class InMemoryStore:
         """Insert or replace an item; a replace keeps ``created_at``."""
         request = prepare_put(tenant, namespace, key, text, kind=kind, tags=tags, ttl=ttl)
         vector = self._embed([request.text])[0] if self._embedder else None
-        terms = document_terms(request.text)
-        address = (request.tenant, request.namespace, request.key)
+        with self._lock:
+            return self._write(request, vector, self._clock())
+
+    def put_many(self, tenant: str, items: Iterable[NewMemory]) -> list[MemoryItem]:
+        """Put a batch atomically (see :meth:`MemoryStore.put_many`); last duplicate wins."""
+        requests = prepare_put_many(tenant, items)
+        if not requests:
+            return []
+        vectors: list[tuple[float, ...] | None] = [None] * len(requests)
+        if self._embedder:
+            vectors = list(self._embed([request.text for request in requests]))
         with self._lock:
             now = self._clock()
-            old = self._items.get(address)
-            created = old.item.created_at if old and old.live(now) else to_datetime(now)
-            expires = None if request.ttl is None else now + request.ttl
-            item = MemoryItem(
-                tenant=request.tenant,
-                namespace=request.namespace,
-                key=request.key,
-                text=request.text,
-                kind=request.kind,
-                tags=dict(request.tags),
-                created_at=created,
-                updated_at=to_datetime(now),
-                expires_at=None if expires is None else to_datetime(expires),
-            )
-            self._items[address] = _Record(
-                item=item,
-                updated=now,
-                expires=expires,
-                counts=Counter(terms),
-                length=len(terms),
-                vector=vector,
-            )
-            return item
+            return [self._write(r, v, now) for r, v in zip(requests, vectors, strict=True)]
+
+    def _write(
+        self, request: PutRequest, vector: tuple[float, ...] | None, now: float
+    ) -> MemoryItem:
+        """Write one checked item at ``now`` (the caller holds the lock)."""
+        terms = document_terms(request.text)
+        address = (request.tenant, request.namespace, request.key)
+        old = self._items.get(address)
+        created = old.item.created_at.timestamp() if old and old.live(now) else now
+        item = stored_item(request, created=created, now=now)
+        self._items[address] = _Record(
+            item=item,
+            updated=now,
+            expires=None if request.ttl is None else now + request.ttl,
+            counts=Counter(terms),
+            length=len(terms),
+            vector=vector,
+        )
+        return item
 
     def get(self, tenant: str, namespace: NamespaceLike, key: str) -> MemoryItem | None:
         """The live item at this address, or None."""
@@ -302,9 +313,10 @@ class InMemoryStore:
 
     # --- helpers -------------------------------------------------------------------------
 
-    def _embed(self, texts: list[str]) -> list[tuple[float, ...]]:
+    def _embed(self, texts: list[str], *, queries: bool = False) -> list[tuple[float, ...]]:
         assert self._embedder is not None
-        vectors = check_embeddings(self._embedder(texts), len(texts))
+        embed = query_embedder(self._embedder) if queries else self._embedder
+        vectors = check_embeddings(embed(texts), len(texts))
         # Round through float32, as the database backends store vectors.
         return [unpack_vector(pack_vector(vector)) for vector in vectors]
 
@@ -337,7 +349,7 @@ class InMemoryStore:
         self, request: SearchRequest, records: list[_Record]
     ) -> Iterable[tuple[_Record, float]]:
         assert request.query is not None
-        query_vector = self._embed([request.query])[0]
+        query_vector = self._embed([request.query], queries=True)[0]
         with_vectors = [(_address(r), r.vector) for r in records if r.vector is not None]
         by_vector = rank_by_vector(query_vector, with_vectors)[:MAX_LIMIT]
         if request.mode == "vector":
@@ -379,6 +391,10 @@ class AsyncInMemoryStore:
     ) -> MemoryItem:
         """See :meth:`InMemoryStore.put`."""
         return self._store.put(tenant, namespace, key, text, kind=kind, tags=tags, ttl=ttl)
+
+    async def put_many(self, tenant: str, items: Iterable[NewMemory]) -> list[MemoryItem]:
+        """See :meth:`InMemoryStore.put_many`."""
+        return self._store.put_many(tenant, items)
 
     async def get(self, tenant: str, namespace: NamespaceLike, key: str) -> MemoryItem | None:
         """See :meth:`InMemoryStore.get`."""

@@ -11,16 +11,16 @@ translate psycopg errors into :class:`~synopsis.errors.StoreError` at that seam.
 
 Keyword search ranks with BM25 computed, as on the in-memory backend, over the live items in
 the searched scope (tenant, prefix, kind, tags): the database counts the scope and sums its
-lengths, a GIN index finds the items sharing a query term, and their term frequencies are
-scored here with the same arithmetic as :func:`~synopsis.memory._recall.bm25_scores`.
+lengths, a GIN index finds the items sharing a query term, and the database scores them with
+the arithmetic of :func:`~synopsis.memory._recall.bm25_scores`, in the same order, sending
+back only the requested page.
 """
 
 from __future__ import annotations
 
 import asyncio
-import math
 import time
-from collections.abc import Callable, Generator, Mapping, Sequence
+from collections.abc import Callable, Generator, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Self, TypeVar
 
@@ -30,9 +30,8 @@ from psycopg_pool import AsyncConnectionPool, ConnectionPool
 from synopsis.errors import ConfigError, InvalidInput, MigrationError, StoreError
 from synopsis.memory import _sql_postgres as q
 from synopsis.memory._recall import (
-    BM25_B,
-    BM25_K1,
     MAX_LIMIT,
+    PutRequest,
     SearchRequest,
     check_embeddings,
     check_outbox_address,
@@ -46,7 +45,9 @@ from synopsis.memory._recall import (
     prepare_address,
     prepare_prefix,
     prepare_put,
+    prepare_put_many,
     prepare_search,
+    query_embedder,
     rank_by_vector,
     reciprocal_rank_fusion,
     summary_save_action,
@@ -59,6 +60,7 @@ from synopsis.memory._types import (
     MemoryItem,
     Namespace,
     NamespaceLike,
+    NewMemory,
     OutboxEntry,
     SearchHit,
     SearchMode,
@@ -74,17 +76,17 @@ Plan = Generator[q.Statement, Rows, T]
 _PUT_ATTEMPTS = 3
 
 
-# --- input checks the database needs on top of the shared ones ---------------------------------
+# --- rows ---------------------------------------------------------------------------------------
 
 
-def _no_nul(value: object, what: str) -> None:
-    """PostgreSQL text cannot hold NUL; refuse it before the database sees it."""
-    if isinstance(value, str) and "\x00" in value:
-        raise InvalidInput(f"{what} must not contain NUL characters")
-    if isinstance(value, Mapping):
-        for name, tag in value.items():
-            _no_nul(name, f"{what} name")
-            _no_nul(tag, f"{what} {name!r}")
+def _item_row(request: PutRequest, vector: Sequence[float] | None, now: float) -> q.ItemRow:
+    """The row a put of ``request`` at ``now`` writes."""
+    return q.ItemRow(
+        tenant=request.tenant, namespace=request.namespace, key=request.key,
+        text=request.text, kind=request.kind, tags=request.tags,
+        terms=document_terms(request.text), embedding=vector, created_at=now,
+        updated_at=now, expires_at=None if request.ttl is None else now + request.ttl,
+    )  # fmt: skip
 
 
 def _check_schema(schema: object) -> str:
@@ -152,40 +154,6 @@ def _address(found: _Found) -> tuple[Namespace, str]:
     return (found.item.namespace, found.item.key)
 
 
-# --- scoring -----------------------------------------------------------------------------------
-
-
-def bm25_from_counts(
-    terms: Sequence[str],
-    candidates: Sequence[tuple[Mapping[str, int], int]],
-    *,
-    scope_size: int,
-    scope_length: int,
-) -> list[float]:
-    """BM25 of each candidate (term counts, length) in a scope of ``scope_size`` items.
-
-    The same arithmetic, in the same order, as ``bm25_scores`` over the whole scope: the
-    items outside ``candidates`` share no query term, so they only add to N and avgdl.
-    """
-    if scope_size == 0:
-        return []
-    average = (scope_length / scope_size) or 1.0
-    idf: dict[str, float] = {}
-    for term in dict.fromkeys(terms):
-        hits = sum(1 for counts, _ in candidates if term in counts)
-        idf[term] = max(math.log((scope_size - hits + 0.5) / (hits + 0.5)), 1e-6)
-    scores = []
-    for counts, length in candidates:
-        norm = BM25_K1 * (1 - BM25_B + BM25_B * length / average)
-        score = 0.0
-        for term, weight in idf.items():
-            tf = counts.get(term, 0)
-            if tf:
-                score += weight * tf * (BM25_K1 + 1) / (tf + norm)
-        scores.append(score)
-    return scores
-
-
 # --- plans (pure) -----------------------------------------------------------------------------
 
 
@@ -225,6 +193,20 @@ def _put(schema: str, row: q.ItemRow, now: float) -> Plan[MemoryItem]:
     ).item  # fmt: skip
 
 
+def _put_many(
+    schema: str, tenant: str, rows: Sequence[q.ItemRow], now: float
+) -> Plan[list[MemoryItem]]:
+    written = yield q.upsert_items(schema, tenant, rows, now)
+    found = {(tuple(ns), key): (item_id, created) for item_id, ns, key, created in written}
+    ids, created = zip(*(found[(row.namespace, row.key)] for row in rows), strict=True)
+    yield from _discard(q.replace_terms_many(schema, ids, [row.terms for row in rows]))
+    return [
+        _item((row.tenant, row.namespace, row.key, row.text, row.kind, row.tags,
+               first, row.updated_at, row.expires_at)).item
+        for row, first in zip(rows, created, strict=True)
+    ]  # fmt: skip
+
+
 def _scope_args(request: SearchRequest, now: float) -> dict[str, Any]:
     return {
         "tenant": request.tenant,
@@ -235,14 +217,20 @@ def _scope_args(request: SearchRequest, now: float) -> dict[str, Any]:
     }
 
 
-def _keyword(schema: str, request: SearchRequest, now: float) -> Plan[list[tuple[_Found, float]]]:
+def _keyword(
+    schema: str, request: SearchRequest, now: float, *, limit: int = MAX_LIMIT, offset: int = 0
+) -> Plan[list[tuple[_Found, float]]]:
+    """A page of keyword hits, best first, scored in the database (see ``keyword_page``)."""
     args = _scope_args(request, now)
     size, length = (yield q.scope_stats(schema, **args))[0]
-    rows = yield q.keyword_candidates(schema, terms=request.terms, **args)
-    found = [_item(row) for row in rows]
-    counts = [(dict(row[10] or {}), row[9]) for row in rows]
-    scores = bm25_from_counts(request.terms, counts, scope_size=size, scope_length=length)
-    return list(zip(found, scores, strict=True))
+    if size == 0:
+        return []
+    yield q.without_jit()
+    rows = yield q.keyword_page(
+        schema, terms=request.terms, scope_size=size, average=(length / size) or 1.0,
+        limit=limit, offset=offset, **args,
+    )  # fmt: skip
+    return [(_item(row), row[9]) for row in rows]
 
 
 def _fused(
@@ -271,10 +259,10 @@ def _search(
         )
         return [SearchHit(item=_item(row).item, score=None) for row in rows]
     if request.mode == "keyword":
-        scored = yield from _keyword(schema, request, now)
-    else:
-        assert query_vector is not None
-        scored = yield from _fused(schema, request, now, query_vector)
+        page = yield from _keyword(schema, request, now, limit=request.limit, offset=request.offset)
+        return [SearchHit(item=found.item, score=score) for found, score in page]
+    assert query_vector is not None
+    scored = yield from _fused(schema, request, now, query_vector)
     scored.sort(key=lambda pair: _order(*pair))
     page = scored[request.offset : request.offset + request.limit]
     return [SearchHit(item=found.item, score=score) for found, score in page]
@@ -371,9 +359,10 @@ class _Plans:
         self.clock = clock or time.time
         self.embedder = embedder
 
-    def embed(self, texts: list[str]) -> list[tuple[float, ...]]:
+    def embed(self, texts: list[str], *, queries: bool = False) -> list[tuple[float, ...]]:
         assert self.embedder is not None
-        vectors = check_embeddings(self.embedder(texts), len(texts))
+        embed = query_embedder(self.embedder) if queries else self.embedder
+        vectors = check_embeddings(embed(texts), len(texts))
         return [unpack_vector(pack_vector(vector)) for vector in vectors]
 
     def put(
@@ -388,17 +377,20 @@ class _Plans:
         ttl: float | None,
     ) -> Plan[MemoryItem]:
         request = prepare_put(tenant, namespace, key, text, kind=kind, tags=tags, ttl=ttl)
-        for value, what in ((request.text, "text"), (request.kind, "kind"), (request.tags, "tag")):
-            _no_nul(value, what)
         vector = self.embed([request.text])[0] if self.embedder else None
         now = self.clock()
-        row = q.ItemRow(
-            tenant=request.tenant, namespace=request.namespace, key=request.key,
-            text=request.text, kind=request.kind, tags=request.tags,
-            terms=document_terms(request.text), embedding=vector, created_at=now,
-            updated_at=now, expires_at=None if request.ttl is None else now + request.ttl,
-        )  # fmt: skip
-        return _put(self.schema, row, now)
+        return _put(self.schema, _item_row(request, vector, now), now)
+
+    def put_many(self, tenant: str, items: Iterable[NewMemory]) -> Plan[list[MemoryItem]] | None:
+        requests = prepare_put_many(tenant, items)
+        if not requests:
+            return None
+        vectors: Sequence[Sequence[float] | None] = [None] * len(requests)
+        if self.embedder:
+            vectors = self.embed([request.text for request in requests])
+        now = self.clock()
+        rows = [_item_row(r, v, now) for r, v in zip(requests, vectors, strict=True)]
+        return _put_many(self.schema, requests[0].tenant, rows, now)
 
     def get(self, tenant: str, namespace: NamespaceLike, key: str) -> Plan[Rows]:
         address = prepare_address(tenant, namespace, key)
@@ -415,13 +407,11 @@ class _Plans:
             tenant, namespace_prefix, query=query, kind=kind, tags=tags,
             limit=limit, offset=offset, mode=mode, embedder=self.embedder,
         )  # fmt: skip
-        _no_nul(request.kind, "kind")
-        _no_nul(request.tags, "tag")
         if request.query is not None and not request.terms:
             return None
         vector = None
         if request.query is not None and request.mode != "keyword":
-            vector = self.embed([request.query])[0]
+            vector = self.embed([request.query], queries=True)[0]
         return _search(self.schema, request, self.clock(), vector)
 
     def list_namespaces(self, tenant: str, *, prefix: NamespaceLike, max_depth: int | None,
@@ -442,13 +432,10 @@ class _Plans:
 
     def save_summary(self, summary: SessionSummary) -> Plan[SessionSummary]:
         check_summary(summary)
-        for name in ("user_id", "session_id", "text", "model", "content_hash"):
-            _no_nul(getattr(summary, name), f"summary.{name}")
         return _save_summary(self.schema, summary, self.clock())
 
     def history(self, tenant: str, session_id: str, *, latest: bool) -> Plan[Rows]:
         checked_tenant, session = check_session(tenant, session_id)
-        _no_nul(session, "session_id")
         return _rows(q.summary_history(self.schema, checked_tenant, session, latest=latest))
 
     def pending_outbox(self, tenant: str | None, *, limit: int) -> Plan[Rows]:
@@ -458,7 +445,6 @@ class _Plans:
 
     def complete_outbox(self, tenant: str, session_id: str, version: int) -> Plan[Rows]:
         address = check_outbox_address(tenant, session_id, version)
-        _no_nul(address[1], "session_id")
         return _rows(q.complete_outbox(self.schema, *address))
 
     def delete_user_summaries(self, tenant: str, user_id: str) -> Plan[int]:
@@ -548,6 +534,11 @@ class PostgresStore:
         """Insert or replace an item; a replace keeps ``created_at``."""
         plan = self._plans.put(tenant, namespace, key, text, kind=kind, tags=tags, ttl=ttl)
         return self._run(plan, "put")
+
+    def put_many(self, tenant: str, items: Iterable[NewMemory]) -> list[MemoryItem]:
+        """Put a batch in one transaction (see :meth:`MemoryStore.put_many`)."""
+        plan = self._plans.put_many(tenant, items)
+        return [] if plan is None else self._run(plan, "put_many")
 
     def get(self, tenant: str, namespace: NamespaceLike, key: str) -> MemoryItem | None:
         """The live item at this address, or None."""
@@ -736,6 +727,11 @@ class AsyncPostgresStore:
         """See :meth:`PostgresStore.put`."""
         plan = self._plans.put(tenant, namespace, key, text, kind=kind, tags=tags, ttl=ttl)
         return await self._run(plan, "put")
+
+    async def put_many(self, tenant: str, items: Iterable[NewMemory]) -> list[MemoryItem]:
+        """See :meth:`PostgresStore.put_many`."""
+        plan = self._plans.put_many(tenant, items)
+        return [] if plan is None else await self._run(plan, "put_many")
 
     async def get(self, tenant: str, namespace: NamespaceLike, key: str) -> MemoryItem | None:
         """See :meth:`PostgresStore.get`."""

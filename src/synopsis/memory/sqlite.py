@@ -20,7 +20,7 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
 from types import TracebackType
@@ -30,6 +30,7 @@ from synopsis.errors import InvalidInput, MigrationError, StoreError
 from synopsis.memory import _sql_sqlite as sql
 from synopsis.memory._recall import (
     MAX_LIMIT,
+    PutRequest,
     SearchRequest,
     check_embeddings,
     check_outbox_address,
@@ -44,12 +45,14 @@ from synopsis.memory._recall import (
     prepare_address,
     prepare_prefix,
     prepare_put,
+    prepare_put_many,
     prepare_search,
+    query_embedder,
     rank_by_vector,
     reciprocal_rank_fusion,
+    stored_item,
     summary_save_action,
     to_datetime,
-    unpack_vector,
 )
 from synopsis.memory._terms import document_terms
 from synopsis.memory._types import (
@@ -57,6 +60,7 @@ from synopsis.memory._types import (
     MemoryItem,
     Namespace,
     NamespaceLike,
+    NewMemory,
     OutboxEntry,
     SearchHit,
     SearchMode,
@@ -131,6 +135,22 @@ def _item(tenant: str, row: _Row) -> MemoryItem:
         updated_at=to_datetime(updated),
         expires_at=None if expires is None else to_datetime(expires),
     )
+
+
+def _upsert_batch(
+    conn: sqlite3.Connection,
+    requests: Sequence[PutRequest],
+    terms: Sequence[Sequence[str]],
+    now: float,
+) -> list[tuple[int, float]]:
+    """Upsert the rows (one ``executemany``); ``(id, created_at)`` of each, in order."""
+    upsert = sql.upsert_memories(requests, terms, now)
+    conn.executemany(upsert.sql, upsert.rows)
+    select = sql.select_written(requests[0].tenant, [(row[1], row[2]) for row in upsert.rows])
+    written: list[tuple[int, float]] = [(0, now)] * len(requests)
+    for index, memory_id, created in conn.execute(select.sql, select.params):
+        written[index] = (memory_id, created)
+    return written
 
 
 def _summary(row: _Row | None) -> SessionSummary | None:
@@ -215,9 +235,10 @@ class SQLiteStore:
         with self._reading(action) as conn:
             return conn.execute(statement.sql, statement.params).fetchall()
 
-    def _embed(self, texts: list[str]) -> list[tuple[float, ...]]:
+    def _embed(self, texts: list[str], *, queries: bool = False) -> list[tuple[float, ...]]:
         assert self._embedder is not None
-        return check_embeddings(self._embedder(texts), len(texts))
+        embed = query_embedder(self._embedder) if queries else self._embedder
+        return check_embeddings(embed(texts), len(texts))
 
     # --- memories --------------------------------------------------------------------------
 
@@ -251,17 +272,28 @@ class SQLiteStore:
                 else sql.upsert_vector(memory_id, pack_vector(vector))
             )
             conn.execute(follow.sql, follow.params)
-        return MemoryItem(
-            tenant=request.tenant,
-            namespace=request.namespace,
-            key=request.key,
-            text=request.text,
-            kind=request.kind,
-            tags=dict(request.tags),
-            created_at=to_datetime(created),
-            updated_at=to_datetime(now),
-            expires_at=None if expires is None else to_datetime(expires),
-        )
+        return stored_item(request, created=created, now=now)
+
+    def put_many(self, tenant: str, items: Iterable[NewMemory]) -> list[MemoryItem]:
+        """Put a batch in one transaction (see :meth:`MemoryStore.put_many`)."""
+        requests = prepare_put_many(tenant, items)
+        if not requests:
+            return []
+        vectors = self._embed([r.text for r in requests]) if self._embedder else None
+        terms = [document_terms(r.text) for r in requests]
+        with self._writing("store memories") as conn:
+            now = self._clock()
+            written = _upsert_batch(conn, requests, terms, now)
+            ids = [memory_id for memory_id, _ in written]
+            follow = (
+                sql.delete_vectors(ids)
+                if vectors is None
+                else sql.upsert_vectors(list(zip(ids, map(pack_vector, vectors), strict=True)))
+            )
+            conn.executemany(follow.sql, follow.rows)
+        return [
+            stored_item(r, created=c, now=now) for r, (_, c) in zip(requests, written, strict=True)
+        ]
 
     def get(self, tenant: str, namespace: NamespaceLike, key: str) -> MemoryItem | None:
         """The live item at this address, or None."""
@@ -309,7 +341,7 @@ class SQLiteStore:
 
     def _search_vectors(self, request: SearchRequest, now: float) -> list[SearchHit]:
         assert request.query is not None
-        query_vector = self._embed([request.query])[0]
+        query_vector = self._embed([request.query], queries=True)[0]
         with self._reading("search memories") as conn:
             statement = sql.search_vectors(request, now)
             vector_rows = conn.execute(statement.sql, statement.params).fetchall()
@@ -319,9 +351,9 @@ class SQLiteStore:
                 keyword_rows = conn.execute(statement.sql, statement.params).fetchall()
         rows = {row[0]: row for row in (*vector_rows, *keyword_rows)}
         vector_rows.sort(key=lambda row: _order(row, None))
-        by_vector = rank_by_vector(
-            query_vector, [(row[0], unpack_vector(row[9])) for row in vector_rows]
-        )[:MAX_LIMIT]
+        by_vector = rank_by_vector(query_vector, [(row[0], bytes(row[9])) for row in vector_rows])[
+            :MAX_LIMIT
+        ]
         if request.mode == "vector":
             scores = dict(by_vector)
         else:
@@ -480,6 +512,10 @@ class AsyncSQLiteStore:
         return await asyncio.to_thread(
             self._store.put, tenant, namespace, key, text, kind=kind, tags=tags, ttl=ttl
         )
+
+    async def put_many(self, tenant: str, items: Iterable[NewMemory]) -> list[MemoryItem]:
+        """See :meth:`SQLiteStore.put_many`."""
+        return await asyncio.to_thread(self._store.put_many, tenant, items)
 
     async def get(self, tenant: str, namespace: NamespaceLike, key: str) -> MemoryItem | None:
         """See :meth:`SQLiteStore.get`."""
