@@ -103,6 +103,31 @@ BACKENDS: dict[str, Backend] = {
 }
 
 
+#: Backends whose data outlives the store object (for ``@pytest.mark.backends(*PERSISTENT)``).
+PERSISTENT = tuple(name for name, backend in BACKENDS.items() if backend.persistent)
+SQLITE = tuple(name for name in BACKENDS if name.startswith("sqlite"))
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Drop the backend combinations a test says it does not apply to.
+
+    ``@pytest.mark.backends("sqlite-file", ...)`` names the backends a test is for; the other
+    combinations do not exist, so they are deselected instead of generated and skipped.
+    """
+    kept: list[pytest.Item] = []
+    dropped: list[pytest.Item] = []
+    for item in items:
+        marker = item.get_closest_marker("backends")
+        params = getattr(getattr(item, "callspec", None), "params", {})
+        if marker is not None and params.get("backend") not in marker.args:
+            dropped.append(item)
+        else:
+            kept.append(item)
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = kept
+
+
 class Store:
     """One awaitable face over a sync or async store, so each test body serves both.
 

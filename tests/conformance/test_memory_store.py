@@ -21,7 +21,7 @@ from synopsis.memory._types import (
 )
 from synopsis.testing import AsymmetricEmbedder, BigramEmbedder, FakeClock
 
-from .conftest import BACKENDS, Store, db_path
+from .conftest import PERSISTENT, SQLITE, Store, db_path
 
 T = "tenant-a"
 NS = ("user", "u1", "session", "s1")
@@ -348,15 +348,17 @@ def _break_inserts_of_key_boom(
         )
 
 
+@pytest.mark.backends("sqlite-file", "postgres")
 async def test_put_many_is_one_transaction(
     backend: str,
     make_store: Callable[..., Store],
     tmp_path: Path,
     request: pytest.FixtureRequest,
 ) -> None:
-    """When the database fails on one row, no row of the batch is written or replaced."""
-    if backend not in ("sqlite-file", "postgres"):
-        pytest.skip("needs a database a second connection can sabotage")
+    """When the database fails on one row, no row of the batch is written or replaced.
+
+    Only backends a second connection can sabotage (with a trigger) can show it.
+    """
     store = make_store()
     before = await store.put(T, NS, "a", "old text")
     _break_inserts_of_key_boom(backend, tmp_path, request)
@@ -634,12 +636,11 @@ async def test_vector_search_respects_filters_and_paging(make_store: Callable[..
 # --- persistence and migrations (backends that persist) -----------------------------------------
 
 
+@pytest.mark.backends(*PERSISTENT)
 async def test_reopening_keeps_data_and_migrations_are_idempotent(
     backend: str, make_store: Callable[..., Store]
 ) -> None:
     """A persistent store opened again on the same storage sees the same items."""
-    if not BACKENDS[backend].persistent:
-        pytest.skip("backend does not persist")
     first = make_store()
     await first.put(T, NS, "k", "咖啡 coffee")
     await first.aclose()
@@ -651,12 +652,11 @@ async def test_reopening_keeps_data_and_migrations_are_idempotent(
         await again.aclose()
 
 
+@pytest.mark.backends("sqlite-file")
 async def test_sqlite_newer_schema_is_refused(
     backend: str, make_store: Callable[..., Store], tmp_path: Path
 ) -> None:
     """A SQLite database from a newer synopsis raises MigrationError instead of being used."""
-    if backend != "sqlite-file":
-        pytest.skip("only for the SQLite file backend")
     await make_store().aclose()
     with closing(sqlite3.connect(db_path(tmp_path))) as conn, conn:
         conn.execute("INSERT INTO synopsis_schema (version) VALUES (999)")
@@ -664,23 +664,21 @@ async def test_sqlite_newer_schema_is_refused(
         make_store()
 
 
+@pytest.mark.backends("sqlite-file")
 async def test_sqlite_garbage_file_raises_store_error(
     backend: str, make_store: Callable[..., Store], tmp_path: Path
 ) -> None:
     """Opening a file that is not a database raises StoreError, never sqlite3.Error."""
-    if backend != "sqlite-file":
-        pytest.skip("only for the SQLite file backend")
     db_path(tmp_path).write_bytes(b"definitely not a database file" * 100)
     with pytest.raises(StoreError):
         make_store()
 
 
+@pytest.mark.backends(*SQLITE)
 async def test_sqlite_closed_store_raises_store_error(
     backend: str, make_store: Callable[..., Store]
 ) -> None:
     """Using a closed SQLite store raises StoreError; closing twice is fine."""
-    if not backend.startswith("sqlite"):
-        pytest.skip("only for SQLite backends")
     store = make_store()
     await store.aclose()
     await store.aclose()

@@ -12,7 +12,7 @@ from synopsis.errors import InvalidInput, StoreError
 from synopsis.memory._types import SessionSummary
 from synopsis.testing import FakeClock
 
-from .conftest import BACKENDS, Store
+from .conftest import PERSISTENT, Store
 
 T = "tenant-a"
 
@@ -207,12 +207,11 @@ async def test_delete_user_covers_memories_summaries_and_outbox(store: Store) ->
     assert [h.item.key for h in await store.search(T)] == ["m3"]
 
 
+@pytest.mark.backends(*PERSISTENT)
 async def test_summaries_and_outbox_survive_reopening(
     backend: str, make_store: Callable[..., Store]
 ) -> None:
     """A persistent store keeps summaries and pending outbox entries across reopen."""
-    if not BACKENDS[backend].persistent:
-        pytest.skip("backend does not persist")
     first = make_store()
     stored = await first.save_summary(summary(1))
     await first.aclose()
