@@ -286,7 +286,6 @@ class OursPostgres:
 
         with psycopg.connect(self.url, autocommit=True) as conn:
             conn.execute(f"VACUUM ANALYZE {self.schema}.memories")
-            conn.execute(f"VACUUM ANALYZE {self.schema}.memory_terms")
 
     def size_bytes(self) -> int:
         import psycopg

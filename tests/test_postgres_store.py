@@ -225,6 +225,51 @@ def test_version_1_database_is_upgraded_in_place(
 
 
 @pytest.mark.postgres
+def test_version_3_database_with_term_rows_upgrades_and_keeps_its_scores(
+    make: Callable[..., PostgresStore], clock: FakeClock, postgres_url: str, schema: str
+) -> None:
+    """Items written with a memory_terms table rank exactly as before once it is dropped."""
+    reference = InMemoryStore(clock=clock)
+    with psycopg.connect(postgres_url) as conn:
+        steps = [*q.migration_prelude(schema), *q.migration(schema, 1)]
+        steps += [*q.migration(schema, 2), *q.migration(schema, 3)]
+        for statement in steps:
+            conn.execute(statement.query, statement.params)
+        for key, text in CORPUS.items():
+            terms = document_terms(text)
+            row = conn.execute(
+                sql.SQL(
+                    "INSERT INTO {}.memories (tenant, namespace, key, text, kind, tags, terms,"
+                    " doc_len, created_at, updated_at) VALUES (%s, %s, %s, %s, 'note', '{{}}',"
+                    " %s, %s, %s, %s) RETURNING id"
+                ).format(sql.Identifier(schema)),
+                (T, ["user", "u1", key], key, text, " ".join(terms), len(terms),
+                 clock(), clock()),
+            ).fetchone()  # fmt: skip
+            assert row is not None
+            conn.execute(
+                sql.SQL(
+                    "INSERT INTO {}.memory_terms (item_id, term, tf)"
+                    " SELECT %s, u.term, u.tf FROM unnest(%s::text[], %s::integer[]) AS u(term, tf)"
+                ).format(sql.Identifier(schema)),
+                (row[0], list(Counter(terms)), list(Counter(terms).values())),
+            )
+            reference.put(T, ("user", "u1", key), key, text)
+            clock.advance(1)
+    store = make()
+    for query in ("coffee", "咖啡 数据库", "喜欢 coffee"):
+        got = [(h.item.key, h.score) for h in store.search(T, query=query)]
+        want = [(h.item.key, h.score) for h in reference.search(T, query=query)]
+        assert got == want
+        assert got
+    with psycopg.connect(postgres_url) as conn:
+        table = conn.execute("SELECT to_regclass(%s)", (f'"{schema}".memory_terms',)).fetchone()
+    assert table == (None,)
+    store.put(T, NS, "new", "new coffee")
+    assert len(store.search(T, query="coffee")) == 4
+
+
+@pytest.mark.postgres
 def test_newer_schema_than_the_code_is_a_migration_error(
     make: Callable[..., PostgresStore], postgres_url: str, schema: str
 ) -> None:
@@ -422,23 +467,23 @@ def test_put_many_binds_every_value() -> None:
         tenant=evil, namespace=(evil, "%_"), key=evil, text=evil, kind=evil, tags={evil: evil},
         terms=[evil], embedding=None, created_at=1.0, updated_at=1.0, expires_at=None,
     )  # fmt: skip
-    for statement in (q.upsert_items("synopsis", evil, [row], 1.0),
-                      *q.replace_terms_many("synopsis", [1], [[evil]])):  # fmt: skip
-        assert "DROP" not in _text(statement)
-        assert "%_" not in _text(statement)
+    statement = q.upsert_items("synopsis", evil, [row], 1.0)
+    assert "DROP" not in _text(statement)
+    assert "%_" not in _text(statement)
 
 
 @pytest.mark.postgres
 def test_index_terms_are_the_shared_terms(
     make: Callable[..., PostgresStore], postgres_url: str, schema: str
 ) -> None:
-    """The stored terms and frequencies are exactly document_terms of the text."""
+    """The stored terms and length are exactly document_terms of the text."""
     make().put(T, NS, "k", "Painting paints 用户喜欢")
     with psycopg.connect(postgres_url) as conn:
         rows = conn.execute(
-            sql.SQL("SELECT term, tf FROM {}.memory_terms").format(sql.Identifier(schema))
+            sql.SQL("SELECT terms, doc_len FROM {}.memories").format(sql.Identifier(schema))
         ).fetchall()
-    assert dict(rows) == dict(Counter(document_terms("Painting paints 用户喜欢")))
+    terms = document_terms("Painting paints 用户喜欢")
+    assert rows == [(" ".join(terms), len(terms))]
     assert query_terms("paint") == ["paint"]
 
 
@@ -502,10 +547,10 @@ def test_idempotent_retries_race_safely(make: Callable[..., PostgresStore]) -> N
 
 
 @pytest.mark.postgres
-def test_sweep_and_delete_user_remove_terms_too(
+def test_sweep_and_delete_user_leave_no_rows(
     make: Callable[..., PostgresStore], clock: FakeClock, postgres_url: str, schema: str
 ) -> None:
-    """Deleting items (any way) leaves no orphaned term rows behind."""
+    """Deleting items (any way) leaves no rows behind."""
     store = make()
     store.put(T, NS, "short", "coffee", ttl=5)
     store.put(T, NS, "long", "tea")
@@ -514,7 +559,7 @@ def test_sweep_and_delete_user_remove_terms_too(
     assert store.delete_user(T, "u1") == 1
     with psycopg.connect(postgres_url) as conn:
         count = conn.execute(
-            sql.SQL("SELECT count(*) FROM {}.memory_terms").format(sql.Identifier(schema))
+            sql.SQL("SELECT count(*) FROM {}.memories").format(sql.Identifier(schema))
         ).fetchone()
     assert count == (0,)
 

@@ -113,6 +113,64 @@ class BrokenPut:
         return getattr(self.inner, name)
 
 
+class PoisonPut:
+    """A store whose memory puts always fail for the sessions named in ``poison``."""
+
+    def __init__(self, inner: InMemoryStore, *poison: str) -> None:
+        self.inner = inner
+        self.poison = set(poison)
+
+    def put(self, tenant: str, namespace: Sequence[str], *args: Any, **kwargs: Any) -> Any:
+        if namespace[-1] in self.poison:
+            raise StoreError("document rejected")
+        return self.inner.put(tenant, namespace, *args, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+
+class AsyncPoisonPut:
+    """The async twin of :class:`PoisonPut`."""
+
+    def __init__(self, inner: AsyncInMemoryStore, *poison: str) -> None:
+        self.inner = inner
+        self.poison = set(poison)
+
+    async def put(self, tenant: str, namespace: Sequence[str], *args: Any, **kwargs: Any) -> Any:
+        if namespace[-1] in self.poison:
+            raise StoreError("document rejected")
+        return await self.inner.put(tenant, namespace, *args, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+
+class UncountableFailure(BrokenPut):
+    """Puts fail and so does counting the failure: the store is down."""
+
+    def fail_outbox(self, *args: Any) -> int:
+        raise StoreError("connection lost")
+
+
+POISON = ("p1", "p2", "p3")
+HEALTHY = ("h1", "h2")
+
+
+def pending_summary(session: str) -> SessionSummary:
+    """Version 1 of a session's summary, as a job that died before its memory write left it."""
+    return SessionSummary(
+        tenant=T,
+        user_id="u1",
+        session_id=session,
+        version=1,
+        text=f"summary of {session}",
+        covers_from=0,
+        covers_to=20,
+        model="m",
+        content_hash=f"h-{session}",
+    )
+
+
 def summary_memories(store: InMemoryStore) -> list[str]:
     """Keys of every summary memory of user u1."""
     return sorted(h.item.key for h in store.search(T, ("user", "u1"), kind="summary", limit=100))
@@ -214,15 +272,55 @@ def test_crash_between_writes_is_recovered_exactly_once() -> None:
     ) as session:
         session.after_turn(T, "u1", "s1", turns(20))
         session.drain(timeout=30)
-    stages = {e.stage for e in events if isinstance(e, SessionMemoryFailed)}
-    assert stages == {"memory_write"}
+    failed = [e for e in events if isinstance(e, SessionMemoryFailed)]
+    assert {e.stage for e in failed} == {"memory_write"}
+    # The job's own write fails (attempt 1), then its follow-up recover() fails (attempt 2).
+    assert [e.attempts for e in failed] == [1, 2]
     assert summary_memories(inner) == []
-    assert len(inner.pending_outbox(T)) == 1
+    assert [e.attempts for e in inner.pending_outbox(T)] == [2]
     with SessionMemory(store=inner, summarizer=None) as restarted:
         assert restarted.recover() == 1
         assert restarted.recover() == 0
     assert summary_memories(inner) == ["summary-v1"]
     assert inner.pending_outbox() == []
+
+
+def test_poison_entries_do_not_block_newer_ones() -> None:
+    """With more always-failing entries than ``limit``, recover() still completes newer ones."""
+    clock = FakeClock()
+    inner = InMemoryStore(clock=clock)
+    for session in (*POISON, *HEALTHY):  # the poison entries are the oldest
+        inner.save_summary(pending_summary(session))
+        clock.advance(1)
+    events: list[Any] = []
+    store = PoisonPut(inner, *POISON)
+    with SessionMemory(store=store, summarizer=None, on_event=[events.append]) as session:  # type: ignore[arg-type]
+        done = [session.recover(T, limit=2) for _ in range(4)]
+    assert sum(done) == len(HEALTHY)
+    assert done[-1] == 0
+    remaining = inner.pending_outbox(T)
+    assert sorted(e.summary.session_id for e in remaining) == list(POISON)
+    assert all(e.attempts >= 1 for e in remaining)
+    written = sorted(h.item.namespace[-1] for h in inner.search(T, kind="summary", limit=100))
+    assert written == list(HEALTHY)
+    failed = [e for e in events if isinstance(e, SessionMemoryFailed)]
+    assert {e.session_id for e in failed} == set(POISON)
+    for entry in remaining:  # each failure event carries the count so far
+        counts = [e.attempts for e in failed if e.session_id == entry.summary.session_id]
+        assert counts == list(range(1, entry.attempts + 1))
+
+
+def test_failure_that_cannot_be_counted_reports_no_attempts() -> None:
+    """If counting the failure fails too, the event says attempts=None and the entry stays."""
+    inner = InMemoryStore()
+    inner.save_summary(pending_summary("s1"))
+    events: list[Any] = []
+    store = UncountableFailure(inner)
+    with SessionMemory(store=store, summarizer=None, on_event=[events.append]) as session:  # type: ignore[arg-type]
+        assert session.recover(T) == 0
+    [event] = [e for e in events if isinstance(e, SessionMemoryFailed)]
+    assert (event.stage, event.attempts) == ("memory_write", None)
+    assert [e.attempts for e in inner.pending_outbox(T)] == [0]
 
 
 def test_process_killed_after_save_summary_is_recovered() -> None:
@@ -373,3 +471,25 @@ async def test_async_crash_between_writes_is_recovered_once() -> None:
     hits = await store.search(T, ("user", "u1"), kind="summary")
     assert [h.item.key for h in hits] == ["summary-v1"]
     await session.aclose()
+
+
+async def test_async_poison_entries_do_not_block_newer_ones() -> None:
+    """Async: recover() counts each failure and reaches the healthy entries behind the poison."""
+    clock = FakeClock()
+    inner = AsyncInMemoryStore(clock=clock)
+    for name in (*POISON, *HEALTHY):
+        await inner.save_summary(pending_summary(name))
+        clock.advance(1)
+    events: list[Any] = []
+    store = AsyncPoisonPut(inner, *POISON)
+    session = AsyncSessionMemory(store=store, summarizer=None, on_event=[events.append])  # type: ignore[arg-type]
+    done = [await session.recover(T, limit=2) for _ in range(4)]
+    await session.aclose()
+    assert sum(done) == len(HEALTHY)
+    remaining = await inner.pending_outbox(T)
+    assert sorted(e.summary.session_id for e in remaining) == list(POISON)
+    failed = [e for e in events if isinstance(e, SessionMemoryFailed)]
+    assert [e.attempts for e in failed if e.session_id == "p1"] == [1, 2]
+    for entry in remaining:  # each failure event carries the count so far
+        counts = [e.attempts for e in failed if e.session_id == entry.summary.session_id]
+        assert counts == list(range(1, entry.attempts + 1))

@@ -14,7 +14,9 @@ new messages, with the previous summary as context, then makes a **dual write**:
 
 If the process dies between 1 and 3, :meth:`SessionMemory.recover` (call it at start-up; jobs
 also call it after each success) replays the pending entries. The memory key is deterministic,
-so a replay is an upsert and never a duplicate.
+so a replay is an upsert and never a duplicate. Every failed memory write (first try or
+replay) is counted on its entry with ``store.fail_outbox``, and ``pending_outbox`` lists the
+fewest-failed entries first, so an entry that always fails never blocks newer ones.
 
 At most one job per (tenant, session) runs in this process (an in-process registry behind a
 lock). Across replicas the store decides: summary versions are unique per session, so the
@@ -246,7 +248,7 @@ class SessionMemory:
         return True
 
     def _write_memory(self, summary: SessionSummary) -> bool:
-        """The second write plus its outbox completion; a failure leaves the entry pending."""
+        """The second write plus its outbox completion; a failure is counted on the entry."""
         try:
             self._store.put(
                 summary.tenant,
@@ -258,14 +260,23 @@ class SessionMemory:
             )
             self._store.complete_outbox(summary.tenant, summary.session_id, summary.version)
         except Exception as exc:
-            emit_session(
-                self._handlers, failure("memory_write", summary.tenant, summary.session_id, exc)
+            attempts = self._count_failure(summary)
+            event = failure(
+                "memory_write", summary.tenant, summary.session_id, exc, attempts=attempts
             )
+            emit_session(self._handlers, event)
             return False
         return True
 
+    def _count_failure(self, summary: SessionSummary) -> int | None:
+        """Count a failed write on its outbox entry; None if the store could not count it."""
+        try:
+            return self._store.fail_outbox(summary.tenant, summary.session_id, summary.version)
+        except Exception:  # the store is down too; the entry keeps its count
+            return None
+
     def recover(self, tenant: str | None = None, *, limit: int = 100) -> int:
-        """Replay pending outbox entries (their memory writes); return how many completed."""
+        """Replay pending entries, fewest failures first; return how many completed."""
         try:
             entries: list[OutboxEntry] = self._store.pending_outbox(tenant, limit=limit)
         except Exception as exc:
@@ -530,14 +541,23 @@ class AsyncSessionMemory:
             )
             await self._store.complete_outbox(summary.tenant, summary.session_id, summary.version)
         except Exception as exc:
-            await aemit_session(
-                self._handlers, failure("memory_write", summary.tenant, summary.session_id, exc)
+            attempts = await self._count_failure(summary)
+            event = failure(
+                "memory_write", summary.tenant, summary.session_id, exc, attempts=attempts
             )
+            await aemit_session(self._handlers, event)
             return False
         return True
 
+    async def _count_failure(self, summary: SessionSummary) -> int | None:
+        tenant, session_id, version = summary.tenant, summary.session_id, summary.version
+        try:
+            return await self._store.fail_outbox(tenant, session_id, version)
+        except Exception:
+            return None
+
     async def recover(self, tenant: str | None = None, *, limit: int = 100) -> int:
-        """Replay pending outbox entries (their memory writes); return how many completed."""
+        """Replay pending entries, fewest failures first; return how many completed."""
         try:
             entries = await self._store.pending_outbox(tenant, limit=limit)
         except Exception as exc:

@@ -9,7 +9,9 @@ handlers that return an awaitable. A failing handler is logged and never reaches
   whether the long-term copy was written too (if not, the outbox still holds it).
 * ``session_memory_failed``: one stage failed (``load_summary``, ``summarize``,
   ``invalid_summary``, ``save``, ``memory_write``, ``recover``, ``recall`` or ``job``); the turn
-  went on. ``error`` is the serialized exception.
+  went on. ``error`` is the serialized exception. For ``memory_write`` failures ``attempts``
+  is how many times that outbox entry has now failed (0 if it is no longer pending, None if
+  the store could not count it); other stages leave it None.
 * ``outbox_replayed``: :meth:`recover` completed a memory write that an earlier job left pending.
 """
 
@@ -91,6 +93,7 @@ class SessionMemoryFailed:
     tenant: str
     session_id: str | None
     error: dict[str, Any] = field(default_factory=dict)
+    attempts: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return _event_dict(self)
@@ -136,14 +139,23 @@ async def aemit_session(handlers: Sequence[SessionEventHandler], event: SessionE
 
 
 def failure(
-    stage: Stage, tenant: str, session_id: str | None, exc: BaseException
+    stage: Stage,
+    tenant: str,
+    session_id: str | None,
+    exc: BaseException,
+    *,
+    attempts: int | None = None,
 ) -> SessionMemoryFailed:
     """Log a failed stage and describe it as an event."""
     _log.warning(
         "session memory %s failed (tenant=%s, session=%s): %r", stage, tenant, session_id, exc
     )
     return SessionMemoryFailed(
-        stage=stage, tenant=tenant, session_id=session_id, error=describe_error(exc)
+        stage=stage,
+        tenant=tenant,
+        session_id=session_id,
+        error=describe_error(exc),
+        attempts=attempts,
     )
 
 

@@ -172,6 +172,90 @@ async def test_complete_outbox_is_idempotent(store: Store) -> None:
     assert len(await store.summary_history(T, "s1")) == 2
 
 
+async def test_fail_outbox_counts_each_failure(store: Store) -> None:
+    """Each fail_outbox adds one attempt, returns the new count and shows in pending_outbox."""
+    await store.save_summary(summary(1))
+    assert await store.fail_outbox(T, "s1", 1) == 1
+    assert await store.fail_outbox(T, "s1", 1) == 2
+    assert await store.fail_outbox(T, "s1", 1) == 3
+    [entry] = await store.pending_outbox()
+    assert entry.attempts == 3
+    assert [e.attempts for e in await store.pending_outbox(T)] == [3]
+
+
+async def test_fail_outbox_without_a_pending_entry_returns_zero(store: Store) -> None:
+    """A missing entry, a missing version or a completed entry counts nothing and returns 0."""
+    await store.save_summary(summary(1))
+    assert await store.fail_outbox(T, "missing", 1) == 0
+    assert await store.fail_outbox(T, "s1", 2) == 0
+    await store.complete_outbox(T, "s1", 1)
+    assert await store.fail_outbox(T, "s1", 1) == 0
+    assert await store.pending_outbox() == []
+
+
+async def test_failed_entries_queue_behind_fresh_ones(store: Store, clock: FakeClock) -> None:
+    """pending_outbox orders by attempts, then age: a failing entry never starves newer ones."""
+    for session in ("a", "b", "c"):
+        await store.save_summary(summary(1, session=session))
+        clock.advance(1)
+    await store.fail_outbox(T, "a", 1)
+    assert pending_keys(await store.pending_outbox()) == [(T, "b", 1), (T, "c", 1), (T, "a", 1)]
+    await store.fail_outbox(T, "b", 1)
+    await store.fail_outbox(T, "b", 1)
+    entries = await store.pending_outbox()
+    assert pending_keys(entries) == [(T, "c", 1), (T, "a", 1), (T, "b", 1)]
+    assert [e.attempts for e in entries] == [0, 1, 2]
+    assert pending_keys(await store.pending_outbox(limit=1)) == [(T, "c", 1)]
+    await store.fail_outbox(T, "c", 1)
+    # Equal attempts fall back to the oldest first.
+    assert pending_keys(await store.pending_outbox(T, limit=2)) == [(T, "a", 1), (T, "c", 1)]
+
+
+async def test_fail_outbox_is_scoped_by_tenant(store: Store) -> None:
+    """Failing another tenant's (tenant, session, version) changes nothing and returns 0."""
+    await store.save_summary(summary(1, tenant="ta"))
+    await store.save_summary(summary(1, tenant="tb", text="other"))
+    assert await store.fail_outbox("tc", "s1", 1) == 0
+    assert await store.fail_outbox("tb", "s1", 1) == 1
+    assert [e.attempts for e in await store.pending_outbox("ta")] == [0]
+    assert [e.attempts for e in await store.pending_outbox("tb")] == [1]
+
+
+async def test_completing_after_failures_removes_the_entry(store: Store) -> None:
+    """An entry that failed before can still be completed; it then leaves the outbox."""
+    await store.save_summary(summary(1))
+    await store.save_summary(summary(2))
+    await store.fail_outbox(T, "s1", 1)
+    await store.fail_outbox(T, "s1", 1)
+    await store.complete_outbox(T, "s1", 1)
+    assert pending_keys(await store.pending_outbox()) == [(T, "s1", 2)]
+
+
+@pytest.mark.parametrize(
+    ("tenant", "session", "version"),
+    [
+        ("", "s1", 1),
+        (T, "", 1),
+        (T, "s1", 0),
+        (T, "s1", -1),
+        (T, "s1", True),
+        (T, "s1", "1"),
+        (T, "s1", 1.0),
+        (T, "s1", 2**63),
+        (None, "s1", 1),
+        (T, None, 1),
+    ],
+)
+async def test_fail_outbox_rejects_bad_arguments(
+    store: Store, tenant: object, session: object, version: object
+) -> None:
+    """A bad tenant, session or version raises InvalidInput and counts nothing."""
+    await store.save_summary(summary(1))
+    with pytest.raises(InvalidInput):
+        await store.fail_outbox(tenant, session, version)
+    assert [e.attempts for e in await store.pending_outbox()] == [0]
+
+
 async def test_completed_entry_stays_completed_after_a_repeated_save(store: Store) -> None:
     """An idempotent re-save does not resurrect a completed outbox entry."""
     await store.save_summary(summary(1))
@@ -218,3 +302,17 @@ async def test_summaries_and_outbox_survive_reopening(
     again = make_store()
     assert await again.latest_summary(T, "s1") == stored
     assert pending_keys(await again.pending_outbox()) == [(T, "s1", 1)]
+
+
+@pytest.mark.backends(*PERSISTENT)
+async def test_outbox_attempts_survive_reopening(
+    backend: str, make_store: Callable[..., Store]
+) -> None:
+    """A persistent store keeps each entry's failure count across reopen."""
+    first = make_store()
+    await first.save_summary(summary(1))
+    assert await first.fail_outbox(T, "s1", 1) == 1
+    await first.aclose()
+    again = make_store()
+    assert [e.attempts for e in await again.pending_outbox()] == [1]
+    assert await again.fail_outbox(T, "s1", 1) == 2

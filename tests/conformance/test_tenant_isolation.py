@@ -108,6 +108,7 @@ async def test_attack_strings_never_cross_tenants(store: Store, attack: str) -> 
         store.latest_summary(A, attack),
         store.summary_history(A, attack),
         store.complete_outbox(A, attack, 1),
+        store.fail_outbox(A, attack, 1),
         store.pending_outbox(attack),
     ]
     for call in calls:
@@ -129,6 +130,7 @@ async def test_attack_tenant_ids_are_scoped_or_rejected(store: Store, tenant: st
         store.get(tenant, ("user", "u1"), "k"),
         store.delete_user(tenant, "u1"),
         store.pending_outbox(tenant),
+        store.fail_outbox(tenant, "s1", 1),
     ):
         result = await attempt(call)
         assert result in (None, [], 0)
@@ -177,6 +179,8 @@ async def test_summaries_do_not_cross_tenants(store: Store) -> None:
         )  # fmt: skip
     assert (await store.latest_summary(A, "s1")).text == f"{A} text"
     assert [e.summary.tenant for e in await store.pending_outbox(A)] == [A]
+    assert await store.fail_outbox(A, "s1", 1) == 1
+    assert [e.attempts for e in await store.pending_outbox(B)] == [0]
     await store.complete_outbox(A, "s1", 1)
     assert [e.summary.tenant for e in await store.pending_outbox()] == [B]
     assert await store.delete_user(A, "u1") == 1

@@ -8,16 +8,15 @@ Layout (schema ``synopsis`` by default)::
     schema_version(version, applied_at)
     memories(id, tenant, namespace text[], key, text, kind, tags jsonb, terms, search_tsv,
              doc_len, embedding real[], created_at, updated_at, expires_at)
-    memory_terms(item_id -> memories, term, tf)                BM25 term frequencies
     summaries(tenant, session_id, version, user_id, text, covers_from, covers_to, model,
               content_hash, created_at)
     outbox(tenant, session_id, version -> summaries, enqueued_at, attempts)   pending copies
 
 Times are epoch seconds (``double precision``) computed from the store's injected clock, so a
 fake clock drives expiry exactly as it does on the other backends. ``terms`` holds the
-space-joined :func:`~synopsis.memory._terms.document_terms`; ``search_tsv`` turns them into a
-tsvector lexeme for lexeme (``array_to_tsvector``, no parser or dictionary in between) and a
-GIN index on it finds the candidates of a keyword query.
+space-joined :func:`~synopsis.memory._terms.document_terms` (BM25 counts its term frequencies
+there); ``search_tsv`` turns them into a tsvector lexeme for lexeme (``array_to_tsvector``, no
+parser or dictionary in between) and a GIN index on it finds the candidates of a keyword query.
 """
 
 from __future__ import annotations
@@ -25,7 +24,6 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, LiteralString
@@ -50,7 +48,6 @@ __all__ = [
     "list_namespaces",
     "lock_key",
     "prefix_range",
-    "replace_terms_many",
     "scope_stats",
     "search_newest",
     "upsert_items",
@@ -159,8 +156,12 @@ _V3: Final[tuple[LiteralString, ...]] = (
     ' (tenant, namespace COLLATE "C") INCLUDE (doc_len, expires_at)',
 )
 
+# BM25 takes term frequencies from each memory's own ``terms`` (faster to search, and a put
+# writes one row instead of one per distinct term), so the per-term table goes.
+_V4: Final[tuple[LiteralString, ...]] = ("DROP TABLE IF EXISTS {s}.memory_terms",)
+
 #: Ordered migrations; migration ``n`` (1-based) brings the schema to version ``n``.
-MIGRATIONS: Final[tuple[tuple[LiteralString, ...], ...]] = (_V1, _V2, _V3)
+MIGRATIONS: Final[tuple[tuple[LiteralString, ...], ...]] = (_V1, _V2, _V3, _V4)
 
 
 def migration_lock(schema: str) -> Statement:
@@ -203,12 +204,6 @@ _ITEM_COLUMNS: Final = (
     "m.tenant, m.namespace, m.key, m.text, m.kind, m.tags, m.created_at, m.updated_at, m.expires_at"
 )
 _LIVE: Final = "(m.expires_at IS NULL OR m.expires_at > %(now)s)"
-
-
-def term_frequencies(terms: Sequence[str]) -> tuple[list[str], list[int]]:
-    """Distinct terms and their counts, in order of first appearance."""
-    counts = Counter(terms)
-    return list(counts), list(counts.values())
 
 
 def find_item(schema: str, tenant: str, namespace: Namespace, key: str) -> Statement:
@@ -282,21 +277,6 @@ def update_item(schema: str, item_id: int, row: ItemRow) -> Statement:
     )
 
 
-def replace_terms(schema: str, item_id: int, terms: Sequence[str]) -> list[Statement]:
-    """Rewrite the term frequencies of one item."""
-    distinct, counts = term_frequencies(terms)
-    return [
-        _stmt(schema, "DELETE FROM {s}.memory_terms WHERE item_id = %(id)s", {"id": item_id}),
-        _stmt(
-            schema,
-            "INSERT INTO {s}.memory_terms (item_id, term, tf)"
-            " SELECT %(id)s, u.term, u.tf"
-            " FROM unnest(%(terms)s::text[], %(tfs)s::integer[]) AS u(term, tf)",
-            {"id": item_id, "terms": distinct, "tfs": counts},
-        ),
-    ]
-
-
 def _array_literal(vector: Sequence[float] | None) -> str | None:
     """A vector as the text of a ``real[]`` (so rows of any dimension share one parameter)."""
     if vector is None:
@@ -329,7 +309,7 @@ _UPSERT_ITEMS: Final = (
     " updated_at = excluded.updated_at, expires_at = excluded.expires_at,"
     " created_at = CASE WHEN m.expires_at IS NOT NULL AND m.expires_at <= excluded.updated_at"
     " THEN excluded.created_at ELSE m.created_at END"
-    " RETURNING m.id, m.namespace, m.key, m.created_at"
+    " RETURNING m.namespace, m.key, m.created_at"
 )
 
 
@@ -337,7 +317,7 @@ def upsert_items(schema: str, tenant: str, rows: Sequence[ItemRow], now: float) 
     """Insert or replace many items of one tenant in one statement (addresses must differ).
 
     As ``put``: a replace keeps the id, and ``created_at`` unless the old item had expired.
-    Returns ``id, namespace, key, created_at`` of every row. Namespaces travel as their
+    Returns ``namespace, key, created_at`` of every row. Namespaces travel as their
     labels joined by U+001F, which no label contains (control characters are refused).
     """
     params: dict[str, Any] = {"tenant": tenant, "now": now}
@@ -353,34 +333,6 @@ def upsert_items(schema: str, tenant: str, rows: Sequence[ItemRow], now: float) 
         expires=[row.expires_at for row in rows],
     )
     return _stmt(schema, _UPSERT_ITEMS, params)
-
-
-def replace_terms_many(
-    schema: str, item_ids: Sequence[int], terms: Sequence[Sequence[str]]
-) -> list[Statement]:
-    """:func:`replace_terms` for many items, in two statements."""
-    ids: list[int] = []
-    distinct: list[str] = []
-    counts: list[int] = []
-    for item_id, item_terms in zip(item_ids, terms, strict=True):
-        item_distinct, item_counts = term_frequencies(item_terms)
-        ids.extend([item_id] * len(item_distinct))
-        distinct.extend(item_distinct)
-        counts.extend(item_counts)
-    return [
-        _stmt(
-            schema,
-            "DELETE FROM {s}.memory_terms WHERE item_id = ANY(%(ids)s::bigint[])",
-            {"ids": list(item_ids)},
-        ),
-        _stmt(
-            schema,
-            "INSERT INTO {s}.memory_terms (item_id, term, tf) SELECT u.id, u.term, u.tf"
-            " FROM unnest(%(ids)s::bigint[], %(terms)s::text[], %(tfs)s::integer[])"
-            " AS u(id, term, tf)",
-            {"ids": ids, "terms": distinct, "tfs": counts},
-        ),
-    ]
 
 
 def get_item(schema: str, tenant: str, namespace: Namespace, key: str, now: float) -> Statement:
@@ -511,14 +463,13 @@ def tsquery_text(terms: Sequence[str]) -> str:
 
 # BM25 in the database, with the arithmetic of ``_recall.bm25_scores`` in the same order (so
 # the scores are the in-memory backend's, bit for bit): ``c`` the visible items sharing a query
-# term, each with its frequency of every query term (``tfs``, in query order); ``d`` each
-# term's IDF over the scope; ``page`` the best items, each score summed in query-term order.
-# Ties go newest first, then by key and namespace in code point order (``hit_order``). Only
-# the requested page leaves the server.
+# term, each with its frequency of every query term (``tfs``, in query order, counted in the
+# item's own ``terms``); ``d`` each term's IDF over the scope; ``page`` the best items, each
+# score summed in query-term order. Ties go newest first, then by key and namespace in code
+# point order (``hit_order``). Only the requested page leaves the server.
 _KEYWORD_PAGE: Final = (
     "WITH c AS MATERIALIZED (SELECT m.id, m.doc_len, m.updated_at, m.key, m.namespace,"
-    "   ARRAY(SELECT coalesce((SELECT t.tf FROM {s}.memory_terms t"
-    "     WHERE t.item_id = m.id AND t.term = q.term), 0)"
+    "   ARRAY(SELECT cardinality(array_positions(string_to_array(m.terms, ' '), q.term))"
     "     FROM unnest(%(terms)s::text[]) WITH ORDINALITY AS q(term, pos) ORDER BY q.pos) AS tfs"
     "   FROM {s}.memories m WHERE {where} AND m.search_tsv @@ %(tsq)s::tsquery),"
     " d AS MATERIALIZED (SELECT p.pos, greatest(ln(((%(size)s::bigint - count(*))::float8"
@@ -691,13 +642,18 @@ def insert_summary(
 
 
 def pending_outbox(schema: str, tenant: str | None, limit: int) -> Statement:
-    """Outbox entries oldest first, of one tenant or of all."""
+    """Outbox entries, fewest attempts first, then oldest, of one tenant or of all.
+
+    No index gives this order (completed entries are deleted, so the table holds only pending
+    ones); PostgreSQL sorts them, which is cheap at outbox sizes.
+    """
     return _stmt(
         schema,
         "SELECT " + _SUMMARY_COLUMNS + ", o.attempts FROM {s}.outbox o JOIN {s}.summaries x"
         " USING (tenant, session_id, version)"
         " WHERE %(tenant)s::text IS NULL OR o.tenant = %(tenant)s::text"
-        ' ORDER BY o.enqueued_at, o.tenant COLLATE "C", o.session_id COLLATE "C", o.version'
+        " ORDER BY o.attempts, o.enqueued_at,"
+        ' o.tenant COLLATE "C", o.session_id COLLATE "C", o.version'
         " LIMIT %(limit)s",
         {"tenant": tenant, "limit": limit},
     )
@@ -708,6 +664,16 @@ def complete_outbox(schema: str, tenant: str, session_id: str, version: int) -> 
         schema,
         "DELETE FROM {s}.outbox WHERE tenant = %(tenant)s AND session_id = %(session)s"
         " AND version = %(version)s",
+        {"tenant": tenant, "session": session_id, "version": version},
+    )
+
+
+def fail_outbox(schema: str, tenant: str, session_id: str, version: int) -> Statement:
+    """Count one more failed attempt of a pending entry; returns the new count (no row: none)."""
+    return _stmt(
+        schema,
+        "UPDATE {s}.outbox SET attempts = attempts + 1 WHERE tenant = %(tenant)s"
+        " AND session_id = %(session)s AND version = %(version)s RETURNING attempts",
         {"tenant": tenant, "session": session_id, "version": version},
     )
 

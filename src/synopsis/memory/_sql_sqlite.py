@@ -426,12 +426,17 @@ def insert_outbox(summary: SessionSummary, now: float) -> Statement:
 
 
 def select_pending_outbox(tenant: str | None, limit: int) -> Statement:
+    """Pending entries, fewest attempts first, then oldest.
+
+    The partial index ``outbox_pending`` (on ``enqueued_at``) finds the pending rows but does
+    not give this order, so SQLite sorts them; pending outboxes stay small, so that is cheap.
+    """
     condition, params = ("", ()) if tenant is None else (" AND o.tenant = ?", (tenant,))
     return Statement(
         f"SELECT {_SUMMARY_COLUMNS}, o.attempts FROM outbox AS o "
         "JOIN summaries AS s ON s.tenant = o.tenant AND s.session_id = o.session_id "
         f"AND s.version = o.version WHERE o.completed_at IS NULL{condition} "
-        "ORDER BY o.enqueued_at, o.tenant, o.session_id, o.version LIMIT ?",
+        "ORDER BY o.attempts, o.enqueued_at, o.tenant, o.session_id, o.version LIMIT ?",
         (*params, limit),
     )
 
@@ -441,6 +446,15 @@ def complete_outbox(tenant: str, session_id: str, version: int, now: float) -> S
         "UPDATE outbox SET completed_at = ? WHERE tenant = ? AND session_id = ? "
         "AND version = ? AND completed_at IS NULL",
         (now, tenant, session_id, version),
+    )
+
+
+def fail_outbox(tenant: str, session_id: str, version: int) -> Statement:
+    """Count one more failed attempt of a pending entry; returns the new count (no row: none)."""
+    return Statement(
+        "UPDATE outbox SET attempts = attempts + 1 WHERE tenant = ? AND session_id = ? "
+        "AND version = ? AND completed_at IS NULL RETURNING attempts",
+        (tenant, session_id, version),
     )
 
 

@@ -264,6 +264,7 @@ class OutboxEntry:
     """A pending second write of a dual write: make ``summary`` a long-term memory."""
 
     summary: SessionSummary
+    #: How many times the write failed (recorded by ``fail_outbox``).
     attempts: int = 0
 
 
@@ -274,6 +275,11 @@ class SummaryStore(Protocol):
     ``save_summary`` writes the summary and its outbox entry in one transaction. Saving the
     same (tenant, session, version) with the same content hash again is a no-op returning the
     stored row; a different hash for an existing version raises StoreError.
+
+    ``pending_outbox`` lists the fewest-attempted entries first, oldest first among equals, so
+    entries that keep failing (``fail_outbox`` counts each failure) queue behind fresh ones
+    instead of blocking them. ``fail_outbox`` returns the entry's new attempt count, or 0 when
+    the tenant has no such pending entry (missing, completed or deleted).
     """
 
     def save_summary(self, summary: SessionSummary) -> SessionSummary: ...
@@ -287,6 +293,8 @@ class SummaryStore(Protocol):
     ) -> list[OutboxEntry]: ...
 
     def complete_outbox(self, tenant: str, session_id: str, version: int) -> None: ...
+
+    def fail_outbox(self, tenant: str, session_id: str, version: int) -> int: ...
 
     def delete_user_summaries(self, tenant: str, user_id: str) -> int: ...
 
@@ -306,5 +314,7 @@ class AsyncSummaryStore(Protocol):
     ) -> list[OutboxEntry]: ...
 
     async def complete_outbox(self, tenant: str, session_id: str, version: int) -> None: ...
+
+    async def fail_outbox(self, tenant: str, session_id: str, version: int) -> int: ...
 
     async def delete_user_summaries(self, tenant: str, user_id: str) -> int: ...

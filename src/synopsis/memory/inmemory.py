@@ -275,19 +275,19 @@ class InMemoryStore:
             return list(self._summaries.get(check_session(tenant, session_id), []))
 
     def pending_outbox(self, tenant: str | None = None, *, limit: int = 100) -> list[OutboxEntry]:
-        """Outbox entries not completed yet, oldest first (optionally for one tenant)."""
+        """Entries not completed yet, fewest attempts then oldest first (optionally one tenant)."""
         owner = None if tenant is None else check_tenant(tenant)
         checked_limit, _ = check_page(limit, 0)
         with self._lock:
             pending = [
-                (entry.enqueued, address, entry)
+                (entry.attempts, entry.enqueued, address, entry.summary)
                 for address, entry in self._outbox.items()
                 if not entry.done and owner in (None, address[0])
             ]
-        pending.sort(key=lambda row: (row[0], row[1]))
+        pending.sort(key=lambda row: row[:3])
         return [
-            OutboxEntry(summary=entry.summary, attempts=entry.attempts)
-            for _, _, entry in pending[:checked_limit]
+            OutboxEntry(summary=summary, attempts=attempts)
+            for attempts, _, _, summary in pending[:checked_limit]
         ]
 
     def complete_outbox(self, tenant: str, session_id: str, version: int) -> None:
@@ -296,6 +296,15 @@ class InMemoryStore:
             entry = self._outbox.get(check_outbox_address(tenant, session_id, version))
             if entry is not None:
                 entry.done = True
+
+    def fail_outbox(self, tenant: str, session_id: str, version: int) -> int:
+        """Count a failed write of a pending entry; return its attempts (0: no such entry)."""
+        with self._lock:
+            entry = self._outbox.get(check_outbox_address(tenant, session_id, version))
+            if entry is None or entry.done:
+                return 0
+            entry.attempts += 1
+            return entry.attempts
 
     def delete_user_summaries(self, tenant: str, user_id: str) -> int:
         """Delete every summary (and outbox entry) of the user; return how many summaries."""
@@ -468,6 +477,10 @@ class AsyncInMemoryStore:
     async def complete_outbox(self, tenant: str, session_id: str, version: int) -> None:
         """See :meth:`InMemoryStore.complete_outbox`."""
         self._store.complete_outbox(tenant, session_id, version)
+
+    async def fail_outbox(self, tenant: str, session_id: str, version: int) -> int:
+        """See :meth:`InMemoryStore.fail_outbox`."""
+        return self._store.fail_outbox(tenant, session_id, version)
 
     async def delete_user_summaries(self, tenant: str, user_id: str) -> int:
         """See :meth:`InMemoryStore.delete_user_summaries`."""

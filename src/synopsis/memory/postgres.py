@@ -180,13 +180,10 @@ def _put(schema: str, row: q.ItemRow, now: float) -> Plan[MemoryItem]:
                 row = replace(row, created_at=created)
             yield q.update_item(schema, item_id, row)
             break
-        inserted = yield q.insert_item(schema, row)
-        if inserted:
-            item_id = inserted[0][0]
+        if (yield q.insert_item(schema, row)):
             break
     else:  # pragma: no cover - needs a writer deleting and re-creating the key in between
         raise StoreError("put kept racing with concurrent writers; try again")
-    yield from _discard(q.replace_terms(schema, item_id, row.terms))
     return _item(
         (row.tenant, row.namespace, row.key, row.text, row.kind, row.tags,
          row.created_at, row.updated_at, row.expires_at)
@@ -197,9 +194,8 @@ def _put_many(
     schema: str, tenant: str, rows: Sequence[q.ItemRow], now: float
 ) -> Plan[list[MemoryItem]]:
     written = yield q.upsert_items(schema, tenant, rows, now)
-    found = {(tuple(ns), key): (item_id, created) for item_id, ns, key, created in written}
-    ids, created = zip(*(found[(row.namespace, row.key)] for row in rows), strict=True)
-    yield from _discard(q.replace_terms_many(schema, ids, [row.terms for row in rows]))
+    found = {(tuple(ns), key): created for ns, key, created in written}
+    created = [found[(row.namespace, row.key)] for row in rows]
     return [
         _item((row.tenant, row.namespace, row.key, row.text, row.kind, row.tags,
                first, row.updated_at, row.expires_at)).item
@@ -447,6 +443,10 @@ class _Plans:
         address = check_outbox_address(tenant, session_id, version)
         return _rows(q.complete_outbox(self.schema, *address))
 
+    def fail_outbox(self, tenant: str, session_id: str, version: int) -> Plan[int]:
+        address = check_outbox_address(tenant, session_id, version)
+        return _attempts(q.fail_outbox(self.schema, *address))
+
     def delete_user_summaries(self, tenant: str, user_id: str) -> Plan[int]:
         statement = q.delete_user_summaries(
             self.schema, check_tenant(tenant), check_user_id(user_id)
@@ -456,6 +456,12 @@ class _Plans:
 
 def _outbox(rows: Rows) -> list[OutboxEntry]:
     return [OutboxEntry(summary=_summary(row), attempts=row[10]) for row in rows]
+
+
+def _attempts(statement: q.Statement) -> Plan[int]:
+    """The attempt count an outbox update returned; 0 when it matched no entry."""
+    rows = yield statement
+    return int(rows[0][0]) if rows else 0
 
 
 def _pool_kwargs(min_size: int, max_size: int, timeout: float) -> dict[str, Any]:
@@ -611,12 +617,16 @@ class PostgresStore:
         return [_summary(row) for row in rows]
 
     def pending_outbox(self, tenant: str | None = None, *, limit: int = 100) -> list[OutboxEntry]:
-        """Outbox entries not completed yet, oldest first (optionally for one tenant)."""
+        """Entries not completed yet, fewest attempts then oldest first (optionally one tenant)."""
         return _outbox(self._run(self._plans.pending_outbox(tenant, limit=limit), "outbox"))
 
     def complete_outbox(self, tenant: str, session_id: str, version: int) -> None:
         """Mark an outbox entry done; completing it again (or a missing one) is a no-op."""
         self._run(self._plans.complete_outbox(tenant, session_id, version), "outbox")
+
+    def fail_outbox(self, tenant: str, session_id: str, version: int) -> int:
+        """Count a failed write of a pending entry; return its attempts (0: no such entry)."""
+        return self._run(self._plans.fail_outbox(tenant, session_id, version), "outbox")
 
     def delete_user_summaries(self, tenant: str, user_id: str) -> int:
         """Delete every summary (and outbox entry) of the user; return how many summaries."""
@@ -817,6 +827,10 @@ class AsyncPostgresStore:
     async def complete_outbox(self, tenant: str, session_id: str, version: int) -> None:
         """See :meth:`PostgresStore.complete_outbox`."""
         await self._run(self._plans.complete_outbox(tenant, session_id, version), "outbox")
+
+    async def fail_outbox(self, tenant: str, session_id: str, version: int) -> int:
+        """See :meth:`PostgresStore.fail_outbox`."""
+        return await self._run(self._plans.fail_outbox(tenant, session_id, version), "outbox")
 
     async def delete_user_summaries(self, tenant: str, user_id: str) -> int:
         """See :meth:`PostgresStore.delete_user_summaries`."""

@@ -447,7 +447,7 @@ class SQLiteStore:
         return [s for s in map(_summary, rows) if s is not None]
 
     def pending_outbox(self, tenant: str | None = None, *, limit: int = 100) -> list[OutboxEntry]:
-        """Outbox entries not completed yet, oldest first (optionally for one tenant)."""
+        """Entries not completed yet, fewest attempts then oldest first (optionally one tenant)."""
         owner = None if tenant is None else check_tenant(tenant)
         checked_limit, _ = check_page(limit, 0)
         rows = self._fetch(sql.select_pending_outbox(owner, checked_limit), "read the outbox")
@@ -459,6 +459,13 @@ class SQLiteStore:
         with self._writing("complete an outbox entry") as conn:
             statement = sql.complete_outbox(*address, self._clock())
             conn.execute(statement.sql, statement.params)
+
+    def fail_outbox(self, tenant: str, session_id: str, version: int) -> int:
+        """Count a failed write of a pending entry; return its attempts (0: no such entry)."""
+        statement = sql.fail_outbox(*check_outbox_address(tenant, session_id, version))
+        with self._writing("record an outbox failure") as conn:
+            rows = conn.execute(statement.sql, statement.params).fetchall()
+        return int(rows[0][0]) if rows else 0
 
     def delete_user_summaries(self, tenant: str, user_id: str) -> int:
         """Delete every summary (and outbox entry) of the user; return how many summaries."""
@@ -591,6 +598,10 @@ class AsyncSQLiteStore:
     async def complete_outbox(self, tenant: str, session_id: str, version: int) -> None:
         """See :meth:`SQLiteStore.complete_outbox`."""
         await asyncio.to_thread(self._store.complete_outbox, tenant, session_id, version)
+
+    async def fail_outbox(self, tenant: str, session_id: str, version: int) -> int:
+        """See :meth:`SQLiteStore.fail_outbox`."""
+        return await asyncio.to_thread(self._store.fail_outbox, tenant, session_id, version)
 
     async def delete_user_summaries(self, tenant: str, user_id: str) -> int:
         """See :meth:`SQLiteStore.delete_user_summaries`."""
