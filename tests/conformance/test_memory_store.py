@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Sequence
 from contextlib import closing
 from datetime import UTC, datetime
 from pathlib import Path
@@ -619,6 +620,29 @@ async def test_queries_use_the_embedders_query_side(make_store: Callable[..., St
     assert "hot drink" not in embedder.stored
     assert [h.item.key for h in hits] == ["near", "far"]
     assert hits[0].score == pytest.approx(1.0, abs=1e-5)
+
+
+async def test_the_embedder_never_runs_on_the_event_loop(make_store: Callable[..., Store]) -> None:
+    """Async stores embed on a worker thread (a model call must not stall other tasks).
+
+    A sync store, called here from the loop's thread, embeds on the caller's thread.
+    """
+    threads: list[int] = []
+
+    def embedder(texts: Sequence[str]) -> list[list[float]]:
+        threads.append(threading.get_ident())
+        return BigramEmbedder()(texts)
+
+    store = make_store(embedder=embedder)
+    await store.put(T, NS, "a", "espresso every morning")
+    await store.put_many(T, [NewMemory(NS, "b", "green tea")])
+    await store.search(T, query="espresso", mode="hybrid")
+    assert len(threads) == 3
+    here = threading.get_ident()
+    if store.flavor == "async":
+        assert here not in threads
+    else:
+        assert set(threads) == {here}
 
 
 async def test_vector_search_respects_filters_and_paging(make_store: Callable[..., Store]) -> None:

@@ -13,6 +13,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 
+from synopsis.memory._offload import off_loop
 from synopsis.memory._recall import (
     MAX_LIMIT,
     PutRequest,
@@ -380,12 +381,16 @@ def _order(record: _Record, score: float | None) -> tuple[float, float, str, Nam
 
 
 class AsyncInMemoryStore:
-    """The async twin of :class:`InMemoryStore` (same behaviour; nothing blocks)."""
+    """The async twin of :class:`InMemoryStore` (same behaviour).
+
+    Calls that embed text run the embedder on a worker thread, off the event loop.
+    """
 
     def __init__(
         self, *, clock: Callable[[], float] | None = None, embedder: Embedder | None = None
     ) -> None:
         self._store = InMemoryStore(clock=clock, embedder=embedder)
+        self._embeds = embedder is not None
 
     async def put(
         self,
@@ -399,11 +404,14 @@ class AsyncInMemoryStore:
         ttl: float | None = None,
     ) -> MemoryItem:
         """See :meth:`InMemoryStore.put`."""
-        return self._store.put(tenant, namespace, key, text, kind=kind, tags=tags, ttl=ttl)
+        return await off_loop(
+            self._embeds, self._store.put, tenant, namespace, key, text, kind=kind, tags=tags,
+            ttl=ttl,
+        )  # fmt: skip
 
     async def put_many(self, tenant: str, items: Iterable[NewMemory]) -> list[MemoryItem]:
         """See :meth:`InMemoryStore.put_many`."""
-        return self._store.put_many(tenant, items)
+        return await off_loop(self._embeds, self._store.put_many, tenant, items)
 
     async def get(self, tenant: str, namespace: NamespaceLike, key: str) -> MemoryItem | None:
         """See :meth:`InMemoryStore.get`."""
@@ -426,9 +434,9 @@ class AsyncInMemoryStore:
         mode: SearchMode = "keyword",
     ) -> list[SearchHit]:
         """See :meth:`InMemoryStore.search`."""
-        return self._store.search(
-            tenant, namespace_prefix, query=query, kind=kind, tags=tags,
-            limit=limit, offset=offset, mode=mode,
+        return await off_loop(
+            self._embeds and mode != "keyword", self._store.search, tenant, namespace_prefix,
+            query=query, kind=kind, tags=tags, limit=limit, offset=offset, mode=mode,
         )  # fmt: skip
 
     async def list_namespaces(

@@ -29,6 +29,7 @@ from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
 from synopsis.errors import ConfigError, InvalidInput, MigrationError, StoreError
 from synopsis.memory import _sql_postgres as q
+from synopsis.memory._offload import off_loop
 from synopsis.memory._recall import (
     MAX_LIMIT,
     PutRequest,
@@ -638,7 +639,8 @@ class AsyncPostgresStore:
 
     Nothing happens in the constructor: the first call opens the pool and migrates. To fail
     early, use ``await store.open()``, ``await AsyncPostgresStore.connect(url, ...)`` or
-    ``async with store:``.
+    ``async with store:``. Calls that embed text run the embedder on a worker thread, off the
+    event loop.
     """
 
     def __init__(
@@ -653,6 +655,7 @@ class AsyncPostgresStore:
         pool_timeout: float = 30.0,
     ) -> None:
         self._plans = _Plans(schema=schema, clock=clock, embedder=embedder)
+        self._embeds = embedder is not None
         self._url = url
         self._pool_kwargs = _pool_kwargs(min_size, max_size, pool_timeout)
         self._pool: AsyncConnectionPool[psycopg.AsyncConnection[Any]] | None = None
@@ -735,12 +738,15 @@ class AsyncPostgresStore:
         ttl: float | None = None,
     ) -> MemoryItem:
         """See :meth:`PostgresStore.put`."""
-        plan = self._plans.put(tenant, namespace, key, text, kind=kind, tags=tags, ttl=ttl)
+        plan = await off_loop(
+            self._embeds, self._plans.put, tenant, namespace, key, text, kind=kind, tags=tags,
+            ttl=ttl,
+        )  # fmt: skip
         return await self._run(plan, "put")
 
     async def put_many(self, tenant: str, items: Iterable[NewMemory]) -> list[MemoryItem]:
         """See :meth:`PostgresStore.put_many`."""
-        plan = self._plans.put_many(tenant, items)
+        plan = await off_loop(self._embeds, self._plans.put_many, tenant, items)
         return [] if plan is None else await self._run(plan, "put_many")
 
     async def get(self, tenant: str, namespace: NamespaceLike, key: str) -> MemoryItem | None:
@@ -766,9 +772,9 @@ class AsyncPostgresStore:
         mode: SearchMode = "keyword",
     ) -> list[SearchHit]:
         """See :meth:`PostgresStore.search`."""
-        plan = self._plans.search(
-            tenant, namespace_prefix, query=query, kind=kind, tags=tags,
-            limit=limit, offset=offset, mode=mode,
+        plan = await off_loop(
+            self._embeds and mode != "keyword", self._plans.search, tenant, namespace_prefix,
+            query=query, kind=kind, tags=tags, limit=limit, offset=offset, mode=mode,
         )  # fmt: skip
         return [] if plan is None else await self._run(plan, "search")
 
