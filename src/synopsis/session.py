@@ -39,7 +39,7 @@ import concurrent.futures
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, Literal
 
 from synopsis._context import (
     build_messages,
@@ -89,6 +89,11 @@ __all__ = [
     "SessionStore",
     "SkipReason",
 ]
+
+
+#: How a background job ended: ``failed`` (nothing saved; the session cools down), ``saved``
+#: (the summary is stored, its memory write failed and waits in the outbox) or ``done``.
+JobOutcome = Literal["failed", "saved", "done"]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -187,23 +192,23 @@ class SessionMemory:
             self._futures.discard(future)
 
     def _run(self, job: Job) -> None:
-        ok = False
+        outcome: JobOutcome = "failed"
         try:
-            ok = self._summarize_and_write(job)
+            outcome = self._summarize_and_write(job)
         except Exception as exc:  # last resort: a background job must not die silently
             emit_session(self._handlers, failure("job", job.tenant, job.session_id, exc))
         finally:
-            self._registry.release(job.key, failed=not ok)
-        if ok:
+            self._registry.release(job.key, failed=outcome == "failed")
+        if outcome == "done":  # the store just worked: replay what earlier jobs left
             self.recover(job.tenant, limit=10)
 
-    def _summarize_and_write(self, job: Job) -> bool:
+    def _summarize_and_write(self, job: Job) -> JobOutcome:
         prev = self._store.latest_summary(job.tenant, job.session_id)
         covers = prev.covers_to if prev else 0
         self._registry.remember_covers(job.key, covers)
         start, end = summary_span(job.messages, covers)
         if not is_due(end, covers, self._settings.summarize_every):
-            return True
+            return "done"
         emit_session(self._handlers, started_event(job, start, end, prev))
         assert self._summarizer is not None
         try:
@@ -225,27 +230,27 @@ class SessionMemory:
             emit_session(
                 self._handlers, failure("invalid_summary", job.tenant, job.session_id, exc)
             )
-            return False
+            return "failed"
         except Exception as exc:
             emit_session(self._handlers, failure("summarize", job.tenant, job.session_id, exc))
-            return False
+            return "failed"
         return self._dual_write(job, summary)
 
-    def _dual_write(self, job: Job, summary: SessionSummary) -> bool:
+    def _dual_write(self, job: Job, summary: SessionSummary) -> JobOutcome:
         if self._registry.epoch(job.tenant, job.user_id) != job.epoch:
-            return True  # the user was deleted while the model was thinking
+            return "done"  # the user was deleted while the model was thinking
         try:
             saved = self._store.save_summary(summary)
         except Exception as exc:
             emit_session(self._handlers, failure("save", job.tenant, job.session_id, exc))
-            return False
+            return "failed"
         self._registry.remember_covers(job.key, saved.covers_to)
         written = self._write_memory(saved)
         if self._registry.epoch(job.tenant, job.user_id) != job.epoch:
             self._store.delete_user(job.tenant, job.user_id)
-            return True
+            return "done"
         emit_session(self._handlers, saved_event(saved, written))
-        return True
+        return "done" if written else "saved"
 
     def _write_memory(self, summary: SessionSummary) -> bool:
         """The second write plus its outbox completion; a failure is counted on the entry."""
@@ -467,23 +472,23 @@ class AsyncSessionMemory:
         return result
 
     async def _run(self, job: Job) -> None:
-        ok = False
+        outcome: JobOutcome = "failed"
         try:
-            ok = await self._summarize_and_write(job)
+            outcome = await self._summarize_and_write(job)
         except Exception as exc:  # last resort: a background job must not die silently
             await aemit_session(self._handlers, failure("job", job.tenant, job.session_id, exc))
         finally:
-            self._registry.release(job.key, failed=not ok)
-        if ok:
+            self._registry.release(job.key, failed=outcome == "failed")
+        if outcome == "done":
             await self.recover(job.tenant, limit=10)
 
-    async def _summarize_and_write(self, job: Job) -> bool:
+    async def _summarize_and_write(self, job: Job) -> JobOutcome:
         prev = await self._store.latest_summary(job.tenant, job.session_id)
         covers = prev.covers_to if prev else 0
         self._registry.remember_covers(job.key, covers)
         start, end = summary_span(job.messages, covers)
         if not is_due(end, covers, self._settings.summarize_every):
-            return True
+            return "done"
         await aemit_session(self._handlers, started_event(job, start, end, prev))
         assert self._summarizer is not None
         try:
@@ -505,29 +510,29 @@ class AsyncSessionMemory:
             await aemit_session(
                 self._handlers, failure("invalid_summary", job.tenant, job.session_id, exc)
             )
-            return False
+            return "failed"
         except Exception as exc:
             await aemit_session(
                 self._handlers, failure("summarize", job.tenant, job.session_id, exc)
             )
-            return False
+            return "failed"
         return await self._dual_write(job, summary)
 
-    async def _dual_write(self, job: Job, summary: SessionSummary) -> bool:
+    async def _dual_write(self, job: Job, summary: SessionSummary) -> JobOutcome:
         if self._registry.epoch(job.tenant, job.user_id) != job.epoch:
-            return True
+            return "done"
         try:
             saved = await self._store.save_summary(summary)
         except Exception as exc:
             await aemit_session(self._handlers, failure("save", job.tenant, job.session_id, exc))
-            return False
+            return "failed"
         self._registry.remember_covers(job.key, saved.covers_to)
         written = await self._write_memory(saved)
         if self._registry.epoch(job.tenant, job.user_id) != job.epoch:
             await self._store.delete_user(job.tenant, job.user_id)
-            return True
+            return "done"
         await aemit_session(self._handlers, saved_event(saved, written))
-        return True
+        return "done" if written else "saved"
 
     async def _write_memory(self, summary: SessionSummary) -> bool:
         try:
