@@ -207,7 +207,7 @@ def jsonl(texts: Iterable[str]) -> str:
 def test_import_writes_batches_of_500(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """1,201 lines are written by three put_many calls; a repeated line is one memory."""
     store = BatchRecorder()
-    monkeypatch.setattr("synopsis.cli.memory.open_store", lambda db: store)
+    monkeypatch.setattr("synopsis.cli.memory.open_store", lambda db, **_: store)
     file = tmp_path / "in.jsonl"
     file.write_text(jsonl([f"note {i}" for i in range(1200)] + ["note 7"]), encoding="utf-8")
     result = run("unused.db", "import", "--json", str(file))
@@ -221,7 +221,7 @@ def test_import_refused_line_is_named_and_earlier_batches_stay(
 ) -> None:
     """A line the store refuses at write time is reported by number, exit code 2."""
     store = BatchRecorder()
-    monkeypatch.setattr("synopsis.cli.memory.open_store", lambda db: store)
+    monkeypatch.setattr("synopsis.cli.memory.open_store", lambda db, **_: store)
     file = tmp_path / "in.jsonl"
     file.write_text(jsonl([f"note {i}" for i in range(502)] + ["please refuse"]), encoding="utf-8")
     result = run("unused.db", "import", str(file))
@@ -296,3 +296,19 @@ def test_open_store_picks_backend(tmp_path: Path) -> None:
     for bad in ("", "redis://h", "sqlite://", str(tmp_path / "missing" / "x.db")):
         with pytest.raises(InvalidInput):
             parse_db(bad)
+
+
+def test_vector_search_through_the_cli_with_the_bundled_model(db: str) -> None:
+    """--embedder e5 embeds on put and search; an English query finds a Chinese memory."""
+    for text in ("我每天早上都要喝一杯咖啡", "股市今天下跌了百分之三"):
+        assert run(db, "put", "--embedder", "e5", "--namespace", "user/u1", text).exit_code == 0
+    keyword = run(db, "search", "--json", "coffee")
+    assert json.loads(keyword.stdout) == []
+    result = run(db, "search", "--json", "--embedder", "e5", "--mode", "vector", "coffee")
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)[0]["text"] == "我每天早上都要喝一杯咖啡"
+
+
+def test_vector_mode_without_an_embedder_is_one_line(db: str) -> None:
+    """--mode vector needs --embedder: one clear line, exit code 2."""
+    assert_one_line_error(run(db, "search", "--mode", "hybrid", "coffee"), "embedder")

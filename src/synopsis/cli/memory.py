@@ -2,7 +2,9 @@
 
 Every command takes ``--db`` (a SQLite file, default ``./synopsis.db``, or a
 ``postgresql://`` URL; env ``SYNOPSIS_DB``), ``--tenant`` (required; env ``SYNOPSIS_TENANT``)
-and ``--json``. Namespaces are written ``user/u1/session/s1``.
+and ``--json``. Namespaces are written ``user/u1/session/s1``. ``put``, ``import`` and
+``search`` also take ``--embedder e5`` (the bundled multilingual model, ``embeddings`` extra):
+texts written with it can be found by ``search --mode vector`` or ``--mode hybrid``.
 
 ``import`` reads JSON Lines, one memory a line::
 
@@ -35,11 +37,13 @@ import click
 from synopsis.errors import InvalidInput, InvalidNamespace, SynopsisError
 from synopsis.memory._recall import check_tenant, prepare_put
 from synopsis.memory._types import (
+    Embedder,
     MemoryItem,
     MemoryStore,
     Namespace,
     NewMemory,
     SearchHit,
+    SearchMode,
     normalize_namespace,
     normalize_tags,
 )
@@ -90,12 +94,30 @@ def _common(fn: F) -> F:
     )(fn)  # fmt: skip
 
 
+def _embedding(fn: F) -> F:
+    """--embedder, on the commands that write or search text."""
+    return click.option(
+        "--embedder", type=click.Choice(["none", "e5"]), envvar="SYNOPSIS_EMBEDDER",
+        default="none", show_default=True,
+        help="Embed texts for vector/hybrid search: e5 is the bundled multilingual model "
+        "(the 'embeddings' extra; env SYNOPSIS_EMBEDDER).",
+    )(fn)  # fmt: skip
+
+
+def _embedder(name: str) -> Embedder | None:
+    if name == "none":
+        return None
+    from synopsis.embeddings import E5Embedder
+
+    return E5Embedder()
+
+
 @contextmanager
-def _opened(db: str) -> Iterator[MemoryStore]:
+def _opened(db: str, embedder: str = "none") -> Iterator[MemoryStore]:
     """Open the store, turn our errors and OS errors into one line, and close it."""
     store: MemoryStore | None = None
     try:
-        store = open_store(db)
+        store = open_store(db, embedder=_embedder(embedder))
         yield store
     except (SynopsisError, OSError, UnicodeError) as exc:
         _fail(str(exc) or type(exc).__name__)
@@ -147,6 +169,7 @@ def memory() -> None:
 
 @memory.command(cls=_OneLineCommand)
 @_common
+@_embedding
 @click.option("--namespace", required=True, help="Where to put it, e.g. user/u1/session/s1.")
 @click.option("--kind", default="note", show_default=True, help="Memory kind, e.g. summary.")
 @click.option("--tag", "tags", multiple=True, metavar="KEY=VALUE", help="A tag (repeatable).")
@@ -162,6 +185,7 @@ def put(
     db: str,
     tenant: str,
     as_json: bool,
+    embedder: str,
     namespace: str,
     kind: str,
     tags: Sequence[str],
@@ -173,7 +197,7 @@ def put(
     labels = _namespace(namespace, option="--namespace")
     body, parsed_tags = _read_text(text), _parse_tags(tags)
     item_key = key if key is not None else default_key(kind, body)
-    with _opened(db) as store:
+    with _opened(db, embedder) as store:
         item = store.put(tenant, labels, item_key, body, kind=kind, tags=parsed_tags, ttl=ttl)
     if as_json:
         _echo_json({"key": item.key, "namespace": list(item.namespace), "kind": item.kind})
@@ -211,23 +235,30 @@ def _print_table(hits: Sequence[SearchHit]) -> None:
 
 @memory.command(cls=_OneLineCommand)
 @_common
+@_embedding
 @click.option("--namespace-prefix", default="", help="Only under this prefix, e.g. user/u1.")
 @click.option("--kind", default=None, help="Only memories of this kind.")
 @click.option("--limit", type=click.IntRange(1, 1000), default=10, show_default=True)
+@click.option(
+    "--mode", type=click.Choice(["keyword", "vector", "hybrid"]), default="keyword",
+    show_default=True, help="vector and hybrid need --embedder.",
+)  # fmt: skip
 @click.argument("query")
 def search(
     db: str,
     tenant: str,
     as_json: bool,
+    embedder: str,
     namespace_prefix: str,
     kind: str | None,
     limit: int,
+    mode: SearchMode,
     query: str,
 ) -> None:
-    """Keyword search (BM25; Chinese and English) for QUERY."""
+    """Search for QUERY: keyword (BM25; Chinese and English), vector or hybrid."""
     prefix = _namespace(namespace_prefix, option="--namespace-prefix", allow_empty=True)
-    with _opened(db) as store:
-        hits = store.search(tenant, prefix, query=query, kind=kind, limit=limit)
+    with _opened(db, embedder) as store:
+        hits = store.search(tenant, prefix, query=query, kind=kind, limit=limit, mode=mode)
     if as_json:
         _echo_json([_hit_dict(hit) for hit in hits])
     elif hits:
@@ -337,8 +368,9 @@ def _write_batches(
 
 @memory.command("import", cls=_OneLineCommand)
 @_common
+@_embedding
 @click.argument("file")
-def import_(db: str, tenant: str, as_json: bool, file: str) -> None:
+def import_(db: str, tenant: str, as_json: bool, embedder: str, file: str) -> None:
     """Import memories from a JSON Lines FILE (or stdin with -); all lines are checked first."""
     from rich.console import Console
     from rich.progress import Progress
@@ -348,7 +380,10 @@ def import_(db: str, tenant: str, as_json: bool, file: str) -> None:
     except SynopsisError as exc:
         _fail(str(exc))
     records = _read_records(file, checked_tenant)
-    with _opened(db) as store, Progress(console=Console(stderr=True), transient=True) as bar:
+    with (
+        _opened(db, embedder) as store,
+        Progress(console=Console(stderr=True), transient=True) as bar,
+    ):
         task = bar.add_task("importing", total=len(records))
         _write_batches(store, checked_tenant, file, records, lambda done: bar.advance(task, done))
     if as_json:

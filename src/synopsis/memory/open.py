@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Literal, overload
 from synopsis.errors import ConfigError, InvalidInput
 
 if TYPE_CHECKING:
+    from synopsis.memory._types import Embedder
     from synopsis.session import AsyncSessionStore, SessionStore
 
 __all__ = ["DEFAULT_DB", "open_store", "parse_db"]
@@ -51,28 +52,43 @@ def parse_db(db: str) -> tuple[Literal["sqlite", "postgres"], str]:
 
 
 @overload
-def open_store(db: str = ..., *, async_: Literal[False] = ...) -> SessionStore: ...
+def open_store(
+    db: str = ..., *, async_: Literal[False] = ..., embedder: Embedder | None = ...
+) -> SessionStore: ...
 
 
 @overload
-def open_store(db: str = ..., *, async_: Literal[True]) -> AsyncSessionStore: ...
+def open_store(
+    db: str = ..., *, async_: Literal[True], embedder: Embedder | None = ...
+) -> AsyncSessionStore: ...
 
 
-def open_store(db: str = DEFAULT_DB, *, async_: bool = False) -> SessionStore | AsyncSessionStore:
-    """A memory + summary store for ``db`` (see the module docstring); the caller closes it."""
+def open_store(
+    db: str = DEFAULT_DB, *, async_: bool = False, embedder: Embedder | None = None
+) -> SessionStore | AsyncSessionStore:
+    """A memory + summary store for ``db`` (see the module docstring); the caller closes it.
+
+    ``embedder`` enables the ``vector`` and ``hybrid`` search modes.
+    """
     kind, target = parse_db(db)
     if kind == "postgres":
-        return _open_postgres(target, async_=async_)
+        return _open_postgres(target, async_=async_, embedder=embedder)
     from synopsis.memory.sqlite import AsyncSQLiteStore, SQLiteStore
 
-    return AsyncSQLiteStore(target) if async_ else SQLiteStore(target)
+    if async_:
+        return AsyncSQLiteStore(target, embedder=embedder)
+    return SQLiteStore(target, embedder=embedder)
 
 
-def _open_postgres(url: str, *, async_: bool) -> SessionStore | AsyncSessionStore:
+def _open_postgres(
+    url: str, *, async_: bool, embedder: Embedder | None
+) -> SessionStore | AsyncSessionStore:
     try:
         from synopsis.memory.postgres import AsyncPostgresStore, PostgresStore
     except ImportError as exc:
         raise ConfigError(
             "PostgreSQL support needs the 'postgres' extra: pip install 'synopsis[postgres]'"
         ) from exc
-    return AsyncPostgresStore(url) if async_ else PostgresStore(url)
+    if async_:
+        return AsyncPostgresStore(url, embedder=embedder)
+    return PostgresStore(url, embedder=embedder)
