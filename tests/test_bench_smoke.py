@@ -1,0 +1,66 @@
+"""The benchmark scripts still run end to end, on tiny inputs (results are not checked for speed).
+
+They live outside the package, so nothing else would notice an API change breaking them.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+BENCH = Path(__file__).resolve().parents[1] / "bench"
+
+
+def run(script: str, *args: str) -> str:
+    done = subprocess.run(
+        [sys.executable, str(BENCH / script), *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def test_store_scale_runs_on_sqlite() -> None:
+    out = run("bench_store_scale.py", "--sizes", "1500", "--backends", "sqlite", "--queries", "8")
+    assert "| sqlite | 1,500 |" in out
+    assert "put_many" in out
+
+
+def _tiny_locomo() -> list[dict[str, object]]:
+    """Two sessions in the LoCoMo schema, with questions whose evidence is known."""
+    talk = {
+        "speaker_a": "Ana",
+        "speaker_b": "Ben",
+        "session_1_date_time": "1 May 2023",
+        "session_1": [
+            {"speaker": "Ana", "dia_id": "D1:1", "text": "I adopted a beagle named Rex."},
+            {"speaker": "Ben", "dia_id": "D1:2", "text": "Lovely! I bought a red kayak."},
+        ],
+        "session_2_date_time": "9 May 2023",
+        "session_2": [
+            {"speaker": "Ana", "dia_id": "D2:1", "text": "Rex chewed my running shoes."},
+            {"speaker": "Ben", "dia_id": "D2:2", "text": "The kayak trip was cancelled by rain."},
+        ],
+    }
+    qa = [
+        {"question": "What breed is Rex?", "evidence": ["D1:1"], "category": 4},
+        {"question": "Why was the kayak trip cancelled?", "evidence": ["D2:2"], "category": 4},
+        {"question": "No evidence here", "evidence": [], "category": 5},
+    ]
+    summaries = {"session_1_summary": "Ana adopted Rex; Ben bought a kayak."}
+    return [{"sample_id": "c1", "conversation": talk, "qa": qa, "session_summary": summaries}]
+
+
+def test_locomo_runs_on_a_tiny_file(tmp_path: Path) -> None:
+    data = tmp_path / "locomo.json"
+    data.write_text(json.dumps(_tiny_locomo()), encoding="utf-8")
+    out = run("bench_locomo.py", "--data", str(data), "--no-embeddings")
+    assert "4 turns + 1 session summaries indexed, 2 questions with evidence" in out
+    ours = next(line for line in out.splitlines() if line.startswith("| synopsis keyword"))
+    # Both questions name their evidence turn's words, so our search finds both in the top 5.
+    assert ours.split(" | ")[1] == "1.000"
