@@ -23,7 +23,7 @@ import hashlib
 import json
 import math
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Final, Literal, get_args
@@ -38,7 +38,7 @@ from synopsis.messages import (
     split_leading_system,
     text_of,
 )
-from synopsis.tokens import TokenCounter
+from synopsis.tokens import Estimator, TokenCounter
 
 __all__ = [
     "ContextPlan",
@@ -71,7 +71,6 @@ __all__ = [
     "system_with_summary",
 ]
 
-Estimate = Callable[[str], int]
 #: Per-message framing the providers add on top of the text (role, separators).
 MESSAGE_OVERHEAD_TOKENS: Final = 4
 #: A recalled note longer than this is clipped when rendered.
@@ -123,7 +122,7 @@ def summary_key(version: int) -> str:
 # Token accounting and the window
 
 
-def message_tokens(message: Mapping[str, Any], estimate: Estimate) -> int:
+def message_tokens(message: Mapping[str, Any], estimate: Estimator) -> int:
     """Estimated tokens of one message: its text, its tool calls, and a small framing cost."""
     tokens = estimate(text_of(message)) + MESSAGE_OVERHEAD_TOKENS
     calls = message.get("tool_calls")
@@ -137,7 +136,7 @@ def choose_window_start(
     *,
     max_messages: int | None,
     max_tokens: int | None,
-    estimate: Estimate,
+    estimate: Estimator,
 ) -> int:
     """The earliest safe cut whose tail fits both limits (``None`` = no limit).
 
@@ -153,7 +152,7 @@ def choose_window_start(
     return _last_segment_start(cuts, len(body))
 
 
-def _suffix_tokens(body: Sequence[Mapping[str, Any]], estimate: Estimate) -> list[int]:
+def _suffix_tokens(body: Sequence[Mapping[str, Any]], estimate: Estimator) -> list[int]:
     suffix = [0] * (len(body) + 1)
     for index in range(len(body) - 1, -1, -1):
         suffix[index] = suffix[index + 1] + message_tokens(body[index], estimate)
@@ -351,7 +350,7 @@ def plan_context(
     window_start: int,
     notes: Sequence[Recalled] = (),
     budget: int | None = None,
-    estimate: Estimate,
+    estimate: Estimator,
 ) -> ContextPlan:
     """Fit notes and window into ``budget``: drop notes from the end, then shorten the window."""
     system_tokens = sum(message_tokens(m, estimate) for m in system)
@@ -378,7 +377,7 @@ def plan_context(
     )
 
 
-def _notes_tokens(notes: Sequence[Recalled], estimate: Estimate) -> int:
+def _notes_tokens(notes: Sequence[Recalled], estimate: Estimator) -> int:
     if not notes:
         return 0
     return estimate(render_recall_section(notes)) + MESSAGE_OVERHEAD_TOKENS
@@ -440,7 +439,7 @@ class SessionSettings:
     hybrid: bool
     recall_limit: int
     recall_mode: SearchMode
-    estimate: Callable[[str], int]
+    estimate: Estimator
 
 
 def make_settings(
@@ -452,7 +451,7 @@ def make_settings(
     hybrid: bool,
     recall_limit: int,
     recall_mode: SearchMode = "keyword",
-    estimate: Callable[[str], int] | None,
+    estimate: Estimator | None,
 ) -> SessionSettings:
     """Check the options once, naming the one at fault."""
     if summarize_every < 1:

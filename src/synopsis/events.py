@@ -11,7 +11,7 @@ import inspect
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal, Protocol, TypeVar
 
 __all__ = [
     "AfterSummarize",
@@ -94,38 +94,64 @@ Event = BeforeSummarize | GenerateSummary | AfterSummarize | SummarizeFailed
 EventHandler = Callable[[Event], None] | Callable[[Event], Awaitable[None]]
 
 
+class _Named(Protocol):
+    @property
+    def name(self) -> str: ...
+
+
+E = TypeVar("E", bound=_Named)
+
+
+def is_async_handler(handler: object) -> bool:
+    """A coroutine function, or an object whose ``__call__`` is one."""
+    call = getattr(handler, "__call__", None)  # noqa: B004 - callable objects too
+    return inspect.iscoroutinefunction(handler) or inspect.iscoroutinefunction(call)
+
+
 def check_sync_handlers(handlers: Sequence[EventHandler]) -> None:
     """Reject coroutine functions where only synchronous delivery is possible."""
     for handler in handlers:
-        if inspect.iscoroutinefunction(handler) or inspect.iscoroutinefunction(
-            type(handler).__call__
-        ):
+        if is_async_handler(handler):
             raise TypeError(
                 f"async event handler {handler!r} given to a synchronous API; "
                 "use the Async* twin or a sync handler"
             )
 
 
-def emit(handlers: Sequence[EventHandler], event: Event) -> None:
-    """Deliver ``event`` to sync handlers. A failing handler is logged, never fatal."""
+def deliver(
+    handlers: Sequence[Callable[[E], object]], event: E, *, log: logging.Logger, api: str
+) -> None:
+    """Call sync handlers; a failing one is logged, an async one (named in ``api``) ignored."""
     for handler in handlers:
         try:
             result = handler(event)
         except Exception:
-            _log.exception("event handler %r failed on %s", handler, event.name)
+            log.exception("event handler %r failed on %s", handler, event.name)
             continue
         if inspect.isawaitable(result):
             if hasattr(result, "close"):
                 result.close()
-            _log.error("async event handler %r ignored by a synchronous API", handler)
+            log.error("async event handler %r ignored by %s", handler, api)
 
 
-async def aemit(handlers: Sequence[EventHandler], event: Event) -> None:
-    """Deliver ``event`` to sync or async handlers, awaiting the async ones."""
+async def adeliver(
+    handlers: Sequence[Callable[[E], object]], event: E, *, log: logging.Logger
+) -> None:
+    """Call sync or async handlers, awaiting the async ones; a failing one is logged."""
     for handler in handlers:
         try:
             result = handler(event)
             if inspect.isawaitable(result):
                 await result
         except Exception:
-            _log.exception("event handler %r failed on %s", handler, event.name)
+            log.exception("event handler %r failed on %s", handler, event.name)
+
+
+def emit(handlers: Sequence[EventHandler], event: Event) -> None:
+    """Deliver ``event`` to sync handlers. A failing handler is logged, never fatal."""
+    deliver(handlers, event, log=_log, api="a synchronous API")
+
+
+async def aemit(handlers: Sequence[EventHandler], event: Event) -> None:
+    """Deliver ``event`` to sync or async handlers, awaiting the async ones."""
+    await adeliver(handlers, event, log=_log)

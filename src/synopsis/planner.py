@@ -31,6 +31,7 @@ from synopsis.messages import (
     split_leading_system,
     text_of,
 )
+from synopsis.tokens import Estimator
 
 __all__ = ["CompactionPlan", "KeepTail", "chunk_for_window", "clip_message", "plan_compaction"]
 
@@ -166,7 +167,7 @@ def plan_compaction(
 
 
 def clip_message(
-    message: Mapping[str, Any], max_tokens: int, estimate_text: Callable[[str], int]
+    message: Mapping[str, Any], max_tokens: int, estimate_text: Estimator
 ) -> Mapping[str, Any]:
     """A copy of ``message`` whose text is cut to about ``max_tokens`` (head and tail kept).
 

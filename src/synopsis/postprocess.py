@@ -20,6 +20,7 @@ from synopsis.errors import InvalidSummary
 from synopsis.messages import content_type, is_real_user_message, media_parts, text_of
 from synopsis.models._base import ModelResponse
 from synopsis.prompts import CHINESE, ENGLISH, USER_MESSAGES_TAG, PromptSet
+from synopsis.tokens import Estimator
 
 __all__ = [
     "DEFAULT_USER_MESSAGES_BUDGET",
@@ -34,7 +35,6 @@ __all__ = [
     "validate_summary_response",
 ]
 
-Estimate = Callable[[str], int]
 
 DEFAULT_USER_MESSAGES_BUDGET: Final = 30_000
 #: Without a ``<summary>`` part, an answer needs this many non-space characters to count.
@@ -130,7 +130,7 @@ def longest_fitting_prefix(text: str, limit: int, *, fits: Callable[[str], bool]
     return low
 
 
-def trim_middle(text: str, budget: int, *, estimate: Estimate, prompts: PromptSet) -> str | None:
+def trim_middle(text: str, budget: int, *, estimate: Estimator, prompts: PromptSet) -> str | None:
     """``text`` cut to ``budget`` tokens as head + truncation marker + tail; None if hopeless.
 
     Keeps as much as fits, half from the start (what was asked) and half from the end (often
@@ -158,7 +158,7 @@ def trim_middle(text: str, budget: int, *, estimate: Estimate, prompts: PromptSe
 
 
 def _select(
-    user_messages: Sequence[str], budget: int, estimate: Estimate, prompts: PromptSet
+    user_messages: Sequence[str], budget: int, estimate: Estimator, prompts: PromptSet
 ) -> tuple[list[str], bool]:
     """Newest first within ``budget``; returns (chosen oldest first, whether any was lost)."""
     texts = [t for t in user_messages if t.strip()]
@@ -205,7 +205,7 @@ def fill_user_messages(
     user_messages: Sequence[str],
     *,
     budget_tokens: int = DEFAULT_USER_MESSAGES_BUDGET,
-    estimate: Estimate,
+    estimate: Estimator,
     prompts: PromptSet,
 ) -> str:
     """Replace the model's ``<all_user_messages>`` block with the real user messages.
@@ -360,7 +360,7 @@ def finalize_summary(
     *,
     context_messages: Iterable[Mapping[str, Any]],
     prompts: PromptSet,
-    estimate: Estimate,
+    estimate: Estimator,
     user_budget_tokens: int = DEFAULT_USER_MESSAGES_BUDGET,
     transcript_path: str | None = None,
     extra_meta: Mapping[str, Any] | None = None,

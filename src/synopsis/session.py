@@ -80,6 +80,7 @@ from synopsis.session_events import (
     failure,
 )
 from synopsis.summarizer import AsyncSummarizerLike, SummarizerLike
+from synopsis.tokens import Estimator
 
 __all__ = [
     "AsyncSessionMemory",
@@ -119,7 +120,7 @@ class SessionMemory:
         clock: Callable[[], float] = time.time,
         max_workers: int = 2,
         failure_cooldown: float = 60.0,
-        estimate: Callable[[str], int] | None = None,
+        estimate: Estimator | None = None,
     ) -> None:
         self._settings = make_settings(
             summarize_every=summarize_every,
@@ -422,7 +423,7 @@ class AsyncSessionMemory:
         on_event: Sequence[SessionEventHandler] = (),
         clock: Callable[[], float] = time.time,
         failure_cooldown: float = 60.0,
-        estimate: Callable[[str], int] | None = None,
+        estimate: Estimator | None = None,
     ) -> None:
         self._settings = make_settings(
             summarize_every=summarize_every,

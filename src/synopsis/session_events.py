@@ -17,13 +17,13 @@ handlers that return an awaitable. A failing handler is logged and never reaches
 
 from __future__ import annotations
 
-import inspect
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, ClassVar, Literal
 
 from synopsis.errors import ConfigError, describe_error
+from synopsis.events import adeliver, deliver, is_async_handler
 
 __all__ = [
     "OutboxReplayed",
@@ -116,26 +116,12 @@ SessionEventHandler = Callable[[SessionEvent], None] | Callable[[SessionEvent], 
 
 def emit_session(handlers: Sequence[SessionEventHandler], event: SessionEvent) -> None:
     """Deliver ``event`` to sync handlers; failures are logged, never raised."""
-    for handler in handlers:
-        try:
-            result = handler(event)
-        except Exception:
-            _log.exception("event handler %r failed on %s", handler, event.name)
-            continue
-        if inspect.iscoroutine(result):
-            result.close()
-            _log.error("async event handler %r ignored by SessionMemory", handler)
+    deliver(handlers, event, log=_log, api="SessionMemory")
 
 
 async def aemit_session(handlers: Sequence[SessionEventHandler], event: SessionEvent) -> None:
     """Deliver ``event`` to sync or async handlers; failures are logged, never raised."""
-    for handler in handlers:
-        try:
-            result = handler(event)
-            if inspect.isawaitable(result):
-                await result
-        except Exception:
-            _log.exception("event handler %r failed on %s", handler, event.name)
+    await adeliver(handlers, event, log=_log)
 
 
 def failure(
@@ -162,8 +148,7 @@ def failure(
 def check_sync_session_handlers(handlers: Sequence[SessionEventHandler]) -> None:
     """Reject coroutine functions where only synchronous delivery is possible."""
     for handler in handlers:
-        call = getattr(handler, "__call__", None)  # noqa: B004 - callable objects too
-        if inspect.iscoroutinefunction(handler) or inspect.iscoroutinefunction(call):
+        if is_async_handler(handler):
             raise ConfigError(
                 f"async event handler {handler!r} given to SessionMemory; "
                 "use AsyncSessionMemory or a sync handler"

@@ -26,6 +26,7 @@ from synopsis.errors import ConfigError
 from synopsis.messages import content_type, text_of
 from synopsis.postprocess import longest_fitting_prefix
 from synopsis.prompts import ENGLISH, PromptSet
+from synopsis.tokens import Estimator
 
 __all__ = [
     "SKILLS_CONTENT_TYPE",
@@ -41,7 +42,6 @@ _log = logging.getLogger(__name__)
 SKILLS_CONTENT_TYPE: Final = "skills"
 _SEPARATOR: Final = "\n\n---\n\n"
 
-Estimate = Callable[[str], int]
 #: Reads the skill's name from the parsed arguments of a skill call; None if it has none.
 NameReader = Callable[[Mapping[str, Any]], "str | None"]
 
@@ -186,7 +186,7 @@ def _latest_by_name(skills: Sequence[Skill]) -> list[Skill]:
     return list(latest.values())
 
 
-def _cap(skill: Skill, limit: int, estimate: Estimate, prompts: PromptSet) -> Skill:
+def _cap(skill: Skill, limit: int, estimate: Estimator, prompts: PromptSet) -> Skill:
     """``skill`` cut to ``limit`` tokens, ending with the truncation marker."""
     if estimate(skill.content) <= limit:
         return skill
@@ -206,7 +206,7 @@ def find_skills(
     messages: Iterable[Mapping[str, Any]],
     config: SkillConfig,
     *,
-    estimate: Estimate,
+    estimate: Estimator,
     prompts: PromptSet = ENGLISH,
 ) -> list[Skill]:
     """The skills to keep, oldest first, within ``config``'s limits.
@@ -257,7 +257,7 @@ def preserve_skills(
     messages: Iterable[Mapping[str, Any]],
     config: SkillConfig,
     *,
-    estimate: Estimate,
+    estimate: Estimator,
     prompts: PromptSet = ENGLISH,
 ) -> dict[str, Any] | None:
     """:func:`find_skills` then :func:`build_skills_message`."""
