@@ -482,10 +482,9 @@ def _numpy_cosines(
         return None
     if all(isinstance(vector, bytes) for vector in vectors):
         packed = b"".join(vector for vector in vectors if isinstance(vector, bytes))
-        matrix = np.frombuffer(packed, dtype="<f4").reshape(len(vectors), dims)
+        matrix = np.frombuffer(packed, dtype="<f4").reshape(len(vectors), dims).astype(np.float64)
     else:
         matrix = np.array([_floats(vector) for vector in vectors], dtype=np.float64)
-    matrix = matrix.astype(np.float64)
     target = np.asarray(query, dtype=np.float64)
     norms = np.linalg.norm(matrix, axis=1) * np.linalg.norm(target)
     dots = matrix @ target

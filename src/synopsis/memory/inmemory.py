@@ -390,7 +390,10 @@ class AsyncInMemoryStore:
         self, *, clock: Callable[[], float] | None = None, embedder: Embedder | None = None
     ) -> None:
         self._store = InMemoryStore(clock=clock, embedder=embedder)
-        self._embeds = embedder is not None
+
+    @property
+    def _embeds(self) -> bool:
+        return self._store._embedder is not None
 
     async def put(
         self,

@@ -655,7 +655,6 @@ class AsyncPostgresStore:
         pool_timeout: float = 30.0,
     ) -> None:
         self._plans = _Plans(schema=schema, clock=clock, embedder=embedder)
-        self._embeds = embedder is not None
         self._url = url
         self._pool_kwargs = _pool_kwargs(min_size, max_size, pool_timeout)
         self._pool: AsyncConnectionPool[psycopg.AsyncConnection[Any]] | None = None
@@ -716,6 +715,10 @@ class AsyncPostgresStore:
 
     async def __aexit__(self, *exc_info: object) -> None:
         await self.aclose()
+
+    @property
+    def _embeds(self) -> bool:
+        return self._plans.embedder is not None
 
     async def _run(self, plan: Plan[T], what: str) -> T:
         pool = self._pool or (await self.open())._pool
