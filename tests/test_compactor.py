@@ -11,9 +11,19 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from synopsis.archive import MemoryArchive
-from synopsis.compactor import AsyncCompactingModel, AsyncCompactor, CompactingModel, Compactor
-from synopsis.errors import ContextLengthExceeded, PermanentModelError, ProviderUnavailable
+from synopsis.compaction.archive import MemoryArchive
+from synopsis.compaction.compactor import (
+    AsyncCompactingModel,
+    AsyncCompactor,
+    CompactingModel,
+    Compactor,
+)
+from synopsis.errors import (
+    ConfigError,
+    ContextLengthExceeded,
+    PermanentModelError,
+    ProviderUnavailable,
+)
 from synopsis.messages import (
     content_type,
     is_real_user_message,
@@ -21,7 +31,7 @@ from synopsis.messages import (
     text_of,
     validate_messages,
 )
-from synopsis.resilience import RetryPolicy
+from synopsis.models.retry import RetryPolicy
 from synopsis.summarizer import Summarizer
 from synopsis.testing import AsyncFakeModel, FakeModel, RecordingSleep, tool_call_reply
 from tests.strategies import histories
@@ -371,10 +381,10 @@ async def test_async_overflow_path() -> None:
 
 
 def test_sync_compactor_rejects_async_handlers() -> None:
-    """An async handler given to the sync compactor is a TypeError at construction."""
+    """An async handler given to the sync compactor is a ConfigError at construction."""
 
     async def handler(event: Any) -> None:
         return None
 
-    with pytest.raises(TypeError):
+    with pytest.raises(ConfigError):
         Compactor(on_event=[handler])

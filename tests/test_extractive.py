@@ -5,15 +5,14 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from synopsis.extractive import AsyncExtractiveModel, ExtractiveModel, extractive_summary
-from synopsis.models._base import AsyncModel, Model, ModelSettings
-from synopsis.postprocess import (
-    extract_summary,
+from synopsis.compaction.summary import (
     finalize_summary,
     parse_user_messages_block,
-    validate_summary_response,
 )
+from synopsis.models._base import AsyncModel, Model, ModelSettings
+from synopsis.models.extractive import AsyncExtractiveModel, ExtractiveModel, extractive_summary
 from synopsis.prompts import CHINESE, ENGLISH, build_summarizer_input
+from synopsis.summarizer import extract_summary, validate_summary_response
 
 
 def adk(text: str) -> int:

@@ -23,12 +23,12 @@ from synopsis.errors import (
     RateLimited,
 )
 from synopsis.models._base import ModelResponse, ModelSettings
+from synopsis.models.failover import require_text
 from synopsis.models.openai import AsyncOpenAIModel, OpenAIModel
-from synopsis.resilience import (
+from synopsis.models.retry import (
     AttemptRecord,
     RetryPolicy,
     arun_with_failover,
-    require_text,
     run_with_failover,
 )
 from synopsis.testing import RecordingSleep

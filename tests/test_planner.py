@@ -9,9 +9,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from synopsis.compaction.plan import KeepTail, plan_compaction
 from synopsis.errors import ConfigError
 from synopsis.messages import open_tool_calls, text_of, validate_messages
-from synopsis.planner import KeepTail, chunk_for_window, clip_message, plan_compaction
+from synopsis.summarizer import chunk_for_window, clip_message
 from tests.strategies import histories
 
 

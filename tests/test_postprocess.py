@@ -6,20 +6,19 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from synopsis.errors import InvalidSummary
-from synopsis.messages import is_internal, is_real_user_message
-from synopsis.models._base import ModelResponse
-from synopsis.postprocess import (
+from synopsis.compaction.summary import (
     build_summary_message,
     collect_user_messages,
-    extract_summary,
     fill_user_messages,
     finalize_summary,
     parse_user_messages_block,
     trim_middle,
-    validate_summary_response,
 )
+from synopsis.errors import InvalidSummary
+from synopsis.messages import is_internal, is_real_user_message
+from synopsis.models._base import ModelResponse
 from synopsis.prompts import CHINESE, ENGLISH
+from synopsis.summarizer import extract_summary, validate_summary_response
 from synopsis.testing import tool_call_reply
 
 

@@ -12,6 +12,7 @@ from synopsis.errors import (
     AllModelsFailed,
     ConfigError,
     ContextLengthExceeded,
+    CoolingDown,
     InvalidSummary,
     ModelTimeout,
     PermanentModelError,
@@ -21,19 +22,19 @@ from synopsis.errors import (
     describe_error,
 )
 from synopsis.models._base import AsyncModel, Model, ModelResponse
-from synopsis.resilience import (
+from synopsis.models._http import error_for_status, parse_retry_after
+from synopsis.models.failover import (
     AsyncFailoverModel,
     AsyncRetryingModel,
-    AttemptRecord,
-    Cooldown,
-    CoolingDown,
     FailoverModel,
     RetryingModel,
+    require_text,
+)
+from synopsis.models.retry import (
+    AttemptRecord,
+    Cooldown,
     RetryPolicy,
     arun_with_failover,
-    error_for_status,
-    parse_retry_after,
-    require_text,
     run_with_failover,
 )
 from synopsis.testing import AsyncFakeModel, FakeClock, FakeModel, RecordingSleep, tool_call_reply

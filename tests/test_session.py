@@ -10,7 +10,12 @@ from typing import Any
 
 import pytest
 
-from synopsis._context import (
+from synopsis.errors import ConfigError, InvalidInput
+from synopsis.events import SessionSummarySaved
+from synopsis.memory._types import MemoryItem, SearchHit
+from synopsis.memory.inmemory import AsyncInMemoryStore, InMemoryStore
+from synopsis.memory.sqlite import SQLiteStore
+from synopsis.session.context import (
     Recalled,
     assemble_context,
     choose_window_start,
@@ -25,12 +30,7 @@ from synopsis._context import (
     summary_span,
     system_with_summary,
 )
-from synopsis.errors import ConfigError, InvalidInput
-from synopsis.memory._types import MemoryItem, SearchHit
-from synopsis.memory.inmemory import AsyncInMemoryStore, InMemoryStore
-from synopsis.memory.sqlite import SQLiteStore
-from synopsis.session import AsyncSessionMemory, SessionMemory
-from synopsis.session_events import SessionSummarySaved
+from synopsis.session.memory import AsyncSessionMemory, SessionMemory
 from synopsis.summarizer import SummaryResult
 from synopsis.testing import AsymmetricEmbedder
 

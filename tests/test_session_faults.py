@@ -8,10 +8,10 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from synopsis.errors import ProviderUnavailable, StoreError
+from synopsis.events import SessionMemoryFailed
 from synopsis.memory._types import SessionSummary
 from synopsis.memory.inmemory import AsyncInMemoryStore, InMemoryStore
-from synopsis.session import AsyncSessionMemory, SessionMemory
-from synopsis.session_events import SessionMemoryFailed
+from synopsis.session.memory import AsyncSessionMemory, SessionMemory
 from synopsis.summarizer import SummaryResult
 from synopsis.testing import FakeClock
 

@@ -7,11 +7,17 @@ import logging
 
 import pytest
 
+from synopsis.compaction.skills import (
+    Skill,
+    SkillConfig,
+    build_skills_message,
+    find_skills,
+    preserve_skills,
+)
+from synopsis.compaction.summary import collect_user_messages
 from synopsis.errors import ConfigError
 from synopsis.messages import is_internal
-from synopsis.postprocess import collect_user_messages
 from synopsis.prompts import CHINESE, ENGLISH
-from synopsis.skills import Skill, SkillConfig, build_skills_message, find_skills, preserve_skills
 
 
 def adk(text: str) -> int:
@@ -98,7 +104,7 @@ def test_malformed_call_is_skipped_not_fatal(caplog: pytest.LogCaptureFixture) -
         *load("c3", "ok", "good"),
     ]
     broken_reader = SkillConfig(name_field=lambda a: a["missing"])
-    with caplog.at_level(logging.WARNING, logger="synopsis.skills"):
+    with caplog.at_level(logging.WARNING, logger="synopsis.compaction.skills"):
         assert find(messages) == [Skill("ok", "good")]
         assert find(messages, broken_reader) == []
     assert "unusable arguments" in caplog.text

@@ -16,7 +16,7 @@ from opentelemetry.trace import StatusCode
 
 from synopsis.errors import ConfigError, ModelTimeout
 from synopsis.events import AfterSummarize, BeforeSummarize, SummarizeFailed, emit
-from synopsis.resilience import AttemptRecord
+from synopsis.models.retry import AttemptRecord
 from synopsis.telemetry import OpenTelemetryHandler
 
 

@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from synopsis.compaction.trigger import DEFAULT_TRIGGER_TOKENS, Trigger, TriggerDecision
 from synopsis.errors import ConfigError
-from synopsis.triggers import DEFAULT_TRIGGER_TOKENS, Trigger, TriggerDecision
 
 
 def test_seed_b_token_threshold_fires() -> None:

@@ -3,14 +3,17 @@
 The curated public API. Everything else is importable from its module but not promised.
 """
 
-from synopsis.archive import Archive, JsonlArchive, MemoryArchive
-from synopsis.compactor import (
+from synopsis.compaction.archive import Archive, JsonlArchive, MemoryArchive
+from synopsis.compaction.compactor import (
     AsyncCompactingModel,
     AsyncCompactor,
     CompactingModel,
     CompactionResult,
     Compactor,
 )
+from synopsis.compaction.plan import KeepTail
+from synopsis.compaction.skills import SkillConfig
+from synopsis.compaction.trigger import Trigger, TriggerDecision
 from synopsis.errors import (
     AllModelsFailed,
     CompactionError,
@@ -33,19 +36,16 @@ from synopsis.errors import (
     TransientModelError,
 )
 from synopsis.events import AfterSummarize, BeforeSummarize, GenerateSummary, SummarizeFailed
-from synopsis.extractive import AsyncExtractiveModel, ExtractiveModel
 from synopsis.messages import validate_messages
 from synopsis.models import AsyncModel, Model, ModelResponse, ModelSettings, Usage
 from synopsis.models._resolve import resolve_model
-from synopsis.planner import KeepTail
+from synopsis.models.extractive import AsyncExtractiveModel, ExtractiveModel
+from synopsis.models.retry import Cooldown, RetryPolicy
 from synopsis.prompts import CHINESE, ENGLISH, PromptSet
-from synopsis.resilience import Cooldown, RetryPolicy
-from synopsis.session import AsyncSessionMemory, SessionMemory
-from synopsis.skills import SkillConfig
+from synopsis.session.memory import AsyncSessionMemory, SessionMemory
 from synopsis.summarizer import AsyncSummarizer, Summarizer, SummaryResult
 from synopsis.tokens import TokenCount, TokenCounter
 from synopsis.transcripts import Transcript, dump_transcript, load_transcript
-from synopsis.triggers import Trigger, TriggerDecision
 
 __version__ = "0.1.0"
 

@@ -37,6 +37,7 @@ __all__ = [
     "CompactionError",
     "ConfigError",
     "ContextLengthExceeded",
+    "CoolingDown",
     "InvalidInput",
     "InvalidMessage",
     "InvalidNamespace",
@@ -223,3 +224,14 @@ class NotFound(StoreError, KeyError):
 
 class MigrationError(StoreError):
     """The database schema could not be brought to the version this code needs."""
+
+
+class CoolingDown(ModelError):
+    """Calls are refused for ``retry_in`` more seconds after repeated complete failures.
+
+    Not transient on purpose: retrying inside the cooldown is exactly the storm it prevents.
+    """
+
+    def __init__(self, message: str, *, retry_in: float):
+        super().__init__(message)
+        self.retry_in = retry_in

@@ -1,8 +1,25 @@
-"""Events emitted around a summarization, delivered to callbacks (and OpenTelemetry).
+"""Every event synopsis emits, and the one way they are delivered to callbacks.
 
-Order: ``before_summarize`` -> ``generate_summary`` (one per attempt, primary then
-failover) -> ``after_summarize`` on success, or ``summarize_failed`` when every model failed.
+Summarization (compaction and session jobs): ``before_summarize`` -> ``generate_summary`` (one
+per attempt, primary then failover, delivered as it happens) -> ``after_summarize`` on
+success, or ``summarize_failed`` when every model failed.
+
+Session memory:
+
+* ``session_summary_started``: a background job began summarizing messages
+  ``[from_index, to_index)``.
+* ``session_summary_saved``: a new summary version was stored; ``memory_written`` says
+  whether the long-term copy was written too (if not, the outbox still holds it).
+* ``session_memory_failed``: one stage failed (``load_summary``, ``summarize``,
+  ``invalid_summary``, ``save``, ``memory_write``, ``recover``, ``recall`` or ``job``); the turn
+  went on. ``error`` is the serialized exception. For ``memory_write`` failures ``attempts``
+  is how many times that outbox entry has now failed (0 if it is no longer pending, None if
+  the store could not count it); other stages leave it None.
+* ``outbox_replayed``: ``recover()`` completed a memory write that an earlier job left pending.
+
 Every event is a frozen dataclass with ``to_dict()`` for logs and JSON; errors are serialized.
+A handler is any callable taking one event; async drivers also await handlers that return an
+awaitable. A failing handler is logged and never reaches the caller.
 """
 
 from __future__ import annotations
@@ -11,18 +28,29 @@ import inspect
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any, ClassVar, Literal, Protocol, TypeVar
+from typing import Any, ClassVar, Literal
+
+from synopsis.errors import ConfigError, describe_error
 
 __all__ = [
     "AfterSummarize",
+    "AnyEvent",
     "BeforeSummarize",
     "Event",
     "EventHandler",
     "GenerateSummary",
+    "OutboxReplayed",
+    "SessionEvent",
+    "SessionEventHandler",
+    "SessionMemoryFailed",
+    "SessionSummarySaved",
+    "SessionSummaryStarted",
+    "Stage",
     "SummarizeFailed",
     "aemit",
     "check_sync_handlers",
     "emit",
+    "failure",
 ]
 
 Phase = Literal["primary", "failover"]
@@ -88,18 +116,86 @@ class SummarizeFailed:
         return {"event": self.name, **data}
 
 
+# --- session memory ------------------------------------------------------------------------
+
+
+Stage = Literal[
+    "load_summary",
+    "summarize",
+    "invalid_summary",
+    "save",
+    "memory_write",
+    "recover",
+    "recall",
+    "job",
+]
+
+
+def _event_dict(event: Any) -> dict[str, Any]:
+    return {"event": event.name, **asdict(event)}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SessionSummaryStarted:
+    name: ClassVar[str] = "session_summary_started"
+    tenant: str
+    user_id: str
+    session_id: str
+    from_index: int
+    to_index: int
+    previous_version: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return _event_dict(self)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SessionSummarySaved:
+    name: ClassVar[str] = "session_summary_saved"
+    tenant: str
+    user_id: str
+    session_id: str
+    version: int
+    covers_to: int
+    model: str
+    memory_written: bool
+
+    def to_dict(self) -> dict[str, Any]:
+        return _event_dict(self)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SessionMemoryFailed:
+    name: ClassVar[str] = "session_memory_failed"
+    stage: Stage
+    tenant: str
+    session_id: str | None
+    error: dict[str, Any] = field(default_factory=dict)
+    attempts: int | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return _event_dict(self)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class OutboxReplayed:
+    name: ClassVar[str] = "outbox_replayed"
+    tenant: str
+    session_id: str
+    version: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return _event_dict(self)
+
+
 _log = logging.getLogger("synopsis.events")
+_session_log = logging.getLogger("synopsis.session")
 
 Event = BeforeSummarize | GenerateSummary | AfterSummarize | SummarizeFailed
 EventHandler = Callable[[Event], None] | Callable[[Event], Awaitable[None]]
-
-
-class _Named(Protocol):
-    @property
-    def name(self) -> str: ...
-
-
-E = TypeVar("E", bound=_Named)
+SessionEvent = SessionSummaryStarted | SessionSummarySaved | SessionMemoryFailed | OutboxReplayed
+SessionEventHandler = Callable[[SessionEvent], None] | Callable[[SessionEvent], Awaitable[None]]
+AnyEvent = Event | SessionEvent
 
 
 def is_async_handler(handler: object) -> bool:
@@ -108,35 +204,31 @@ def is_async_handler(handler: object) -> bool:
     return inspect.iscoroutinefunction(handler) or inspect.iscoroutinefunction(call)
 
 
-def check_sync_handlers(handlers: Sequence[EventHandler]) -> None:
+def check_sync_handlers(handlers: Sequence[Callable[..., object]]) -> None:
     """Reject coroutine functions where only synchronous delivery is possible."""
     for handler in handlers:
         if is_async_handler(handler):
-            raise TypeError(
+            raise ConfigError(
                 f"async event handler {handler!r} given to a synchronous API; "
                 "use the Async* twin or a sync handler"
             )
 
 
-def deliver(
-    handlers: Sequence[Callable[[E], object]], event: E, *, log: logging.Logger, api: str
-) -> None:
-    """Call sync handlers; a failing one is logged, an async one (named in ``api``) ignored."""
+def emit(handlers: Sequence[Callable[..., object]], event: AnyEvent) -> None:
+    """Call sync handlers; a failing one is logged, an async one ignored (and logged)."""
     for handler in handlers:
         try:
             result = handler(event)
         except Exception:
-            log.exception("event handler %r failed on %s", handler, event.name)
+            _log.exception("event handler %r failed on %s", handler, event.name)
             continue
         if inspect.isawaitable(result):
             if hasattr(result, "close"):
                 result.close()
-            log.error("async event handler %r ignored by %s", handler, api)
+            _log.error("async event handler %r ignored by a synchronous API", handler)
 
 
-async def adeliver(
-    handlers: Sequence[Callable[[E], object]], event: E, *, log: logging.Logger
-) -> None:
+async def aemit(handlers: Sequence[Callable[..., object]], event: AnyEvent) -> None:
     """Call sync or async handlers, awaiting the async ones; a failing one is logged."""
     for handler in handlers:
         try:
@@ -144,14 +236,25 @@ async def adeliver(
             if inspect.isawaitable(result):
                 await result
         except Exception:
-            log.exception("event handler %r failed on %s", handler, event.name)
+            _log.exception("event handler %r failed on %s", handler, event.name)
 
 
-def emit(handlers: Sequence[EventHandler], event: Event) -> None:
-    """Deliver ``event`` to sync handlers. A failing handler is logged, never fatal."""
-    deliver(handlers, event, log=_log, api="a synchronous API")
-
-
-async def aemit(handlers: Sequence[EventHandler], event: Event) -> None:
-    """Deliver ``event`` to sync or async handlers, awaiting the async ones."""
-    await adeliver(handlers, event, log=_log)
+def failure(
+    stage: Stage,
+    tenant: str,
+    session_id: str | None,
+    exc: BaseException,
+    *,
+    attempts: int | None = None,
+) -> SessionMemoryFailed:
+    """Log a failed stage and describe it as an event."""
+    _session_log.warning(
+        "session memory %s failed (tenant=%s, session=%s): %r", stage, tenant, session_id, exc
+    )
+    return SessionMemoryFailed(
+        stage=stage,
+        tenant=tenant,
+        session_id=session_id,
+        error=describe_error(exc),
+        attempts=attempts,
+    )

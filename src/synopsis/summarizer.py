@@ -7,20 +7,21 @@ concrete :class:`Summarizer` / :class:`AsyncSummarizer` are defined below the pr
 from __future__ import annotations
 
 import asyncio
+import itertools
 import random
+import re
 import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Final, Protocol, runtime_checkable
 
-from synopsis.errors import ConfigError
+from synopsis.errors import ConfigError, InvalidSummary
 from synopsis.events import EventHandler, aemit, check_sync_handlers, emit
-from synopsis.models._base import ModelSettings
-from synopsis.planner import chunk_for_window, clip_message
-from synopsis.postprocess import extract_summary, validate_summary_response
+from synopsis.messages import safe_cut_points, text_of
+from synopsis.models._base import ModelResponse, ModelSettings
+from synopsis.models.retry import Cooldown, RetryPolicy, arun_with_failover, run_with_failover
 from synopsis.prompts import PromptSet, build_summarizer_input, prompt_set, summary_request
-from synopsis.resilience import Cooldown, RetryPolicy, arun_with_failover, run_with_failover
-from synopsis.tokens import TokenCounter
+from synopsis.tokens import Estimator, MessageEstimator, TokenCounter
 
 __all__ = [
     "AsyncSummarizer",
@@ -65,6 +66,116 @@ class AsyncSummarizerLike(Protocol):
         previous_summary: str | None = None,
         session_id: str | None = None,
     ) -> SummaryResult: ...
+
+
+#: Without a ``<summary>`` part, an answer needs this many non-space characters to count.
+_MIN_CONTENT_CHARS: Final = 20
+
+_FLAGS: Final = re.IGNORECASE | re.DOTALL
+_ANALYSIS_BLOCK: Final = re.compile(r"<analysis>.*?</analysis>", _FLAGS)
+# An <analysis> the model never closed: drop it up to the <summary> that follows, if any.
+_UNCLOSED_ANALYSIS: Final = re.compile(r"<analysis>.*?(?=<summary>)", _FLAGS)
+_SUMMARY_BLOCK: Final = re.compile(r"<summary>(.*?)</summary>", _FLAGS)
+_SUMMARY_OPEN: Final = re.compile(r"<summary>", re.IGNORECASE)
+
+
+# ---------------------------------------------------------------------------------------------
+# Validation and extraction
+
+
+def validate_summary_response(response: ModelResponse) -> str:
+    """The response's text, or :class:`~synopsis.errors.InvalidSummary` if it is unusable.
+
+    Unusable: tool calls (the model acted instead of summarizing), empty text, or text that
+    has neither a non-empty ``<summary>`` part nor at least a few lines of content.
+    """
+    if response.tool_calls:
+        names = ", ".join(_tool_names(response.tool_calls)) or "?"
+        raise InvalidSummary(f"the summarizer called tools ({names})", model=response.model)
+    text = response.text
+    if not text.strip():
+        raise InvalidSummary("the summarizer returned empty text", model=response.model)
+    summary = extract_summary(text)
+    has_part = _SUMMARY_OPEN.search(_ANALYSIS_BLOCK.sub("", text)) is not None
+    if not summary.strip() or (not has_part and len("".join(summary.split())) < _MIN_CONTENT_CHARS):
+        raise InvalidSummary(
+            "the summarizer's answer has no <summary> part and too little content",
+            model=response.model,
+        )
+    return text
+
+
+def _tool_names(calls: Iterable[Mapping[str, Any]]) -> list[str]:
+    names = []
+    for call in calls:
+        function = call.get("function")
+        if isinstance(function, Mapping) and isinstance(function.get("name"), str):
+            names.append(function["name"])
+    return names
+
+
+def extract_summary(text: str) -> str:
+    """The ``<summary>`` part of a summarizer answer, without the ``<analysis>`` scratchpad.
+
+    With several complete ``<summary>`` parts the last wins; an unclosed one runs to the end
+    of the text. Without any, the whole text minus ``<analysis>`` blocks is returned.
+    """
+    text = _UNCLOSED_ANALYSIS.sub("", _ANALYSIS_BLOCK.sub("", text))
+    complete = _SUMMARY_BLOCK.findall(text)
+    if complete:
+        return str(complete[-1]).strip()
+    opening = list(_SUMMARY_OPEN.finditer(text))
+    if opening:
+        return text[opening[-1].end() :].strip()
+    return text.strip()
+
+
+# ---------------------------------------------------------------------------------------------
+# Fitting the input to the summarizer's window
+
+
+def clip_message(
+    message: Mapping[str, Any], max_tokens: int, estimate_text: Estimator
+) -> Mapping[str, Any]:
+    """A copy of ``message`` whose text is cut to about ``max_tokens`` (head and tail kept).
+
+    Only the summarizer's input is clipped; the archive keeps the original.
+    """
+    text = text_of(message)
+    tokens = estimate_text(text)
+    if tokens <= max_tokens or not text:
+        return message
+    keep_chars = max(1, int(len(text) * max_tokens / tokens) // 2)
+    dropped = len(text) - 2 * keep_chars
+    clipped = f"{text[:keep_chars]}\n[... {dropped} characters clipped ...]\n{text[-keep_chars:]}"
+    result = dict(message)
+    result["content"] = clipped
+    return result
+
+
+def chunk_for_window(
+    messages: Sequence[Mapping[str, Any]], *, budget: int, estimate: MessageEstimator
+) -> list[list[Mapping[str, Any]]]:
+    """Split ``messages`` into consecutive chunks of at most ``budget`` tokens each, cutting
+    at safe points where possible. A single group larger than the budget forms its own chunk
+    (its messages should have been clipped first)."""
+    if budget <= 0:
+        raise ConfigError("the summarizer's window leaves no room for conversation")
+    points = safe_cut_points(messages)
+    chunks: list[list[Mapping[str, Any]]] = []
+    current: list[Mapping[str, Any]] = []
+    used = 0
+    for left, right in itertools.pairwise(points):
+        group = list(messages[left:right])
+        size = sum(estimate(m) for m in group)
+        if current and used + size > budget:
+            chunks.append(current)
+            current, used = [], 0
+        current.extend(group)
+        used += size
+    if current:
+        chunks.append(current)
+    return chunks
 
 
 # ---------------------------------------------------------------------------------------------

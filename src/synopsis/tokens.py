@@ -48,6 +48,7 @@ __all__ = [
     "ESTIMATORS",
     "Estimator",
     "MediaCosts",
+    "MessageEstimator",
     "TokenCount",
     "TokenCounter",
     "adk_estimate",
@@ -59,6 +60,8 @@ __all__ = [
 ]
 
 Estimator = Callable[[str], int]
+#: Estimates one message (text, tool calls and per-message overhead).
+MessageEstimator = Callable[[Mapping[str, Any]], int]
 #: Names accepted by :func:`get_estimator` (``tiktoken:<encoding>`` selects the encoding).
 ESTIMATORS: Final = ("adk", "default", "tiktoken", "tiktoken:o200k_base", "tiktoken:cl100k_base")
 _TIKTOKEN_ENCODINGS: Final = ("o200k_base", "cl100k_base")

@@ -90,8 +90,8 @@ def count(file: Path, estimator: str, as_json: bool) -> None:
 
 
 def _build_compactor(options: dict[str, Any], transcript_path: str) -> Any:
-    from synopsis.compactor import Compactor
-    from synopsis.planner import KeepTail
+    from synopsis.compaction.compactor import Compactor
+    from synopsis.compaction.plan import KeepTail
 
     if options["trigger_tokens"] is None and options["trigger_messages"] is None:
         options["trigger_tokens"] = 160_000

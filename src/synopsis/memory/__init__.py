@@ -1,8 +1,18 @@
-"""Long-term memory and session summaries: contracts and backends."""
+"""Long-term memory and session summaries: the store contracts and their backends.
+
+Every backend implements the same contracts, sync and async, and passes one conformance suite:
+:class:`InMemoryStore` (tests, prototypes), :class:`SQLiteStore` (the embedded default) and
+:class:`PostgresStore` (many replicas on one database; needs ``synopsis[postgres]``, imported
+on first use). :func:`open_store` opens SQLite or PostgreSQL from a path or URL.
+"""
+
+from typing import TYPE_CHECKING, Any
 
 from synopsis.memory._types import (
     AsyncMemoryStore,
+    AsyncSessionStore,
     AsyncSummaryStore,
+    Embedder,
     MemoryItem,
     MemoryStore,
     Namespace,
@@ -10,22 +20,52 @@ from synopsis.memory._types import (
     NewMemory,
     OutboxEntry,
     SearchHit,
+    SearchMode,
+    SessionStore,
     SessionSummary,
     SummaryStore,
     normalize_namespace,
 )
+from synopsis.memory.inmemory import AsyncInMemoryStore, InMemoryStore
+from synopsis.memory.open import open_store
+from synopsis.memory.sqlite import AsyncSQLiteStore, SQLiteStore
+
+if TYPE_CHECKING:
+    from synopsis.memory.postgres import AsyncPostgresStore, PostgresStore
 
 __all__ = [
+    "AsyncInMemoryStore",
     "AsyncMemoryStore",
+    "AsyncPostgresStore",
+    "AsyncSQLiteStore",
+    "AsyncSessionStore",
     "AsyncSummaryStore",
+    "Embedder",
+    "InMemoryStore",
     "MemoryItem",
     "MemoryStore",
     "Namespace",
     "NamespaceLike",
     "NewMemory",
     "OutboxEntry",
+    "PostgresStore",
+    "SQLiteStore",
     "SearchHit",
+    "SearchMode",
+    "SessionStore",
     "SessionSummary",
     "SummaryStore",
     "normalize_namespace",
+    "open_store",
 ]
+
+_POSTGRES = frozenset({"PostgresStore", "AsyncPostgresStore"})
+
+
+def __getattr__(name: str) -> Any:
+    # psycopg is an optional extra: load the PostgreSQL backend only when it is asked for.
+    if name in _POSTGRES:
+        from synopsis.memory import postgres
+
+        return getattr(postgres, name)
+    raise AttributeError(f"module 'synopsis.memory' has no attribute {name!r}")

@@ -19,6 +19,7 @@ from synopsis.errors import InvalidInput, InvalidNamespace
 
 __all__ = [
     "AsyncMemoryStore",
+    "AsyncSessionStore",
     "AsyncSummaryStore",
     "Embedder",
     "MemoryItem",
@@ -29,6 +30,7 @@ __all__ = [
     "OutboxEntry",
     "SearchHit",
     "SearchMode",
+    "SessionStore",
     "SessionSummary",
     "SummaryStore",
     "normalize_namespace",
@@ -318,3 +320,11 @@ class AsyncSummaryStore(Protocol):
     async def fail_outbox(self, tenant: str, session_id: str, version: int) -> int: ...
 
     async def delete_user_summaries(self, tenant: str, user_id: str) -> int: ...
+
+
+class SessionStore(MemoryStore, SummaryStore, Protocol):
+    """A store that keeps both long-term memories and session summaries."""
+
+
+class AsyncSessionStore(AsyncMemoryStore, AsyncSummaryStore, Protocol):
+    """The async twin of :class:`SessionStore`."""

@@ -17,8 +17,7 @@ from typing import TYPE_CHECKING, Literal, overload
 from synopsis.errors import ConfigError, InvalidInput
 
 if TYPE_CHECKING:
-    from synopsis.memory._types import Embedder
-    from synopsis.session import AsyncSessionStore, SessionStore
+    from synopsis.memory._types import AsyncSessionStore, Embedder, SessionStore
 
 __all__ = ["DEFAULT_DB", "open_store", "parse_db"]
 

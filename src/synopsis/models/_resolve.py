@@ -138,7 +138,7 @@ def _from_string(spec: str, async_: bool, options: dict[str, Any]) -> Model | As
     provider, _, rest = spec.strip().partition(":")
     provider = provider.lower()
     if provider == "extractive" and not rest:
-        return _load("synopsis.extractive", "ExtractiveModel", async_)(**options)  # type: ignore[no-any-return]
+        return _load("synopsis.models.extractive", "ExtractiveModel", async_)(**options)  # type: ignore[no-any-return]
     if provider not in KNOWN_PROVIDERS or not rest:
         raise ConfigError(
             f"unknown model {spec!r}: write 'provider:model' with provider one of "

@@ -22,7 +22,7 @@ from synopsis.errors import (
 )
 from synopsis.messages import strip_extensions
 from synopsis.models._base import ModelResponse, ModelSettings, Usage
-from synopsis.resilience import error_for_status
+from synopsis.models._http import error_for_status
 
 __all__ = ["DEFAULT_MAX_TOKENS", "AnthropicModel", "AsyncAnthropicModel"]
 

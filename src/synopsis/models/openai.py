@@ -2,7 +2,7 @@
 
 This is an edge: it does network I/O through the official ``openai`` SDK and, when no client is
 given, lets the SDK read ``OPENAI_API_KEY`` and ``OPENAI_BASE_URL``. The SDK's own retries are
-switched off (``max_retries=0``) so that :mod:`synopsis.resilience` is the only retry layer.
+switched off (``max_retries=0``) so that :mod:`synopsis.models.retry` is the only retry layer.
 SDK exceptions are translated here, and only here, into :mod:`synopsis.errors`.
 
 Requests never carry ``tools`` or ``tool_choice`` (a summarizer must answer in text), nor our
@@ -24,7 +24,7 @@ from synopsis.errors import (
 )
 from synopsis.messages import strip_extensions
 from synopsis.models._base import ModelResponse, ModelSettings, Usage
-from synopsis.resilience import error_for_status
+from synopsis.models._http import error_for_status
 
 __all__ = ["AsyncOpenAIModel", "OpenAIModel"]
 

@@ -17,8 +17,7 @@ summarization), at safe points, with oversized single messages clipped.
 
 from __future__ import annotations
 
-import itertools
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,13 +28,10 @@ from synopsis.messages import (
     open_tool_calls,
     safe_cut_points,
     split_leading_system,
-    text_of,
 )
-from synopsis.tokens import Estimator
+from synopsis.tokens import MessageEstimator
 
-__all__ = ["CompactionPlan", "KeepTail", "chunk_for_window", "clip_message", "plan_compaction"]
-
-MessageEstimator = Callable[[Mapping[str, Any]], int]
+__all__ = ["CompactionPlan", "KeepTail", "plan_compaction"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -164,47 +160,3 @@ def plan_compaction(
         worthwhile=worthwhile,
         skip_reason=reason,
     )
-
-
-def clip_message(
-    message: Mapping[str, Any], max_tokens: int, estimate_text: Estimator
-) -> Mapping[str, Any]:
-    """A copy of ``message`` whose text is cut to about ``max_tokens`` (head and tail kept).
-
-    Only the summarizer's input is clipped; the archive keeps the original.
-    """
-    text = text_of(message)
-    tokens = estimate_text(text)
-    if tokens <= max_tokens or not text:
-        return message
-    keep_chars = max(1, int(len(text) * max_tokens / tokens) // 2)
-    dropped = len(text) - 2 * keep_chars
-    clipped = f"{text[:keep_chars]}\n[... {dropped} characters clipped ...]\n{text[-keep_chars:]}"
-    result = dict(message)
-    result["content"] = clipped
-    return result
-
-
-def chunk_for_window(
-    messages: Sequence[Mapping[str, Any]], *, budget: int, estimate: MessageEstimator
-) -> list[list[Mapping[str, Any]]]:
-    """Split ``messages`` into consecutive chunks of at most ``budget`` tokens each, cutting
-    at safe points where possible. A single group larger than the budget forms its own chunk
-    (its messages should have been clipped first)."""
-    if budget <= 0:
-        raise ConfigError("the summarizer's window leaves no room for conversation")
-    points = safe_cut_points(messages)
-    chunks: list[list[Mapping[str, Any]]] = []
-    current: list[Mapping[str, Any]] = []
-    used = 0
-    for left, right in itertools.pairwise(points):
-        group = list(messages[left:right])
-        size = sum(estimate(m) for m in group)
-        if current and used + size > budget:
-            chunks.append(current)
-            current, used = [], 0
-        current.extend(group)
-        used += size
-    if current:
-        chunks.append(current)
-    return chunks

@@ -12,17 +12,11 @@ import copy
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol
+from typing import Any, Literal
 
-from synopsis._context import is_due
-from synopsis.memory._types import (
-    AsyncMemoryStore,
-    AsyncSummaryStore,
-    MemoryStore,
-    SessionSummary,
-    SummaryStore,
-)
-from synopsis.session_events import SessionSummarySaved, SessionSummaryStarted
+from synopsis.events import SessionSummarySaved, SessionSummaryStarted
+from synopsis.memory._types import AsyncSessionStore, SessionStore, SessionSummary
+from synopsis.session.context import is_due
 
 __all__ = [
     "AsyncSessionStore",
@@ -37,14 +31,6 @@ __all__ = [
 
 Key = tuple[str, str]
 SkipReason = Literal["not_due", "no_summarizer", "in_flight", "cooldown", "closed", "error"]
-
-
-class SessionStore(MemoryStore, SummaryStore, Protocol):
-    """A store that keeps both long-term memories and session summaries."""
-
-
-class AsyncSessionStore(AsyncMemoryStore, AsyncSummaryStore, Protocol):
-    """The async twin of :class:`SessionStore`."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -16,36 +16,25 @@ import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Final
 
-from synopsis.errors import InvalidSummary
 from synopsis.messages import content_type, is_real_user_message, media_parts, text_of
-from synopsis.models._base import ModelResponse
 from synopsis.prompts import CHINESE, ENGLISH, USER_MESSAGES_TAG, PromptSet
+from synopsis.summarizer import extract_summary
 from synopsis.tokens import Estimator
 
 __all__ = [
     "DEFAULT_USER_MESSAGES_BUDGET",
     "build_summary_message",
     "collect_user_messages",
-    "extract_summary",
     "fill_user_messages",
     "finalize_summary",
     "longest_fitting_prefix",
     "parse_user_messages_block",
     "trim_middle",
-    "validate_summary_response",
 ]
 
 
 DEFAULT_USER_MESSAGES_BUDGET: Final = 30_000
-#: Without a ``<summary>`` part, an answer needs this many non-space characters to count.
-_MIN_CONTENT_CHARS: Final = 20
-
 _FLAGS: Final = re.IGNORECASE | re.DOTALL
-_ANALYSIS_BLOCK: Final = re.compile(r"<analysis>.*?</analysis>", _FLAGS)
-# An <analysis> the model never closed: drop it up to the <summary> that follows, if any.
-_UNCLOSED_ANALYSIS: Final = re.compile(r"<analysis>.*?(?=<summary>)", _FLAGS)
-_SUMMARY_BLOCK: Final = re.compile(r"<summary>(.*?)</summary>", _FLAGS)
-_SUMMARY_OPEN: Final = re.compile(r"<summary>", re.IGNORECASE)
 _OPEN_TAG: Final = f"<{USER_MESSAGES_TAG}>"
 _CLOSE_TAG: Final = f"</{USER_MESSAGES_TAG}>"
 # Non-greedy and "tempered": the body may not contain another opening tag, so a tag the model
@@ -58,57 +47,6 @@ _ESCAPED_TAG: Final = re.compile(rf"&lt;(/?){USER_MESSAGES_TAG}&gt;", re.IGNOREC
 _HEADING: Final = r"^[ \t]*(?:#{{1,6}}[ \t]*)?(?:\*\*)?[ \t]*{n}[.、:：)][^\n]*$"
 _ITEM_PREFIX: Final = "- "
 _CONTINUATION: Final = "  "
-
-
-# ---------------------------------------------------------------------------------------------
-# Validation and extraction
-
-
-def validate_summary_response(response: ModelResponse) -> str:
-    """The response's text, or :class:`~synopsis.errors.InvalidSummary` if it is unusable.
-
-    Unusable: tool calls (the model acted instead of summarizing), empty text, or text that
-    has neither a non-empty ``<summary>`` part nor at least a few lines of content.
-    """
-    if response.tool_calls:
-        names = ", ".join(_tool_names(response.tool_calls)) or "?"
-        raise InvalidSummary(f"the summarizer called tools ({names})", model=response.model)
-    text = response.text
-    if not text.strip():
-        raise InvalidSummary("the summarizer returned empty text", model=response.model)
-    summary = extract_summary(text)
-    has_part = _SUMMARY_OPEN.search(_ANALYSIS_BLOCK.sub("", text)) is not None
-    if not summary.strip() or (not has_part and len("".join(summary.split())) < _MIN_CONTENT_CHARS):
-        raise InvalidSummary(
-            "the summarizer's answer has no <summary> part and too little content",
-            model=response.model,
-        )
-    return text
-
-
-def _tool_names(calls: Iterable[Mapping[str, Any]]) -> list[str]:
-    names = []
-    for call in calls:
-        function = call.get("function")
-        if isinstance(function, Mapping) and isinstance(function.get("name"), str):
-            names.append(function["name"])
-    return names
-
-
-def extract_summary(text: str) -> str:
-    """The ``<summary>`` part of a summarizer answer, without the ``<analysis>`` scratchpad.
-
-    With several complete ``<summary>`` parts the last wins; an unclosed one runs to the end
-    of the text. Without any, the whole text minus ``<analysis>`` blocks is returned.
-    """
-    text = _UNCLOSED_ANALYSIS.sub("", _ANALYSIS_BLOCK.sub("", text))
-    complete = _SUMMARY_BLOCK.findall(text)
-    if complete:
-        return str(complete[-1]).strip()
-    opening = list(_SUMMARY_OPEN.finditer(text))
-    if opening:
-        return text[opening[-1].end() :].strip()
-    return text.strip()
 
 
 # ---------------------------------------------------------------------------------------------

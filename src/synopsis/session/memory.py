@@ -25,7 +25,7 @@ duplicated. A failed job starts a cooldown for that session, which stops retry s
 
 :meth:`SessionMemory.build_context` builds the request: the system prompt with the summary
 injected, optional recalled notes (``hybrid=True``), and a tool-safe window of recent messages
-(see :mod:`synopsis._context`). Recall searches the store by keyword unless ``recall_mode``
+(see :mod:`synopsis.session.context`). Recall searches the store by keyword unless ``recall_mode``
 says ``vector`` or ``hybrid`` (a store built with an embedder). :class:`AsyncSessionMemory`
 is the asyncio twin.
 
@@ -41,7 +41,33 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal
 
-from synopsis._context import (
+from synopsis.errors import InvalidSummary
+from synopsis.events import (
+    OutboxReplayed,
+    SessionEventHandler,
+    aemit,
+    check_sync_handlers,
+    emit,
+    failure,
+)
+from synopsis.memory._types import (
+    OutboxEntry,
+    SearchHit,
+    SearchMode,
+    SessionSummary,
+    validate_tenant,
+)
+from synopsis.session._state import (
+    AsyncSessionStore,
+    Job,
+    Registry,
+    ScheduleResult,
+    SessionStore,
+    SkipReason,
+    saved_event,
+    started_event,
+)
+from synopsis.session.context import (
     build_messages,
     is_due,
     make_settings,
@@ -52,32 +78,6 @@ from synopsis._context import (
     summary_key,
     summary_namespace,
     summary_span,
-)
-from synopsis._session_state import (
-    AsyncSessionStore,
-    Job,
-    Registry,
-    ScheduleResult,
-    SessionStore,
-    SkipReason,
-    saved_event,
-    started_event,
-)
-from synopsis.errors import InvalidSummary
-from synopsis.memory._types import (
-    OutboxEntry,
-    SearchHit,
-    SearchMode,
-    SessionSummary,
-    validate_tenant,
-)
-from synopsis.session_events import (
-    OutboxReplayed,
-    SessionEventHandler,
-    aemit_session,
-    check_sync_session_handlers,
-    emit_session,
-    failure,
 )
 from synopsis.summarizer import AsyncSummarizerLike, SummarizerLike
 from synopsis.tokens import Estimator
@@ -132,7 +132,7 @@ class SessionMemory:
             recall_mode=recall_mode,
             estimate=estimate,
         )
-        check_sync_session_handlers(on_event)
+        check_sync_handlers(on_event)
         self._store = store
         self._summarizer = summarizer
         self._handlers = tuple(on_event)
@@ -166,7 +166,7 @@ class SessionMemory:
             try:
                 latest = self._store.latest_summary(tenant, session_id)
             except Exception as exc:
-                emit_session(self._handlers, failure("load_summary", tenant, session_id, exc))
+                emit(self._handlers, failure("load_summary", tenant, session_id, exc))
                 return ScheduleResult(scheduled=False, reason="error")
             covers = latest.covers_to if latest else 0
             self._registry.remember_covers(key, covers)
@@ -182,7 +182,7 @@ class SessionMemory:
             future = self._executor.submit(self._run, job)
         except RuntimeError as exc:  # shut down between the check and the submit
             self._registry.release(job.key, failed=False)
-            emit_session(self._handlers, failure("job", job.tenant, job.session_id, exc))
+            emit(self._handlers, failure("job", job.tenant, job.session_id, exc))
             return
         with self._futures_lock:
             self._futures.add(future)
@@ -197,7 +197,7 @@ class SessionMemory:
         try:
             outcome = self._summarize_and_write(job)
         except Exception as exc:  # last resort: a background job must not die silently
-            emit_session(self._handlers, failure("job", job.tenant, job.session_id, exc))
+            emit(self._handlers, failure("job", job.tenant, job.session_id, exc))
         finally:
             self._registry.release(job.key, failed=outcome == "failed")
         if outcome == "done":  # the store just worked: replay what earlier jobs left
@@ -210,7 +210,7 @@ class SessionMemory:
         start, end = summary_span(job.messages, covers)
         if not is_due(end, covers, self._settings.summarize_every):
             return "done"
-        emit_session(self._handlers, started_event(job, start, end, prev))
+        emit(self._handlers, started_event(job, start, end, prev))
         assert self._summarizer is not None
         try:
             result = self._summarizer.summarize(
@@ -228,12 +228,10 @@ class SessionMemory:
                 now=self._clock(),
             )
         except InvalidSummary as exc:
-            emit_session(
-                self._handlers, failure("invalid_summary", job.tenant, job.session_id, exc)
-            )
+            emit(self._handlers, failure("invalid_summary", job.tenant, job.session_id, exc))
             return "failed"
         except Exception as exc:
-            emit_session(self._handlers, failure("summarize", job.tenant, job.session_id, exc))
+            emit(self._handlers, failure("summarize", job.tenant, job.session_id, exc))
             return "failed"
         return self._dual_write(job, summary)
 
@@ -243,14 +241,14 @@ class SessionMemory:
         try:
             saved = self._store.save_summary(summary)
         except Exception as exc:
-            emit_session(self._handlers, failure("save", job.tenant, job.session_id, exc))
+            emit(self._handlers, failure("save", job.tenant, job.session_id, exc))
             return "failed"
         self._registry.remember_covers(job.key, saved.covers_to)
         written = self._write_memory(saved)
         if self._registry.epoch(job.tenant, job.user_id) != job.epoch:
             self._store.delete_user(job.tenant, job.user_id)
             return "done"
-        emit_session(self._handlers, saved_event(saved, written))
+        emit(self._handlers, saved_event(saved, written))
         return "done" if written else "saved"
 
     def _write_memory(self, summary: SessionSummary) -> bool:
@@ -270,7 +268,7 @@ class SessionMemory:
             event = failure(
                 "memory_write", summary.tenant, summary.session_id, exc, attempts=attempts
             )
-            emit_session(self._handlers, event)
+            emit(self._handlers, event)
             return False
         return True
 
@@ -286,13 +284,13 @@ class SessionMemory:
         try:
             entries: list[OutboxEntry] = self._store.pending_outbox(tenant, limit=limit)
         except Exception as exc:
-            emit_session(self._handlers, failure("recover", tenant or "*", None, exc))
+            emit(self._handlers, failure("recover", tenant or "*", None, exc))
             return 0
         done = 0
         for entry in entries:
             if self._write_memory(entry.summary):
                 done += 1
-                emit_session(
+                emit(
                     self._handlers,
                     OutboxReplayed(
                         tenant=entry.summary.tenant,
@@ -321,7 +319,7 @@ class SessionMemory:
         try:
             summary = self._store.latest_summary(tenant, session_id)
         except Exception as exc:
-            emit_session(self._handlers, failure("load_summary", tenant, session_id, exc))
+            emit(self._handlers, failure("load_summary", tenant, session_id, exc))
         question = recall_query(body, query)
         hits: list[SearchHit] = []
         if self._settings.hybrid and question and self._settings.recall_limit:
@@ -334,7 +332,7 @@ class SessionMemory:
                     mode=self._settings.recall_mode,
                 )
             except Exception as exc:
-                emit_session(self._handlers, failure("recall", tenant, session_id, exc))
+                emit(self._handlers, failure("recall", tenant, session_id, exc))
         return build_messages(
             self._settings,
             system=system,
@@ -457,9 +455,7 @@ class AsyncSessionMemory:
             try:
                 latest = await self._store.latest_summary(tenant, session_id)
             except Exception as exc:
-                await aemit_session(
-                    self._handlers, failure("load_summary", tenant, session_id, exc)
-                )
+                await aemit(self._handlers, failure("load_summary", tenant, session_id, exc))
                 return ScheduleResult(scheduled=False, reason="error")
             covers = latest.covers_to if latest else 0
             self._registry.remember_covers(key, covers)
@@ -477,7 +473,7 @@ class AsyncSessionMemory:
         try:
             outcome = await self._summarize_and_write(job)
         except Exception as exc:  # last resort: a background job must not die silently
-            await aemit_session(self._handlers, failure("job", job.tenant, job.session_id, exc))
+            await aemit(self._handlers, failure("job", job.tenant, job.session_id, exc))
         finally:
             self._registry.release(job.key, failed=outcome == "failed")
         if outcome == "done":
@@ -490,7 +486,7 @@ class AsyncSessionMemory:
         start, end = summary_span(job.messages, covers)
         if not is_due(end, covers, self._settings.summarize_every):
             return "done"
-        await aemit_session(self._handlers, started_event(job, start, end, prev))
+        await aemit(self._handlers, started_event(job, start, end, prev))
         assert self._summarizer is not None
         try:
             result = await self._summarizer.summarize(
@@ -508,14 +504,10 @@ class AsyncSessionMemory:
                 now=self._clock(),
             )
         except InvalidSummary as exc:
-            await aemit_session(
-                self._handlers, failure("invalid_summary", job.tenant, job.session_id, exc)
-            )
+            await aemit(self._handlers, failure("invalid_summary", job.tenant, job.session_id, exc))
             return "failed"
         except Exception as exc:
-            await aemit_session(
-                self._handlers, failure("summarize", job.tenant, job.session_id, exc)
-            )
+            await aemit(self._handlers, failure("summarize", job.tenant, job.session_id, exc))
             return "failed"
         return await self._dual_write(job, summary)
 
@@ -525,14 +517,14 @@ class AsyncSessionMemory:
         try:
             saved = await self._store.save_summary(summary)
         except Exception as exc:
-            await aemit_session(self._handlers, failure("save", job.tenant, job.session_id, exc))
+            await aemit(self._handlers, failure("save", job.tenant, job.session_id, exc))
             return "failed"
         self._registry.remember_covers(job.key, saved.covers_to)
         written = await self._write_memory(saved)
         if self._registry.epoch(job.tenant, job.user_id) != job.epoch:
             await self._store.delete_user(job.tenant, job.user_id)
             return "done"
-        await aemit_session(self._handlers, saved_event(saved, written))
+        await aemit(self._handlers, saved_event(saved, written))
         return "done" if written else "saved"
 
     async def _write_memory(self, summary: SessionSummary) -> bool:
@@ -551,7 +543,7 @@ class AsyncSessionMemory:
             event = failure(
                 "memory_write", summary.tenant, summary.session_id, exc, attempts=attempts
             )
-            await aemit_session(self._handlers, event)
+            await aemit(self._handlers, event)
             return False
         return True
 
@@ -567,13 +559,13 @@ class AsyncSessionMemory:
         try:
             entries = await self._store.pending_outbox(tenant, limit=limit)
         except Exception as exc:
-            await aemit_session(self._handlers, failure("recover", tenant or "*", None, exc))
+            await aemit(self._handlers, failure("recover", tenant or "*", None, exc))
             return 0
         done = 0
         for entry in entries:
             if await self._write_memory(entry.summary):
                 done += 1
-                await aemit_session(
+                await aemit(
                     self._handlers,
                     OutboxReplayed(
                         tenant=entry.summary.tenant,
@@ -600,7 +592,7 @@ class AsyncSessionMemory:
         try:
             summary = await self._store.latest_summary(tenant, session_id)
         except Exception as exc:
-            await aemit_session(self._handlers, failure("load_summary", tenant, session_id, exc))
+            await aemit(self._handlers, failure("load_summary", tenant, session_id, exc))
         question = recall_query(body, query)
         hits: list[SearchHit] = []
         if self._settings.hybrid and question and self._settings.recall_limit:
@@ -613,7 +605,7 @@ class AsyncSessionMemory:
                     mode=self._settings.recall_mode,
                 )
             except Exception as exc:
-                await aemit_session(self._handlers, failure("recall", tenant, session_id, exc))
+                await aemit(self._handlers, failure("recall", tenant, session_id, exc))
         return build_messages(
             self._settings,
             system=system,

@@ -8,8 +8,7 @@ The pieces, from small to large:
   of models (primary first, then failover models), each model with its own retries. Every
   attempt is reported as an :class:`AttemptRecord`; the caller's ``attempt`` function is where
   a response is validated (raise :class:`~synopsis.errors.InvalidSummary` to have it retried).
-- :class:`RetryingModel` and :class:`FailoverModel` (and their ``Async`` twins) wrap models and
-  *are* models, so they stack with any other wrapper.
+- :mod:`synopsis.models.failover` binds them to wrappers that *are* models.
 - :class:`Cooldown` stops retry storms: after a number of complete failures in a row it refuses
   further calls for a while.
 
@@ -21,12 +20,11 @@ straight on to the next model: repeating the same request cannot fix it.
 from __future__ import annotations
 
 import asyncio
-import email.utils
 import logging
 import random
 import threading
 import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, Literal, TypeVar
 
@@ -35,36 +33,27 @@ from tenacity import AsyncRetrying, RetryCallState, Retrying, retry_if_exception
 from synopsis.errors import (
     AllModelsFailed,
     ConfigError,
-    ContextLengthExceeded,
+    CoolingDown,
     InvalidSummary,
-    ModelError,
-    ModelTimeout,
-    PermanentModelError,
-    ProviderUnavailable,
     RateLimited,
     RetryExhausted,
     TransientModelError,
     describe_error,
 )
 from synopsis.events import GenerateSummary
-from synopsis.models._base import AsyncModel, Model, ModelResponse, ModelSettings
+from synopsis.models._base import AsyncModel, Model
 
 __all__ = [
-    "AsyncFailoverModel",
-    "AsyncRetryingModel",
+    "AsyncSleep",
     "AttemptRecord",
+    "Clock",
     "Cooldown",
-    "CoolingDown",
-    "FailoverModel",
     "FailoverResult",
     "RetryPolicy",
-    "RetryingModel",
+    "Sleep",
     "arun_with_failover",
-    "error_for_status",
     "is_retryable",
-    "looks_like_context_overflow",
-    "parse_retry_after",
-    "require_text",
+    "model_name",
     "run_with_failover",
 ]
 
@@ -73,9 +62,8 @@ Phase = Literal["primary", "failover"]
 Sleep = Callable[[float], None]
 AsyncSleep = Callable[[float], Awaitable[None]]
 Clock = Callable[[], float]
-Validator = Callable[[ModelResponse], object]
 
-_log = logging.getLogger("synopsis.resilience")
+_log = logging.getLogger("synopsis.models.retry")
 
 
 def is_retryable(error: BaseException) -> bool:
@@ -165,17 +153,6 @@ class FailoverResult(Generic[T]):
     model: str
     attempts: int
     records: tuple[AttemptRecord, ...] = field(default_factory=tuple)
-
-
-class CoolingDown(ModelError):
-    """Calls are refused for ``retry_in`` more seconds after repeated complete failures.
-
-    Not transient on purpose: retrying inside the cooldown is exactly the storm it prevents.
-    """
-
-    def __init__(self, message: str, *, retry_in: float):
-        super().__init__(message)
-        self.retry_in = retry_in
 
 
 class Cooldown:
@@ -281,7 +258,7 @@ def _phase(index: int) -> Phase:
     return "primary" if index == 0 else "failover"
 
 
-def _model_name(model: object) -> str:
+def model_name(model: object) -> str:
     name = getattr(model, "name", None)
     return name if isinstance(name, str) else type(model).__name__
 
@@ -318,7 +295,7 @@ def _succeeded(cooldown: Cooldown | None) -> None:
 def _retry_one(
     model: Model, attempt: Callable[[Model], T], phase: Phase, run: _Attempts, retrying: Retrying
 ) -> T:
-    name = _model_name(model)
+    name = model_name(model)
 
     def once() -> T:
         started = run.begin()
@@ -368,7 +345,7 @@ def run_with_failover(
             failures.append(exc)
             continue
         _succeeded(cooldown)
-        return run.result(value, _model_name(model))
+        return run.result(value, model_name(model))
     raise _all_failed(failures, cooldown)
 
 
@@ -379,7 +356,7 @@ async def _aretry_one(
     run: _Attempts,
     retrying: AsyncRetrying,
 ) -> T:
-    name = _model_name(model)
+    name = model_name(model)
 
     async def once() -> T:
         started = run.begin()
@@ -421,293 +398,5 @@ async def arun_with_failover(
             failures.append(exc)
             continue
         _succeeded(cooldown)
-        return run.result(value, _model_name(model))
+        return run.result(value, model_name(model))
     raise _all_failed(failures, cooldown)
-
-
-# ---------------------------------------------------------------------------------------------
-# Validation and error classification (shared by the provider adapters)
-
-
-def require_text(response: ModelResponse) -> ModelResponse:
-    """Reject a response that calls tools or has no text (raises InvalidSummary)."""
-    if response.tool_calls:
-        raise InvalidSummary("the model called a tool instead of answering", model=response.model)
-    if not response.text.strip():
-        raise InvalidSummary("the model returned an empty answer", model=response.model)
-    return response
-
-
-def parse_retry_after(headers: Mapping[str, str], *, now: float) -> float | None:
-    """Seconds to wait according to ``retry-after-ms`` or ``Retry-After`` (seconds or date).
-
-    ``now`` is the current Unix time, needed for the HTTP-date form. Unparseable or negative
-    hints give ``None``.
-    """
-    lowered = {key.lower(): value for key, value in headers.items()}
-    millis = _as_float(lowered.get("retry-after-ms"))
-    if millis is not None:
-        return millis / 1000.0
-    raw = lowered.get("retry-after")
-    if raw is None:
-        return None
-    seconds = _as_float(raw)
-    if seconds is not None:
-        return seconds
-    try:
-        when = email.utils.parsedate_to_datetime(raw)
-    except (TypeError, ValueError):
-        return None
-    return max(when.timestamp() - now, 0.0)
-
-
-def _as_float(raw: str | None) -> float | None:
-    try:
-        value = float(raw) if raw is not None else None
-    except ValueError:
-        return None
-    return value if value is not None and value >= 0 else None
-
-
-_CONTEXT_WORDS = (
-    "context_length_exceeded",
-    "context length",
-    "context window",
-    "maximum context",
-    "prompt is too long",
-    "too many tokens",
-    "input is too long",
-)
-
-
-def looks_like_context_overflow(message: str, code: str | None = None) -> bool:
-    """True when a provider's 400 message or code says the request does not fit."""
-    text = f"{code or ''} {message}".lower()
-    return any(word in text for word in _CONTEXT_WORDS)
-
-
-def error_for_status(
-    status: int,
-    message: str,
-    *,
-    model: str,
-    headers: Mapping[str, str] | None = None,
-    code: str | None = None,
-    now: float | None = None,
-) -> ModelError:
-    """Translate an HTTP error of a provider into our error tree.
-
-    429 is :class:`RateLimited` (with ``retry_after`` from the headers), 408 a timeout,
-    5xx (including Anthropic's 529 "overloaded") :class:`ProviderUnavailable`, a 400/413 about
-    the context length :class:`ContextLengthExceeded`, any other 4xx
-    :class:`PermanentModelError`.
-    """
-    detail = f"{model}: HTTP {status}: {message}"
-    if status == 429:
-        hint = parse_retry_after(headers or {}, now=time.time() if now is None else now)
-        return RateLimited(detail, model=model, retry_after=hint)
-    if status == 408:
-        return ModelTimeout(detail, model=model)
-    if status >= 500:
-        return ProviderUnavailable(detail, model=model, status_code=status)
-    if status in (400, 413, 422) and looks_like_context_overflow(message, code):
-        return ContextLengthExceeded(detail, model=model)
-    return PermanentModelError(detail, model=model, status_code=status)
-
-
-# ---------------------------------------------------------------------------------------------
-# Wrappers that are models
-
-
-def _validated(validate: Validator | None, response: ModelResponse) -> ModelResponse:
-    if validate is not None:
-        validate(response)
-    return response
-
-
-class _Options:
-    """Options shared by the wrappers; kept in one place so the four stay in step."""
-
-    def __init__(
-        self,
-        policy: RetryPolicy,
-        validate: Validator | None,
-        on_attempt: Callable[[AttemptRecord], None] | None,
-        clock: Clock,
-        rng: random.Random | None,
-        cooldown: Cooldown | None,
-    ) -> None:
-        self.policy, self.validate, self.on_attempt = policy, validate, on_attempt
-        self.clock, self.rng, self.cooldown = clock, rng, cooldown
-
-    def driver_kwargs(self) -> dict[str, Any]:
-        return {
-            "policy": self.policy,
-            "on_attempt": self.on_attempt,
-            "clock": self.clock,
-            "rng": self.rng,
-            "cooldown": self.cooldown,
-        }
-
-
-def _sole_failure(group: AllModelsFailed) -> Exception:
-    # A one-model chain reports its RetryExhausted directly, not wrapped in a group of one.
-    return group.exceptions[0] if len(group.exceptions) == 1 else group
-
-
-class FailoverModel:
-    """A chain of models tried in order, each with its own retries; itself a :class:`Model`.
-
-    ``validate(response)`` may raise :class:`~synopsis.errors.InvalidSummary` to reject a
-    response (then retried). All failing raises :class:`~synopsis.errors.AllModelsFailed`.
-    """
-
-    def __init__(
-        self,
-        *models: Model,
-        policy: RetryPolicy = RetryPolicy(),
-        sleep: Sleep = time.sleep,
-        validate: Validator | None = None,
-        on_attempt: Callable[[AttemptRecord], None] | None = None,
-        clock: Clock = time.monotonic,
-        rng: random.Random | None = None,
-        cooldown: Cooldown | None = None,
-    ) -> None:
-        if not models:
-            raise ConfigError("FailoverModel needs at least one model")
-        self.models = tuple(models)
-        self._sleep = sleep
-        self._options = _Options(policy, validate, on_attempt, clock, rng, cooldown)
-
-    @property
-    def name(self) -> str:
-        return "failover:" + ",".join(_model_name(m) for m in self.models)
-
-    @property
-    def context_window(self) -> int | None:
-        """The smallest window of the chain: a request must fit whichever model answers."""
-        windows = [getattr(m, "context_window", None) for m in self.models]
-        known = [w for w in windows if isinstance(w, int)]
-        return min(known) if known else None
-
-    def complete(
-        self, messages: Sequence[Mapping[str, Any]], *, settings: ModelSettings | None = None
-    ) -> ModelResponse:
-        def call(model: Model) -> ModelResponse:
-            response = model.complete(messages, settings=settings)
-            return _validated(self._options.validate, response)
-
-        result = run_with_failover(
-            self.models, call, sleep=self._sleep, **self._options.driver_kwargs()
-        )
-        return result.value
-
-
-class RetryingModel(FailoverModel):
-    """One model with retries; itself a :class:`Model`. Raises RetryExhausted when it gives up."""
-
-    def __init__(
-        self,
-        model: Model,
-        *,
-        policy: RetryPolicy = RetryPolicy(),
-        sleep: Sleep = time.sleep,
-        validate: Validator | None = None,
-        on_attempt: Callable[[AttemptRecord], None] | None = None,
-        clock: Clock = time.monotonic,
-        rng: random.Random | None = None,
-        cooldown: Cooldown | None = None,
-    ) -> None:
-        super().__init__(
-            model, policy=policy, sleep=sleep, validate=validate, on_attempt=on_attempt,
-            clock=clock, rng=rng, cooldown=cooldown,
-        )  # fmt: skip
-
-    @property
-    def name(self) -> str:
-        return _model_name(self.models[0])
-
-    def complete(
-        self, messages: Sequence[Mapping[str, Any]], *, settings: ModelSettings | None = None
-    ) -> ModelResponse:
-        try:
-            return super().complete(messages, settings=settings)
-        except AllModelsFailed as group:
-            raise _sole_failure(group) from None
-
-
-class AsyncFailoverModel:
-    """The async twin of :class:`FailoverModel`; itself an :class:`AsyncModel`."""
-
-    def __init__(
-        self,
-        *models: AsyncModel,
-        policy: RetryPolicy = RetryPolicy(),
-        sleep: AsyncSleep = asyncio.sleep,
-        validate: Validator | None = None,
-        on_attempt: Callable[[AttemptRecord], None] | None = None,
-        clock: Clock = time.monotonic,
-        rng: random.Random | None = None,
-        cooldown: Cooldown | None = None,
-    ) -> None:
-        if not models:
-            raise ConfigError("AsyncFailoverModel needs at least one model")
-        self.models = tuple(models)
-        self._sleep = sleep
-        self._options = _Options(policy, validate, on_attempt, clock, rng, cooldown)
-
-    @property
-    def name(self) -> str:
-        return "failover:" + ",".join(_model_name(m) for m in self.models)
-
-    @property
-    def context_window(self) -> int | None:
-        """The smallest window of the chain: a request must fit whichever model answers."""
-        windows = [getattr(m, "context_window", None) for m in self.models]
-        known = [w for w in windows if isinstance(w, int)]
-        return min(known) if known else None
-
-    async def complete(
-        self, messages: Sequence[Mapping[str, Any]], *, settings: ModelSettings | None = None
-    ) -> ModelResponse:
-        async def call(model: AsyncModel) -> ModelResponse:
-            response = await model.complete(messages, settings=settings)
-            return _validated(self._options.validate, response)
-
-        result = await arun_with_failover(
-            self.models, call, sleep=self._sleep, **self._options.driver_kwargs()
-        )
-        return result.value
-
-
-class AsyncRetryingModel(AsyncFailoverModel):
-    """The async twin of :class:`RetryingModel`."""
-
-    def __init__(
-        self,
-        model: AsyncModel,
-        *,
-        policy: RetryPolicy = RetryPolicy(),
-        sleep: AsyncSleep = asyncio.sleep,
-        validate: Validator | None = None,
-        on_attempt: Callable[[AttemptRecord], None] | None = None,
-        clock: Clock = time.monotonic,
-        rng: random.Random | None = None,
-        cooldown: Cooldown | None = None,
-    ) -> None:
-        super().__init__(
-            model, policy=policy, sleep=sleep, validate=validate, on_attempt=on_attempt,
-            clock=clock, rng=rng, cooldown=cooldown,
-        )  # fmt: skip
-
-    @property
-    def name(self) -> str:
-        return _model_name(self.models[0])
-
-    async def complete(
-        self, messages: Sequence[Mapping[str, Any]], *, settings: ModelSettings | None = None
-    ) -> ModelResponse:
-        try:
-            return await super().complete(messages, settings=settings)
-        except AllModelsFailed as group:
-            raise _sole_failure(group) from None

@@ -22,9 +22,9 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
+from synopsis.compaction.summary import longest_fitting_prefix
 from synopsis.errors import ConfigError
 from synopsis.messages import content_type, text_of
-from synopsis.postprocess import longest_fitting_prefix
 from synopsis.prompts import ENGLISH, PromptSet
 from synopsis.tokens import Estimator
 

@@ -18,7 +18,11 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from synopsis.archive import Archive, JsonlArchive
+from synopsis.compaction.archive import Archive, JsonlArchive
+from synopsis.compaction.plan import CompactionPlan, KeepTail, plan_compaction
+from synopsis.compaction.skills import SkillConfig, preserve_skills
+from synopsis.compaction.summary import DEFAULT_USER_MESSAGES_BUDGET, finalize_summary
+from synopsis.compaction.trigger import Trigger, TriggerDecision
 from synopsis.errors import (
     CompactionError,
     ConfigError,
@@ -38,14 +42,10 @@ from synopsis.events import (
 )
 from synopsis.messages import content_type, text_of, validate_messages
 from synopsis.models._base import ModelResponse, ModelSettings
-from synopsis.planner import CompactionPlan, KeepTail, plan_compaction
-from synopsis.postprocess import DEFAULT_USER_MESSAGES_BUDGET, finalize_summary
+from synopsis.models.retry import Cooldown, RetryPolicy
 from synopsis.prompts import PromptSet, prompt_set
-from synopsis.resilience import Cooldown, RetryPolicy
-from synopsis.skills import SkillConfig, preserve_skills
 from synopsis.summarizer import AsyncSummarizer, Summarizer, SummaryResult, strip_summary_wrapping
 from synopsis.tokens import TokenCounter
-from synopsis.triggers import Trigger, TriggerDecision
 
 __all__ = [
     "AsyncCompactingModel",
@@ -56,7 +56,7 @@ __all__ = [
     "Fallback",
 ]
 
-_log = logging.getLogger("synopsis.compactor")
+_log = logging.getLogger("synopsis.compaction.compactor")
 
 #: What to do when every model failed: keep the history as it is, summarize it with the
 #: offline extractive summarizer, or drop the oldest messages (they are archived first).

@@ -1,6 +1,6 @@
 """Pure helpers for side-store session memory: when to summarize, and how to build a request.
 
-Nothing here does I/O or reads a clock. :mod:`synopsis.session` feeds these functions what it
+Nothing here does I/O or reads a clock. :mod:`synopsis.session.memory` feeds these functions what it
 read from a store; tests build the inputs directly.
 
 A built context is, in order:

@@ -1,0 +1,36 @@
+"""In-place compaction: replace old history with one structured summary before a model call.
+
+The pieces, in the order a compaction runs them: :mod:`.trigger` (when), :mod:`.plan` (what
+to summarize and what to keep, pure), the summarizer call, :mod:`.summary` (post-processing
+and the user-message back-fill, pure), :mod:`.skills` (loaded skills kept verbatim),
+:mod:`.archive` (nothing is lost) and :mod:`.compactor` (the sync and async drivers).
+"""
+
+from synopsis.compaction.archive import Archive, JsonlArchive, MemoryArchive
+from synopsis.compaction.compactor import (
+    AsyncCompactingModel,
+    AsyncCompactor,
+    CompactingModel,
+    CompactionResult,
+    Compactor,
+)
+from synopsis.compaction.plan import CompactionPlan, KeepTail, plan_compaction
+from synopsis.compaction.skills import SkillConfig
+from synopsis.compaction.trigger import Trigger, TriggerDecision
+
+__all__ = [
+    "Archive",
+    "AsyncCompactingModel",
+    "AsyncCompactor",
+    "CompactingModel",
+    "CompactionPlan",
+    "CompactionResult",
+    "Compactor",
+    "JsonlArchive",
+    "KeepTail",
+    "MemoryArchive",
+    "SkillConfig",
+    "Trigger",
+    "TriggerDecision",
+    "plan_compaction",
+]
