@@ -1,0 +1,54 @@
+"""Workflows written once: a pure generator of steps, carried out by a sync or async driver.
+
+A *flow* is a generator that yields steps (frozen values saying what to do: call a model,
+sleep, write to a store, emit an event) and is sent each step's result, or has the step's
+exception thrown into it. It does no I/O itself, so the decisions of a workflow live in one
+place; :func:`drive` and :func:`adrive` only carry the steps out, with a ``perform`` callable
+the caller supplies. This is httpx's ``auth_flow`` idea, and the pattern the PostgreSQL store
+already uses for its SQL plans.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Generator
+from typing import Any, TypeVar
+
+__all__ = ["Flow", "adrive", "drive"]
+
+S = TypeVar("S")
+T = TypeVar("T")
+
+#: A workflow: yields steps of type ``S``, is sent their results, returns ``T``.
+Flow = Generator[S, Any, T]
+
+
+def drive(flow: Flow[S, T], perform: Callable[[S], Any]) -> T:
+    """Run ``flow`` to its end, performing each step synchronously."""
+    value: Any = None
+    error: Exception | None = None
+    while True:
+        try:
+            step = flow.send(value) if error is None else flow.throw(error)
+        except StopIteration as stop:
+            return stop.value  # type: ignore[no-any-return]
+        value, error = None, None
+        try:
+            value = perform(step)
+        except Exception as exc:  # handed to the flow, which decides what it means
+            error = exc
+
+
+async def adrive(flow: Flow[S, T], perform: Callable[[S], Awaitable[Any]]) -> T:
+    """Run ``flow`` to its end, awaiting each step; the twin of :func:`drive`."""
+    value: Any = None
+    error: Exception | None = None
+    while True:
+        try:
+            step = flow.send(value) if error is None else flow.throw(error)
+        except StopIteration as stop:
+            return stop.value  # type: ignore[no-any-return]
+        value, error = None, None
+        try:
+            value = await perform(step)
+        except Exception as exc:  # handed to the flow, which decides what it means
+            error = exc
