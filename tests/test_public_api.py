@@ -2,7 +2,67 @@
 
 from __future__ import annotations
 
+import inspect
+import subprocess
+import sys
+from pathlib import Path
+
 import synopsis
+import synopsis.memory
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _public_members(module: object) -> set[str]:
+    """Names a user sees on ``module``: not private, not a submodule."""
+    return {
+        name
+        for name, value in vars(module).items()
+        if not name.startswith("_") and not inspect.ismodule(value)
+    }
+
+
+def test_every_public_member_is_exported_and_nothing_else() -> None:
+    """``synopsis.__all__`` equals the package's public members (httpx's exported-members test):
+    a public name left out of ``__all__`` fails, and so does an exported name that is not there."""
+    assert set(synopsis.__all__) == _public_members(synopsis)
+
+
+def test_memory_package_exports_its_stores() -> None:
+    """Stores and ``open_store`` come from ``synopsis.memory``; PostgreSQL loads on first use."""
+    from synopsis.memory import (  # noqa: F401 - the import is the test
+        AsyncPostgresStore,
+        AsyncSQLiteStore,
+        InMemoryStore,
+        PostgresStore,
+        SQLiteStore,
+        open_store,
+    )
+
+    members = _public_members(synopsis.memory) | {"AsyncPostgresStore", "PostgresStore"}
+    assert set(synopsis.memory.__all__) == members
+
+
+def test_readme_imports_only_public_paths() -> None:
+    """Every ``from synopsis... import`` in the README names a package, never a private module."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    modules = {line.split()[1] for line in readme.splitlines() if line.startswith("from synopsis")}
+    assert modules, "the README has no import lines"
+    for module in modules:
+        assert not any(part.startswith("_") for part in module.split(".")), module
+        assert module in {"synopsis", "synopsis.memory", "synopsis.embeddings"}, module
+
+
+def test_public_signatures_type_check() -> None:
+    """``tests/typing/`` pins the public signatures with ``assert_type``; mypy strict accepts it."""
+    result = subprocess.run(
+        [sys.executable, "-m", "mypy", "--strict", "--no-incremental", "tests/typing"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
 
 
 def test_all_is_sorted_and_complete() -> None:
@@ -45,7 +105,7 @@ async def test_readme_example_async() -> None:
 def test_readme_session_memory_example(tmp_path) -> None:  # type: ignore[no-untyped-def]
     """The README's session-memory example: summary written, injected and recalled."""
     from synopsis import SessionMemory, Summarizer
-    from synopsis.memory.sqlite import SQLiteStore
+    from synopsis.memory import SQLiteStore
 
     history = []
     for i in range(20):

@@ -19,10 +19,12 @@ from synopsis.errors import (
     CompactionError,
     ConfigError,
     ContextLengthExceeded,
+    CoolingDown,
     InvalidInput,
     InvalidMessage,
     InvalidNamespace,
     InvalidSummary,
+    MigrationError,
     ModelError,
     ModelTimeout,
     NotFound,
@@ -35,14 +37,29 @@ from synopsis.errors import (
     TenantMismatch,
     TransientModelError,
 )
-from synopsis.events import AfterSummarize, BeforeSummarize, GenerateSummary, SummarizeFailed
+from synopsis.events import (
+    AfterSummarize,
+    BeforeSummarize,
+    GenerateSummary,
+    OutboxReplayed,
+    SessionMemoryFailed,
+    SessionSummarySaved,
+    SessionSummaryStarted,
+    SummarizeFailed,
+)
 from synopsis.messages import validate_messages
 from synopsis.models import AsyncModel, Model, ModelResponse, ModelSettings, Usage
 from synopsis.models._resolve import resolve_model
 from synopsis.models.extractive import AsyncExtractiveModel, ExtractiveModel
+from synopsis.models.failover import (
+    AsyncFailoverModel,
+    AsyncRetryingModel,
+    FailoverModel,
+    RetryingModel,
+)
 from synopsis.models.retry import Cooldown, RetryPolicy
 from synopsis.prompts import CHINESE, ENGLISH, PromptSet
-from synopsis.session.memory import AsyncSessionMemory, SessionMemory
+from synopsis.session.memory import AsyncSessionMemory, ScheduleResult, SessionMemory
 from synopsis.summarizer import AsyncSummarizer, Summarizer, SummaryResult
 from synopsis.tokens import TokenCount, TokenCounter
 from synopsis.transcripts import Transcript, dump_transcript, load_transcript
@@ -58,7 +75,9 @@ __all__ = [
     "AsyncCompactingModel",
     "AsyncCompactor",
     "AsyncExtractiveModel",
+    "AsyncFailoverModel",
     "AsyncModel",
+    "AsyncRetryingModel",
     "AsyncSessionMemory",
     "AsyncSummarizer",
     "BeforeSummarize",
@@ -69,7 +88,9 @@ __all__ = [
     "ConfigError",
     "ContextLengthExceeded",
     "Cooldown",
+    "CoolingDown",
     "ExtractiveModel",
+    "FailoverModel",
     "GenerateSummary",
     "InvalidInput",
     "InvalidMessage",
@@ -78,19 +99,26 @@ __all__ = [
     "JsonlArchive",
     "KeepTail",
     "MemoryArchive",
+    "MigrationError",
     "Model",
     "ModelError",
     "ModelResponse",
     "ModelSettings",
     "ModelTimeout",
     "NotFound",
+    "OutboxReplayed",
     "PermanentModelError",
     "PromptSet",
     "ProviderUnavailable",
     "RateLimited",
     "RetryExhausted",
     "RetryPolicy",
+    "RetryingModel",
+    "ScheduleResult",
     "SessionMemory",
+    "SessionMemoryFailed",
+    "SessionSummarySaved",
+    "SessionSummaryStarted",
     "SkillConfig",
     "StoreError",
     "SummarizeFailed",

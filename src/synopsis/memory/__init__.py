@@ -6,7 +6,7 @@ Every backend implements the same contracts, sync and async, and passes one conf
 on first use). :func:`open_store` opens SQLite or PostgreSQL from a path or URL.
 """
 
-from typing import TYPE_CHECKING, Any
+import typing
 
 from synopsis.memory._types import (
     AsyncMemoryStore,
@@ -30,7 +30,7 @@ from synopsis.memory.inmemory import AsyncInMemoryStore, InMemoryStore
 from synopsis.memory.open import open_store
 from synopsis.memory.sqlite import AsyncSQLiteStore, SQLiteStore
 
-if TYPE_CHECKING:
+if typing.TYPE_CHECKING:
     from synopsis.memory.postgres import AsyncPostgresStore, PostgresStore
 
 __all__ = [
@@ -62,7 +62,7 @@ __all__ = [
 _POSTGRES = frozenset({"PostgresStore", "AsyncPostgresStore"})
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> typing.Any:
     # psycopg is an optional extra: load the PostgreSQL backend only when it is asked for.
     if name in _POSTGRES:
         from synopsis.memory import postgres
