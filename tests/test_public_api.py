@@ -125,3 +125,11 @@ def test_readme_session_memory_example(tmp_path) -> None:  # type: ignore[no-unt
         assert hits and hits[0].item.kind == "summary"
         assert memory.recall("tenant-2", "user-1", "咖啡") == []
         memory.close()
+
+
+def test_the_library_does_not_log_to_stderr_by_default() -> None:
+    """A NullHandler on the ``synopsis`` logger keeps Python's last-resort handler quiet."""
+    import logging
+
+    handlers = logging.getLogger("synopsis").handlers
+    assert any(isinstance(h, logging.NullHandler) for h in handlers)

@@ -3,6 +3,8 @@
 The curated public API. Everything else is importable from its module but not promised.
 """
 
+import logging as _logging
+
 from synopsis.compaction.archive import Archive, JsonlArchive, MemoryArchive
 from synopsis.compaction.compactor import (
     AsyncCompactingModel,
@@ -65,6 +67,10 @@ from synopsis.tokens import TokenCount, TokenCounter
 from synopsis.transcripts import Transcript, dump_transcript, load_transcript
 
 __version__ = "0.1.0"
+
+# A library does not configure logging: without this, Python's last-resort handler prints our
+# warnings to stderr in applications that never set logging up.
+_logging.getLogger("synopsis").addHandler(_logging.NullHandler())
 
 __all__ = [
     "CHINESE",
