@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -392,56 +391,33 @@ class Outcome:
     events: list[dict[str, Any]]
 
 
+def turn(count: int) -> Call:
+    """``after_turn`` with a history of ``count`` messages."""
+    return call("after_turn", T, U, S, turns(count))
+
+
+DRAIN = call("drain")
 CASES = {
     "due_turn": Case(
         calls=(
-            call("after_turn", T, U, S, turns(10)),
-            call("drain"),
-            call("after_turn", T, U, S, turns(15)),
+            turn(10),
+            DRAIN,
+            turn(15),
             call("build_context", T, U, S, turns(15)),
             call("recall", T, U, "coffee"),
         )
     ),
-    "not_due_turn": Case(
-        calls=(
-            call("after_turn", T, U, S, turns(5)),
-            call("drain"),
-            call("build_context", T, U, S, turns(5)),
-        )
-    ),
+    "not_due_turn": Case(calls=(turn(5), DRAIN, call("build_context", T, U, S, turns(5)))),
     "failing_summarizer": Case(
-        replies=(ProviderUnavailable("down", model="m"),),
-        calls=(
-            call("after_turn", T, U, S, turns(10)),
-            call("drain"),
-            call("after_turn", T, U, S, turns(11)),
-        ),
+        replies=(ProviderUnavailable("down", model="m"),), calls=(turn(10), DRAIN, turn(11))
     ),
-    "invalid_summary": Case(
-        blank=True, calls=(call("after_turn", T, U, S, turns(10)), call("drain"))
-    ),
+    "invalid_summary": Case(blank=True, calls=(turn(10), DRAIN)),
     "failing_memory_write_then_recover": Case(
         broken_put=True,
-        calls=(
-            call("after_turn", T, U, S, turns(10)),
-            call("drain"),
-            call("repair"),
-            call("recover"),
-            call("recover"),
-        ),
+        calls=(turn(10), DRAIN, call("repair"), call("recover"), call("recover")),
     ),
-    "user_deleted_mid_job": Case(
-        delete_on_call=2,
-        calls=(
-            call("after_turn", T, U, S, turns(10)),
-            call("drain"),
-            call("after_turn", T, U, S, turns(20)),
-            call("drain"),
-        ),
-    ),
-    "user_deleted_between_writes": Case(
-        delete_on_put=True, calls=(call("after_turn", T, U, S, turns(10)), call("drain"))
-    ),
+    "user_deleted_mid_job": Case(delete_on_call=2, calls=(turn(10), DRAIN, turn(20), DRAIN)),
+    "user_deleted_between_writes": Case(delete_on_put=True, calls=(turn(10), DRAIN)),
 }
 
 
@@ -607,20 +583,3 @@ def test_the_parity_cases_exercise_what_they_name() -> None:
         ],
         "user_deleted_between_writes": ["session_summary_started"],
     }
-
-
-async def test_a_cancelled_async_job_releases_its_session() -> None:
-    """aclose(wait=False) cancels the task; the driver closes the flow, which releases."""
-    entered = asyncio.Event()
-
-    class Hanging:
-        async def summarize(self, messages: Any, **_: Any) -> SummaryResult:
-            entered.set()
-            await asyncio.Event().wait()
-            raise AssertionError("never answers")
-
-    session = AsyncSessionMemory(store=AsyncInMemoryStore(), summarizer=Hanging())
-    assert (await session.after_turn(T, U, S, turns(20))).scheduled
-    await entered.wait()
-    await session.aclose(wait=False)
-    assert session._registry.claim(KEY) == "cooldown"

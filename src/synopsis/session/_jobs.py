@@ -62,6 +62,7 @@ __all__ = [
     "admit_turn",
     "build_context",
     "delete_user",
+    "dual_write",
     "recall",
     "recover",
     "run_job",
