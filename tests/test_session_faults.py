@@ -494,3 +494,20 @@ async def test_async_poison_entries_do_not_block_newer_ones() -> None:
     for entry in remaining:  # each failure event carries the count so far
         counts = [e.attempts for e in failed if e.session_id == entry.summary.session_id]
         assert counts == list(range(1, entry.attempts + 1))
+
+
+async def test_a_cancelled_async_job_releases_its_session() -> None:
+    """aclose(wait=False) cancels the task; the driver closes the flow, which releases."""
+    entered = asyncio.Event()
+
+    class Hanging:
+        async def summarize(self, messages: Any, **_: Any) -> SummaryResult:
+            entered.set()
+            await asyncio.Event().wait()
+            raise AssertionError("never answers")
+
+    session = AsyncSessionMemory(store=AsyncInMemoryStore(), summarizer=Hanging())
+    assert (await session.after_turn(T, "u1", "s1", turns(20))).scheduled
+    await entered.wait()
+    await session.aclose(wait=False)
+    assert session._registry.claim((T, "s1")) == "cooldown"

@@ -29,6 +29,10 @@ injected, optional recalled notes (``hybrid=True``), and a tool-safe window of r
 says ``vector`` or ``hybrid`` (a store built with an embedder). :class:`AsyncSessionMemory`
 is the asyncio twin.
 
+Every workflow is written once, as a flow of steps in :mod:`synopsis.session._jobs`; the two
+classes here only own the threads or tasks, the registry and the lifecycle, and carry the
+steps out on the store, the summarizer and the event handlers (``_perform``).
+
 Neither class closes the store it was given; its owner does.
 """
 
@@ -36,27 +40,17 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Literal
+from typing import Any
 
-from synopsis.errors import InvalidSummary
-from synopsis.events import (
-    OutboxReplayed,
-    SessionEventHandler,
-    aemit,
-    check_sync_handlers,
-    emit,
-    failure,
-)
-from synopsis.memory._types import (
-    OutboxEntry,
-    SearchHit,
-    SearchMode,
-    SessionSummary,
-    validate_tenant,
-)
+from synopsis._flow import adrive, drive
+from synopsis.events import SessionEventHandler, aemit, check_sync_handlers, emit, failure
+from synopsis.memory._types import SearchHit, SearchMode
+from synopsis.session import _jobs
+from synopsis.session._jobs import Emit, Runtime, Step, StoreCall
 from synopsis.session._state import (
     AsyncSessionStore,
     Job,
@@ -64,21 +58,8 @@ from synopsis.session._state import (
     ScheduleResult,
     SessionStore,
     SkipReason,
-    saved_event,
-    started_event,
 )
-from synopsis.session.context import (
-    build_messages,
-    is_due,
-    make_settings,
-    memory_tags,
-    next_summary,
-    recall_query,
-    split_system,
-    summary_key,
-    summary_namespace,
-    summary_span,
-)
+from synopsis.session.context import make_settings
 from synopsis.summarizer import AsyncSummarizerLike, SummarizerLike
 from synopsis.tokens import Estimator
 
@@ -90,11 +71,6 @@ __all__ = [
     "SessionStore",
     "SkipReason",
 ]
-
-
-#: How a background job ended: ``failed`` (nothing saved; the session cools down), ``saved``
-#: (the summary is stored, its memory write failed and waits in the outbox) or ``done``.
-JobOutcome = Literal["failed", "saved", "done"]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -122,7 +98,7 @@ class SessionMemory:
         failure_cooldown: float = 60.0,
         estimate: Estimator | None = None,
     ) -> None:
-        self._settings = make_settings(
+        settings = make_settings(
             summarize_every=summarize_every,
             window_messages=window_messages,
             window_tokens=window_tokens,
@@ -136,14 +112,21 @@ class SessionMemory:
         self._store = store
         self._summarizer = summarizer
         self._handlers = tuple(on_event)
-        self._clock = clock
         self._registry = Registry(clock, failure_cooldown)
+        self._runtime = Runtime(settings, self._registry, clock)
         self._executor = concurrent.futures.ThreadPoolExecutor(
             max_workers=max_workers, thread_name_prefix="synopsis-session"
         )
         self._futures: set[concurrent.futures.Future[None]] = set()
         self._futures_lock = threading.Lock()
         self._closed = False
+
+    def _perform(self, step: Step) -> Any:
+        """Carry out one step of a flow on the store, the summarizer or the handlers."""
+        if isinstance(step, Emit):
+            emit(self._handlers, step.event)
+            return None
+        return step.on(self._store if isinstance(step, StoreCall) else self._summarizer)
 
     # --- after each turn ---------------------------------------------------------------------
 
@@ -156,23 +139,14 @@ class SessionMemory:
         failures become events); only an unusable ``tenant`` raises InvalidInput. ``messages``
         is the session's full history so far; it is copied when a job is scheduled.
         """
-        if self._closed:
-            return ScheduleResult(scheduled=False, reason="closed")
-        if self._summarizer is None:
-            return ScheduleResult(scheduled=False, reason="no_summarizer")
-        key = (validate_tenant(tenant), session_id)
-        covers = self._registry.known_covers(key)
-        if covers is None:
-            try:
-                latest = self._store.latest_summary(tenant, session_id)
-            except Exception as exc:
-                emit(self._handlers, failure("load_summary", tenant, session_id, exc))
-                return ScheduleResult(scheduled=False, reason="error")
-            covers = latest.covers_to if latest else 0
-            self._registry.remember_covers(key, covers)
-        result, job = self._registry.admit(
-            (tenant, user_id, session_id), messages, covers, self._settings.summarize_every
+        flow = _jobs.admit_turn(
+            self._runtime,
+            (tenant, user_id, session_id),
+            messages,
+            closed=self._closed,
+            has_summarizer=self._summarizer is not None,
         )
+        result, job = drive(flow, self._perform)
         if job is not None:
             self._submit(job)
         return result
@@ -193,112 +167,12 @@ class SessionMemory:
             self._futures.discard(future)
 
     def _run(self, job: Job) -> None:
-        outcome: JobOutcome = "failed"
-        try:
-            outcome = self._summarize_and_write(job)
-        except Exception as exc:  # last resort: a background job must not die silently
-            emit(self._handlers, failure("job", job.tenant, job.session_id, exc))
-        finally:
-            self._registry.release(job.key, failed=outcome == "failed")
-        if outcome == "done":  # the store just worked: replay what earlier jobs left
-            self.recover(job.tenant, limit=10)
-
-    def _summarize_and_write(self, job: Job) -> JobOutcome:
-        prev = self._store.latest_summary(job.tenant, job.session_id)
-        covers = prev.covers_to if prev else 0
-        self._registry.remember_covers(job.key, covers)
-        start, end = summary_span(job.messages, covers)
-        if not is_due(end, covers, self._settings.summarize_every):
-            return "done"
-        emit(self._handlers, started_event(job, start, end, prev))
-        assert self._summarizer is not None
-        try:
-            result = self._summarizer.summarize(
-                job.messages[start:end],
-                previous_summary=prev.text if prev else None,
-                session_id=job.session_id,
-            )
-            summary = next_summary(
-                tenant=job.tenant,
-                user_id=job.user_id,
-                session_id=job.session_id,
-                previous=prev,
-                result=result,
-                covers_to=end,
-                now=self._clock(),
-            )
-        except InvalidSummary as exc:
-            emit(self._handlers, failure("invalid_summary", job.tenant, job.session_id, exc))
-            return "failed"
-        except Exception as exc:
-            emit(self._handlers, failure("summarize", job.tenant, job.session_id, exc))
-            return "failed"
-        return self._dual_write(job, summary)
-
-    def _dual_write(self, job: Job, summary: SessionSummary) -> JobOutcome:
-        if self._registry.epoch(job.tenant, job.user_id) != job.epoch:
-            return "done"  # the user was deleted while the model was thinking
-        try:
-            saved = self._store.save_summary(summary)
-        except Exception as exc:
-            emit(self._handlers, failure("save", job.tenant, job.session_id, exc))
-            return "failed"
-        self._registry.remember_covers(job.key, saved.covers_to)
-        written = self._write_memory(saved)
-        if self._registry.epoch(job.tenant, job.user_id) != job.epoch:
-            self._store.delete_user(job.tenant, job.user_id)
-            return "done"
-        emit(self._handlers, saved_event(saved, written))
-        return "done" if written else "saved"
-
-    def _write_memory(self, summary: SessionSummary) -> bool:
-        """The second write plus its outbox completion; a failure is counted on the entry."""
-        try:
-            self._store.put(
-                summary.tenant,
-                summary_namespace(summary.user_id, summary.session_id),
-                summary_key(summary.version),
-                summary.text,
-                kind="summary",
-                tags=memory_tags(summary),
-            )
-            self._store.complete_outbox(summary.tenant, summary.session_id, summary.version)
-        except Exception as exc:
-            attempts = self._count_failure(summary)
-            event = failure(
-                "memory_write", summary.tenant, summary.session_id, exc, attempts=attempts
-            )
-            emit(self._handlers, event)
-            return False
-        return True
-
-    def _count_failure(self, summary: SessionSummary) -> int | None:
-        """Count a failed write on its outbox entry; None if the store could not count it."""
-        try:
-            return self._store.fail_outbox(summary.tenant, summary.session_id, summary.version)
-        except Exception:  # the store is down too; the entry keeps its count
-            return None
+        with contextlib.closing(_jobs.run_job(self._runtime, job)) as flow:
+            drive(flow, self._perform)
 
     def recover(self, tenant: str | None = None, *, limit: int = 100) -> int:
         """Replay pending entries, fewest failures first; return how many completed."""
-        try:
-            entries: list[OutboxEntry] = self._store.pending_outbox(tenant, limit=limit)
-        except Exception as exc:
-            emit(self._handlers, failure("recover", tenant or "*", None, exc))
-            return 0
-        done = 0
-        for entry in entries:
-            if self._write_memory(entry.summary):
-                done += 1
-                emit(
-                    self._handlers,
-                    OutboxReplayed(
-                        tenant=entry.summary.tenant,
-                        session_id=entry.summary.session_id,
-                        version=entry.summary.version,
-                    ),
-                )
-        return done
+        return drive(_jobs.recover(tenant, limit=limit), self._perform)
 
     # --- building a request ------------------------------------------------------------------
 
@@ -313,36 +187,14 @@ class SessionMemory:
         query: str | None = None,
     ) -> list[dict[str, Any]]:
         """The messages to send: system prompt + summary, [recalled notes], recent window."""
-        validate_tenant(tenant)
-        system, body = split_system(messages, system_prompt)
-        summary = None
-        try:
-            summary = self._store.latest_summary(tenant, session_id)
-        except Exception as exc:
-            emit(self._handlers, failure("load_summary", tenant, session_id, exc))
-        question = recall_query(body, query)
-        hits: list[SearchHit] = []
-        if self._settings.hybrid and question and self._settings.recall_limit:
-            try:
-                hits = self._store.search(
-                    tenant,
-                    ("user", user_id),
-                    query=question,
-                    limit=self._settings.recall_limit * 4,
-                    mode=self._settings.recall_mode,
-                )
-            except Exception as exc:
-                emit(self._handlers, failure("recall", tenant, session_id, exc))
-        return build_messages(
-            self._settings,
-            system=system,
-            body=body,
-            summary=summary,
-            hits=hits,
-            query=question,
-            user_id=user_id,
-            session_id=session_id,
+        flow = _jobs.build_context(
+            self._runtime.settings,
+            (tenant, user_id, session_id),
+            messages,
+            system_prompt=system_prompt,
+            query=query,
         )
+        return drive(flow, self._perform)
 
     def recall(
         self,
@@ -358,19 +210,14 @@ class SessionMemory:
 
         ``mode`` defaults to the ``recall_mode`` this memory was built with.
         """
-        return self._store.search(
-            tenant,
-            ("user", user_id),
-            query=query,
-            kind=kind,
-            limit=limit,
-            mode=mode or self._settings.recall_mode,
+        flow = _jobs.recall(
+            self._runtime.settings, tenant, user_id, query, limit=limit, kind=kind, mode=mode
         )
+        return drive(flow, self._perform)
 
     def delete_user(self, tenant: str, user_id: str) -> int:
         """Delete the user's memories, summaries and outbox entries; return how many."""
-        self._registry.forget_user(validate_tenant(tenant), user_id)
-        return self._store.delete_user(tenant, user_id)
+        return drive(_jobs.delete_user(self._registry, tenant, user_id), self._perform)
 
     # --- lifecycle ---------------------------------------------------------------------------
 
@@ -423,7 +270,7 @@ class AsyncSessionMemory:
         failure_cooldown: float = 60.0,
         estimate: Estimator | None = None,
     ) -> None:
-        self._settings = make_settings(
+        settings = make_settings(
             summarize_every=summarize_every,
             window_messages=window_messages,
             window_tokens=window_tokens,
@@ -436,32 +283,30 @@ class AsyncSessionMemory:
         self._store = store
         self._summarizer = summarizer
         self._handlers = tuple(on_event)
-        self._clock = clock
         self._registry = Registry(clock, failure_cooldown)
+        self._runtime = Runtime(settings, self._registry, clock)
         self._tasks: set[asyncio.Task[None]] = set()
         self._closed = False
+
+    async def _perform(self, step: Step) -> Any:
+        """Carry out one step of a flow, awaiting the store, the summarizer or the handlers."""
+        if isinstance(step, Emit):
+            await aemit(self._handlers, step.event)
+            return None
+        return await step.on(self._store if isinstance(step, StoreCall) else self._summarizer)
 
     async def after_turn(
         self, tenant: str, user_id: str, session_id: str, messages: Sequence[Mapping[str, Any]]
     ) -> ScheduleResult:
         """Schedule a background summary task when due and return at once (see SessionMemory)."""
-        if self._closed:
-            return ScheduleResult(scheduled=False, reason="closed")
-        if self._summarizer is None:
-            return ScheduleResult(scheduled=False, reason="no_summarizer")
-        key = (validate_tenant(tenant), session_id)
-        covers = self._registry.known_covers(key)
-        if covers is None:
-            try:
-                latest = await self._store.latest_summary(tenant, session_id)
-            except Exception as exc:
-                await aemit(self._handlers, failure("load_summary", tenant, session_id, exc))
-                return ScheduleResult(scheduled=False, reason="error")
-            covers = latest.covers_to if latest else 0
-            self._registry.remember_covers(key, covers)
-        result, job = self._registry.admit(
-            (tenant, user_id, session_id), messages, covers, self._settings.summarize_every
+        flow = _jobs.admit_turn(
+            self._runtime,
+            (tenant, user_id, session_id),
+            messages,
+            closed=self._closed,
+            has_summarizer=self._summarizer is not None,
         )
+        result, job = await adrive(flow, self._perform)
         if job is not None:
             task = asyncio.get_running_loop().create_task(self._run(job))
             self._tasks.add(task)
@@ -469,111 +314,13 @@ class AsyncSessionMemory:
         return result
 
     async def _run(self, job: Job) -> None:
-        outcome: JobOutcome = "failed"
-        try:
-            outcome = await self._summarize_and_write(job)
-        except Exception as exc:  # last resort: a background job must not die silently
-            await aemit(self._handlers, failure("job", job.tenant, job.session_id, exc))
-        finally:
-            self._registry.release(job.key, failed=outcome == "failed")
-        if outcome == "done":
-            await self.recover(job.tenant, limit=10)
-
-    async def _summarize_and_write(self, job: Job) -> JobOutcome:
-        prev = await self._store.latest_summary(job.tenant, job.session_id)
-        covers = prev.covers_to if prev else 0
-        self._registry.remember_covers(job.key, covers)
-        start, end = summary_span(job.messages, covers)
-        if not is_due(end, covers, self._settings.summarize_every):
-            return "done"
-        await aemit(self._handlers, started_event(job, start, end, prev))
-        assert self._summarizer is not None
-        try:
-            result = await self._summarizer.summarize(
-                job.messages[start:end],
-                previous_summary=prev.text if prev else None,
-                session_id=job.session_id,
-            )
-            summary = next_summary(
-                tenant=job.tenant,
-                user_id=job.user_id,
-                session_id=job.session_id,
-                previous=prev,
-                result=result,
-                covers_to=end,
-                now=self._clock(),
-            )
-        except InvalidSummary as exc:
-            await aemit(self._handlers, failure("invalid_summary", job.tenant, job.session_id, exc))
-            return "failed"
-        except Exception as exc:
-            await aemit(self._handlers, failure("summarize", job.tenant, job.session_id, exc))
-            return "failed"
-        return await self._dual_write(job, summary)
-
-    async def _dual_write(self, job: Job, summary: SessionSummary) -> JobOutcome:
-        if self._registry.epoch(job.tenant, job.user_id) != job.epoch:
-            return "done"
-        try:
-            saved = await self._store.save_summary(summary)
-        except Exception as exc:
-            await aemit(self._handlers, failure("save", job.tenant, job.session_id, exc))
-            return "failed"
-        self._registry.remember_covers(job.key, saved.covers_to)
-        written = await self._write_memory(saved)
-        if self._registry.epoch(job.tenant, job.user_id) != job.epoch:
-            await self._store.delete_user(job.tenant, job.user_id)
-            return "done"
-        await aemit(self._handlers, saved_event(saved, written))
-        return "done" if written else "saved"
-
-    async def _write_memory(self, summary: SessionSummary) -> bool:
-        try:
-            await self._store.put(
-                summary.tenant,
-                summary_namespace(summary.user_id, summary.session_id),
-                summary_key(summary.version),
-                summary.text,
-                kind="summary",
-                tags=memory_tags(summary),
-            )
-            await self._store.complete_outbox(summary.tenant, summary.session_id, summary.version)
-        except Exception as exc:
-            attempts = await self._count_failure(summary)
-            event = failure(
-                "memory_write", summary.tenant, summary.session_id, exc, attempts=attempts
-            )
-            await aemit(self._handlers, event)
-            return False
-        return True
-
-    async def _count_failure(self, summary: SessionSummary) -> int | None:
-        tenant, session_id, version = summary.tenant, summary.session_id, summary.version
-        try:
-            return await self._store.fail_outbox(tenant, session_id, version)
-        except Exception:
-            return None
+        # closing: a cancelled task still releases the session (the flow's finally runs)
+        with contextlib.closing(_jobs.run_job(self._runtime, job)) as flow:
+            await adrive(flow, self._perform)
 
     async def recover(self, tenant: str | None = None, *, limit: int = 100) -> int:
         """Replay pending entries, fewest failures first; return how many completed."""
-        try:
-            entries = await self._store.pending_outbox(tenant, limit=limit)
-        except Exception as exc:
-            await aemit(self._handlers, failure("recover", tenant or "*", None, exc))
-            return 0
-        done = 0
-        for entry in entries:
-            if await self._write_memory(entry.summary):
-                done += 1
-                await aemit(
-                    self._handlers,
-                    OutboxReplayed(
-                        tenant=entry.summary.tenant,
-                        session_id=entry.summary.session_id,
-                        version=entry.summary.version,
-                    ),
-                )
-        return done
+        return await adrive(_jobs.recover(tenant, limit=limit), self._perform)
 
     async def build_context(
         self,
@@ -586,36 +333,14 @@ class AsyncSessionMemory:
         query: str | None = None,
     ) -> list[dict[str, Any]]:
         """The messages to send: system prompt + summary, [recalled notes], recent window."""
-        validate_tenant(tenant)
-        system, body = split_system(messages, system_prompt)
-        summary = None
-        try:
-            summary = await self._store.latest_summary(tenant, session_id)
-        except Exception as exc:
-            await aemit(self._handlers, failure("load_summary", tenant, session_id, exc))
-        question = recall_query(body, query)
-        hits: list[SearchHit] = []
-        if self._settings.hybrid and question and self._settings.recall_limit:
-            try:
-                hits = await self._store.search(
-                    tenant,
-                    ("user", user_id),
-                    query=question,
-                    limit=self._settings.recall_limit * 4,
-                    mode=self._settings.recall_mode,
-                )
-            except Exception as exc:
-                await aemit(self._handlers, failure("recall", tenant, session_id, exc))
-        return build_messages(
-            self._settings,
-            system=system,
-            body=body,
-            summary=summary,
-            hits=hits,
-            query=question,
-            user_id=user_id,
-            session_id=session_id,
+        flow = _jobs.build_context(
+            self._runtime.settings,
+            (tenant, user_id, session_id),
+            messages,
+            system_prompt=system_prompt,
+            query=query,
         )
+        return await adrive(flow, self._perform)
 
     async def recall(
         self,
@@ -631,19 +356,14 @@ class AsyncSessionMemory:
 
         ``mode`` defaults to the ``recall_mode`` this memory was built with.
         """
-        return await self._store.search(
-            tenant,
-            ("user", user_id),
-            query=query,
-            kind=kind,
-            limit=limit,
-            mode=mode or self._settings.recall_mode,
+        flow = _jobs.recall(
+            self._runtime.settings, tenant, user_id, query, limit=limit, kind=kind, mode=mode
         )
+        return await adrive(flow, self._perform)
 
     async def delete_user(self, tenant: str, user_id: str) -> int:
         """Delete the user's memories, summaries and outbox entries; return how many."""
-        self._registry.forget_user(validate_tenant(tenant), user_id)
-        return await self._store.delete_user(tenant, user_id)
+        return await adrive(_jobs.delete_user(self._registry, tenant, user_id), self._perform)
 
     async def drain(self, timeout: float | None = None) -> bool:  # noqa: ASYNC109
         """Wait for scheduled jobs (and the ones they schedule); False if ``timeout`` ran out."""

@@ -1,0 +1,404 @@
+"""The session-memory workflows, written once as flows of store, model and event steps.
+
+Each workflow is a generator (see :mod:`synopsis._flow`) that yields frozen steps and is sent
+their results, or has their exceptions thrown into it:
+
+* :class:`StoreCall` calls one method of the session store (``store.<method>(*args, **kwargs)``);
+* :class:`Summarize` asks the summarizer for a summary;
+* :class:`Emit` delivers one event to the handlers.
+
+The flows decide everything: when a turn admits a job, which messages a job summarizes, how a
+failed stage becomes a ``SessionMemoryFailed`` event, when a deleted user's result is thrown
+away. :class:`~synopsis.session.memory.SessionMemory` and its asyncio twin only carry the steps
+out, so both deliver the same events in the same order. The flows do no I/O; they read and
+update this process's :class:`~synopsis.session._state.Registry` and read the clock given to
+them in the :class:`Runtime`.
+
+The background job's dual write:
+
+1. ``save_summary`` stores version ``n + 1`` and, in the same transaction, an outbox entry;
+2. ``put`` writes the same text as a memory of kind ``"summary"`` under ``summary-v{n+1}``;
+3. ``complete_outbox`` closes the entry; if 2 or 3 fails, ``fail_outbox`` counts the failure
+   on the entry and :func:`recover` replays it later.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from synopsis._flow import Flow
+from synopsis.errors import InvalidSummary
+from synopsis.events import OutboxReplayed, SessionEvent, failure
+from synopsis.memory._types import (
+    OutboxEntry,
+    SearchHit,
+    SearchMode,
+    SessionSummary,
+    validate_tenant,
+)
+from synopsis.session._state import Job, Registry, ScheduleResult, saved_event, started_event
+from synopsis.session.context import (
+    SessionSettings,
+    build_messages,
+    is_due,
+    memory_tags,
+    next_summary,
+    recall_query,
+    split_system,
+    summary_key,
+    summary_namespace,
+    summary_span,
+)
+
+__all__ = [
+    "Emit",
+    "JobOutcome",
+    "Runtime",
+    "Step",
+    "StoreCall",
+    "Summarize",
+    "admit_turn",
+    "build_context",
+    "delete_user",
+    "dual_write",
+    "recall",
+    "recover",
+    "run_job",
+    "store_call",
+    "summarize_and_write",
+    "write_memory",
+]
+
+#: How a background job ended: ``failed`` (nothing saved; the session cools down), ``saved``
+#: (the summary is stored, its memory write failed and waits in the outbox) or ``done``.
+JobOutcome = Literal["failed", "saved", "done"]
+
+#: The store methods a flow may call: the :class:`~synopsis.memory._types.SessionStore` contract.
+StoreMethod = Literal[
+    "latest_summary",
+    "save_summary",
+    "put",
+    "complete_outbox",
+    "fail_outbox",
+    "pending_outbox",
+    "search",
+    "delete_user",
+]
+
+#: Jobs replay at most this many pending outbox entries after a success.
+REPLAY_AFTER_JOB = 10
+
+
+# ---------------------------------------------------------------------------------------------
+# Steps
+
+
+@dataclass(frozen=True, slots=True)
+class StoreCall:
+    """Call ``store.<method>(*args, **kwargs)``; the flow is sent the result."""
+
+    method: StoreMethod
+    args: tuple[Any, ...] = ()
+    kwargs: Mapping[str, Any] = field(default_factory=dict)
+
+    def on(self, store: Any) -> Any:
+        """Make the call on ``store`` (an awaitable for an async store)."""
+        return getattr(store, self.method)(*self.args, **self.kwargs)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Summarize:
+    """Summarize ``messages``; the flow is sent the summarizer's result."""
+
+    messages: Sequence[Mapping[str, Any]]
+    previous_summary: str | None
+    session_id: str
+
+    def on(self, summarizer: Any) -> Any:
+        """Ask ``summarizer`` (an awaitable for an async one)."""
+        return summarizer.summarize(
+            self.messages, previous_summary=self.previous_summary, session_id=self.session_id
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Emit:
+    """Deliver ``event`` to the handlers; the flow is sent None."""
+
+    event: SessionEvent
+
+
+Step = StoreCall | Summarize | Emit
+
+
+def store_call(method: StoreMethod, *args: Any, **kwargs: Any) -> StoreCall:
+    """``store_call("put", tenant, ns, key, text, kind="summary")`` reads like the call."""
+    return StoreCall(method, args, kwargs)
+
+
+@dataclass(frozen=True, slots=True)
+class Runtime:
+    """What the job flows use besides steps: the options, this process's registry, the clock."""
+
+    settings: SessionSettings
+    registry: Registry
+    clock: Callable[[], float]
+
+
+# ---------------------------------------------------------------------------------------------
+# After each turn
+
+
+def admit_turn(
+    runtime: Runtime,
+    ids: tuple[str, str, str],
+    messages: Sequence[Mapping[str, Any]],
+    *,
+    closed: bool,
+    has_summarizer: bool,
+) -> Flow[Step, tuple[ScheduleResult, Job | None]]:
+    """Decide whether this turn starts a job; a job is returned claimed, ready to run."""
+    if closed:
+        return ScheduleResult(scheduled=False, reason="closed"), None
+    if not has_summarizer:
+        return ScheduleResult(scheduled=False, reason="no_summarizer"), None
+    tenant, _, session_id = ids
+    key = (validate_tenant(tenant), session_id)
+    covers = runtime.registry.known_covers(key)
+    if covers is None:
+        try:
+            latest = yield store_call("latest_summary", tenant, session_id)
+        except Exception as exc:
+            yield Emit(failure("load_summary", tenant, session_id, exc))
+            return ScheduleResult(scheduled=False, reason="error"), None
+        covers = latest.covers_to if latest else 0
+        runtime.registry.remember_covers(key, covers)
+    return runtime.registry.admit(ids, messages, covers, runtime.settings.summarize_every)
+
+
+# ---------------------------------------------------------------------------------------------
+# The background job
+
+
+def run_job(runtime: Runtime, job: Job) -> Flow[Step, JobOutcome]:
+    """The whole job: summarize and write, release the session, then replay what others left.
+
+    The session is released when the flow ends or is closed (a cancelled task), so a driver
+    that stops early must ``close()`` the flow.
+    """
+    outcome: JobOutcome = "failed"
+    try:
+        outcome = yield from summarize_and_write(runtime, job)
+    except Exception as exc:  # last resort: a background job must not die silently
+        yield Emit(failure("job", job.tenant, job.session_id, exc))
+    finally:
+        runtime.registry.release(job.key, failed=outcome == "failed")
+    if outcome == "done":  # the store just worked: replay what earlier jobs left
+        yield from recover(job.tenant, limit=REPLAY_AFTER_JOB)
+    return outcome
+
+
+def summarize_and_write(runtime: Runtime, job: Job) -> Flow[Step, JobOutcome]:
+    """Summarize the messages past the latest summary, then make the dual write."""
+    prev = yield store_call("latest_summary", job.tenant, job.session_id)
+    covers = prev.covers_to if prev else 0
+    runtime.registry.remember_covers(job.key, covers)
+    start, end = summary_span(job.messages, covers)
+    if not is_due(end, covers, runtime.settings.summarize_every):
+        return "done"  # a newer summary (another replica) or an open tool call left too little
+    yield Emit(started_event(job, start, end, prev))
+    summary = yield from _summarize(runtime, job, prev, (start, end))
+    if summary is None:
+        return "failed"
+    return (yield from dual_write(runtime, job, summary))
+
+
+def _summarize(
+    runtime: Runtime, job: Job, prev: SessionSummary | None, span: tuple[int, int]
+) -> Flow[Step, SessionSummary | None]:
+    """The next summary version of messages ``[start, end)``; None (reported) on failure."""
+    start, end = span
+    try:
+        result = yield Summarize(
+            messages=job.messages[start:end],
+            previous_summary=prev.text if prev else None,
+            session_id=job.session_id,
+        )
+        return next_summary(
+            tenant=job.tenant,
+            user_id=job.user_id,
+            session_id=job.session_id,
+            previous=prev,
+            result=result,
+            covers_to=end,
+            now=runtime.clock(),
+        )
+    except InvalidSummary as exc:
+        yield Emit(failure("invalid_summary", job.tenant, job.session_id, exc))
+    except Exception as exc:
+        yield Emit(failure("summarize", job.tenant, job.session_id, exc))
+    return None
+
+
+def dual_write(runtime: Runtime, job: Job, summary: SessionSummary) -> Flow[Step, JobOutcome]:
+    """Save the new version, then its memory copy; a user deleted meanwhile keeps nothing."""
+    if _user_deleted(runtime, job):
+        return "done"  # the user was deleted while the model was thinking
+    try:
+        saved = yield store_call("save_summary", summary)
+    except Exception as exc:
+        yield Emit(failure("save", job.tenant, job.session_id, exc))
+        return "failed"
+    runtime.registry.remember_covers(job.key, saved.covers_to)
+    written = yield from write_memory(saved)
+    if _user_deleted(runtime, job):  # deleted between the writes: delete what we wrote
+        yield store_call("delete_user", job.tenant, job.user_id)
+        return "done"
+    yield Emit(saved_event(saved, written))
+    return "done" if written else "saved"
+
+
+def _user_deleted(runtime: Runtime, job: Job) -> bool:
+    return runtime.registry.epoch(job.tenant, job.user_id) != job.epoch
+
+
+def write_memory(summary: SessionSummary) -> Flow[Step, bool]:
+    """The second write plus its outbox completion; a failure is counted on the entry."""
+    try:
+        yield store_call(
+            "put",
+            summary.tenant,
+            summary_namespace(summary.user_id, summary.session_id),
+            summary_key(summary.version),
+            summary.text,
+            kind="summary",
+            tags=memory_tags(summary),
+        )
+        yield store_call("complete_outbox", summary.tenant, summary.session_id, summary.version)
+    except Exception as exc:
+        attempts = yield from _count_failure(summary)
+        yield Emit(
+            failure("memory_write", summary.tenant, summary.session_id, exc, attempts=attempts)
+        )
+        return False
+    return True
+
+
+def _count_failure(summary: SessionSummary) -> Flow[Step, int | None]:
+    """Count a failed write on its outbox entry; None if the store could not count it."""
+    try:
+        attempts: int = yield store_call(
+            "fail_outbox", summary.tenant, summary.session_id, summary.version
+        )
+    except Exception:  # the store is down too; the entry keeps its count
+        return None
+    return attempts
+
+
+def recover(tenant: str | None, *, limit: int) -> Flow[Step, int]:
+    """Replay pending entries, fewest failures first; return how many completed."""
+    try:
+        entries: list[OutboxEntry] = yield store_call("pending_outbox", tenant, limit=limit)
+    except Exception as exc:
+        yield Emit(failure("recover", tenant or "*", None, exc))
+        return 0
+    done = 0
+    for entry in entries:
+        summary = entry.summary
+        if (yield from write_memory(summary)):
+            done += 1
+            yield Emit(
+                OutboxReplayed(
+                    tenant=summary.tenant, session_id=summary.session_id, version=summary.version
+                )
+            )
+    return done
+
+
+# ---------------------------------------------------------------------------------------------
+# Building a request, recall, deletion
+
+
+def build_context(
+    settings: SessionSettings,
+    ids: tuple[str, str, str],
+    messages: Sequence[Mapping[str, Any]],
+    *,
+    system_prompt: str | None,
+    query: str | None,
+) -> Flow[Step, list[dict[str, Any]]]:
+    """System prompt + summary, [recalled notes], recent window; a store outage degrades."""
+    tenant, user_id, session_id = ids
+    validate_tenant(tenant)
+    system, body = split_system(messages, system_prompt)
+    summary = None
+    try:
+        summary = yield store_call("latest_summary", tenant, session_id)
+    except Exception as exc:
+        yield Emit(failure("load_summary", tenant, session_id, exc))
+    question = recall_query(body, query)
+    hits = yield from _recall_notes(settings, ids, question)
+    return build_messages(
+        settings,
+        system=system,
+        body=body,
+        summary=summary,
+        hits=hits,
+        query=question,
+        user_id=user_id,
+        session_id=session_id,
+    )
+
+
+def _recall_notes(
+    settings: SessionSettings, ids: tuple[str, str, str], question: str | None
+) -> Flow[Step, list[SearchHit]]:
+    """Hybrid mode's candidate memories of the user; none when recall is off or fails."""
+    tenant, user_id, session_id = ids
+    if not (settings.hybrid and question and settings.recall_limit):
+        return []
+    try:
+        hits: list[SearchHit] = yield store_call(
+            "search",
+            tenant,
+            ("user", user_id),
+            query=question,
+            limit=settings.recall_limit * 4,
+            mode=settings.recall_mode,
+        )
+    except Exception as exc:
+        yield Emit(failure("recall", tenant, session_id, exc))
+        return []
+    return hits
+
+
+def recall(
+    settings: SessionSettings,
+    tenant: str,
+    user_id: str,
+    query: str,
+    *,
+    limit: int,
+    kind: str | None,
+    mode: SearchMode | None,
+) -> Flow[Step, list[SearchHit]]:
+    """Search every memory of the user; ``mode`` defaults to the configured recall mode."""
+    hits: list[SearchHit] = yield store_call(
+        "search",
+        tenant,
+        ("user", user_id),
+        query=query,
+        kind=kind,
+        limit=limit,
+        mode=mode or settings.recall_mode,
+    )
+    return hits
+
+
+def delete_user(registry: Registry, tenant: str, user_id: str) -> Flow[Step, int]:
+    """Delete the user's data; running jobs of the user will discard their results."""
+    registry.forget_user(validate_tenant(tenant), user_id)
+    deleted: int = yield store_call("delete_user", tenant, user_id)
+    return deleted

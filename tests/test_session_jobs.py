@@ -1,0 +1,585 @@
+"""The session-memory flows, driven by a tiny in-test ``perform``; sync/async driver parity."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import pytest
+
+from synopsis._flow import Flow, drive
+from synopsis.errors import ProviderUnavailable, StoreError
+from synopsis.events import SessionEvent, SessionMemoryFailed
+from synopsis.memory._types import MemoryItem, OutboxEntry, SessionSummary
+from synopsis.memory.inmemory import AsyncInMemoryStore, InMemoryStore
+from synopsis.models.retry import RetryPolicy
+from synopsis.session._jobs import (
+    Emit,
+    Runtime,
+    Step,
+    StoreCall,
+    Summarize,
+    admit_turn,
+    build_context,
+    delete_user,
+    recall,
+    recover,
+    run_job,
+)
+from synopsis.session._state import Job, Registry, ScheduleResult
+from synopsis.session.context import make_settings
+from synopsis.session.memory import AsyncSessionMemory, SessionMemory
+from synopsis.summarizer import AsyncSummarizer, Summarizer, SummaryResult
+from synopsis.testing import AsyncFakeModel, BigramEmbedder, FakeClock, FakeModel, Reply
+
+T, U, S = "acme", "u1", "s1"
+KEY = (T, S)
+GOOD = "<summary>1. Primary Request and Intent: the user asked about coffee.</summary>"
+NO_RETRY = RetryPolicy(max_retries=0)
+
+
+def turns(count: int) -> list[dict[str, Any]]:
+    """Alternating user/assistant messages."""
+    return [
+        {"role": "user" if i % 2 == 0 else "assistant", "content": f"message {i} about coffee"}
+        for i in range(count)
+    ]
+
+
+def summarizer(*replies: Reply) -> Summarizer:
+    """A Summarizer over a FakeModel: ``replies`` first, then good summaries."""
+    return Summarizer(model=FakeModel(replies, default=GOOD), retry=NO_RETRY)
+
+
+class BlankSummarizer:
+    """Answers blank text: an invalid summary."""
+
+    def summarize(self, messages: Sequence[Mapping[str, Any]], **_: Any) -> SummaryResult:
+        return SummaryResult(text="   ", model="fake:model", attempts=1)
+
+
+def step_names(steps: Sequence[Step]) -> list[str]:
+    """Store calls by method, events by name, ``summarize`` for the model call."""
+    names = []
+    for step in steps:
+        if isinstance(step, StoreCall):
+            names.append(step.method)
+        elif isinstance(step, Emit):
+            names.append(step.event.name)
+        else:
+            names.append("summarize")
+    return names
+
+
+@dataclass
+class Harness:
+    """A registry, an in-memory store and a summarizer; ``perform`` records every step.
+
+    ``fail`` maps a store method to the error it raises; ``before`` runs a hook just before
+    the named step (a store method or ``summarize``).
+    """
+
+    summarizer: Any = field(default_factory=summarizer)
+    store: InMemoryStore = field(default_factory=InMemoryStore)
+    hybrid: bool = False
+    fail: dict[str, Exception] = field(default_factory=dict)
+    before: dict[str, Callable[[], object]] = field(default_factory=dict)
+    steps: list[Step] = field(default_factory=list)
+    events: list[SessionEvent] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.clock = FakeClock()
+        self.registry = Registry(self.clock, 60.0)
+        settings = make_settings(
+            summarize_every=10,
+            window_messages=4,
+            window_tokens=None,
+            context_budget_tokens=None,
+            hybrid=self.hybrid,
+            recall_limit=3,
+            recall_mode="keyword",
+            estimate=None,
+        )
+        self.runtime = Runtime(settings, self.registry, self.clock)
+
+    def perform(self, step: Step) -> Any:
+        self.steps.append(step)
+        name = step_names([step])[0]
+        if name in self.before:
+            self.before.pop(name)()
+        if isinstance(step, Emit):
+            self.events.append(step.event)
+            return None
+        if name in self.fail:
+            raise self.fail[name]
+        return step.on(self.store if isinstance(step, StoreCall) else self.summarizer)
+
+    def run(self, flow: Flow[Step, Any]) -> Any:
+        return drive(flow, self.perform)
+
+    def admit(self, messages: list[dict[str, Any]]) -> tuple[ScheduleResult, Job | None]:
+        flow = admit_turn(self.runtime, (T, U, S), messages, closed=False, has_summarizer=True)
+        return self.run(flow)  # type: ignore[no-any-return]
+
+    def job(self, messages: list[dict[str, Any]]) -> Job:
+        """Admit a due turn and forget the admission's steps."""
+        _, job = self.admit(messages)
+        assert job is not None
+        self.steps.clear()
+        return job
+
+    def failed_stages(self) -> list[str]:
+        return [e.stage for e in self.events if isinstance(e, SessionMemoryFailed)]
+
+
+# ---------------------------------------------------------------------------------------------
+# Admission
+
+
+def test_admission_reads_the_latest_summary_once_per_session() -> None:
+    """The store is read when the registry does not know the covers; then never again."""
+    harness = Harness()
+    result, job = harness.admit(turns(5))
+    assert (result.reason, result.pending_messages, job) == ("not_due", 5, None)
+    assert step_names(harness.steps) == ["latest_summary"]
+    result, job = harness.admit(turns(10))
+    assert result.scheduled and job is not None and job.messages == turns(10)
+    assert step_names(harness.steps) == ["latest_summary"]
+
+
+def test_admission_refuses_a_closed_memory_or_one_without_summarizer() -> None:
+    """Neither refusal touches the store."""
+    harness = Harness()
+    for closed, has_summarizer, reason in ((True, True, "closed"), (False, False, "no_summarizer")):
+        flow = admit_turn(
+            harness.runtime, (T, U, S), turns(30), closed=closed, has_summarizer=has_summarizer
+        )
+        result, job = harness.run(flow)
+        assert (result.reason, job) == (reason, None)
+    assert harness.steps == []
+
+
+def test_a_store_outage_at_admission_is_an_error_not_an_exception() -> None:
+    """A failed read becomes a load_summary event and the reason ``error``."""
+    harness = Harness(fail={"latest_summary": StoreError("down")})
+    result, job = harness.admit(turns(30))
+    assert (result.reason, job) == ("error", None)
+    assert harness.failed_stages() == ["load_summary"]
+
+
+# ---------------------------------------------------------------------------------------------
+# The background job
+
+
+def test_a_due_job_summarizes_saves_writes_then_replays_the_outbox() -> None:
+    """The whole job, step by step, and what it leaves in the store."""
+    harness = Harness()
+    assert harness.run(run_job(harness.runtime, harness.job(turns(10)))) == "done"
+    assert step_names(harness.steps) == [
+        "latest_summary",
+        "session_summary_started",
+        "summarize",
+        "save_summary",
+        "put",
+        "complete_outbox",
+        "session_summary_saved",
+        "pending_outbox",
+    ]
+    [ask] = [s for s in harness.steps if isinstance(s, Summarize)]
+    assert (ask.previous_summary, ask.session_id, len(ask.messages)) == (None, S, 10)
+    latest = harness.store.latest_summary(T, S)
+    assert latest is not None and (latest.version, latest.covers_to) == (1, 10)
+    assert harness.store.get(T, ("user", U, "session", S), "summary-v1") is not None
+    assert harness.registry.claim(KEY) is None  # released, no cooldown
+
+
+def test_the_next_job_summarizes_only_new_messages_with_the_previous_summary() -> None:
+    """Version 2 covers messages [10, 20) and is given version 1's text."""
+    harness = Harness()
+    harness.run(run_job(harness.runtime, harness.job(turns(10))))
+    harness.run(run_job(harness.runtime, harness.job(turns(20))))
+    asks = [s for s in harness.steps if isinstance(s, Summarize)]
+    assert [len(a.messages) for a in asks] == [10]
+    assert asks[0].previous_summary is not None
+    assert [s.version for s in harness.store.summary_history(T, S)] == [1, 2]
+
+
+def test_a_failing_model_fails_the_job_and_cools_the_session_down() -> None:
+    """No save; a summarize event; the session is in cooldown."""
+    harness = Harness(summarizer=summarizer(ProviderUnavailable("down", model="m")))
+    assert harness.run(run_job(harness.runtime, harness.job(turns(10)))) == "failed"
+    assert step_names(harness.steps)[-1] == "session_memory_failed"
+    assert harness.failed_stages() == ["summarize"]
+    assert harness.store.latest_summary(T, S) is None
+    assert harness.registry.claim(KEY) == "cooldown"
+
+
+def test_an_invalid_summary_is_reported_and_not_saved() -> None:
+    """Blank text is an invalid_summary failure."""
+    harness = Harness(summarizer=BlankSummarizer())
+    assert harness.run(run_job(harness.runtime, harness.job(turns(10)))) == "failed"
+    assert harness.failed_stages() == ["invalid_summary"]
+    assert "save_summary" not in step_names(harness.steps)
+
+
+def test_a_failed_memory_write_is_counted_and_recover_replays_it() -> None:
+    """The summary is saved, the put fails (attempt 1), no replay right away; recover writes it."""
+    harness = Harness(fail={"put": StoreError("connection lost")})
+    assert harness.run(run_job(harness.runtime, harness.job(turns(10)))) == "saved"
+    assert step_names(harness.steps)[-4:] == [
+        "put",
+        "fail_outbox",
+        "session_memory_failed",
+        "session_summary_saved",
+    ]
+    [failed] = [e for e in harness.events if isinstance(e, SessionMemoryFailed)]
+    assert (failed.stage, failed.attempts) == ("memory_write", 1)
+    harness.fail.clear()
+    assert harness.run(recover(T, limit=100)) == 1
+    assert harness.events[-1].name == "outbox_replayed"
+    assert harness.run(recover(T, limit=100)) == 0
+
+
+def test_a_failure_that_cannot_be_counted_reports_no_attempts() -> None:
+    """When fail_outbox fails too, the event says attempts=None."""
+    harness = Harness(fail={"put": StoreError("down"), "fail_outbox": StoreError("down")})
+    harness.run(run_job(harness.runtime, harness.job(turns(10))))
+    [failed] = [e for e in harness.events if isinstance(e, SessionMemoryFailed)]
+    assert (failed.stage, failed.attempts) == ("memory_write", None)
+
+
+def test_a_failed_outbox_read_is_a_recover_failure() -> None:
+    """recover() reports the store outage and completes nothing."""
+    harness = Harness(fail={"pending_outbox": StoreError("down")})
+    assert harness.run(recover(None, limit=5)) == 0
+    [failed] = harness.events
+    assert isinstance(failed, SessionMemoryFailed)
+    assert (failed.stage, failed.tenant, failed.session_id) == ("recover", "*", None)
+
+
+def test_a_user_deleted_while_the_model_thinks_keeps_nothing() -> None:
+    """The deletion epoch moved: nothing is saved and no saved event is sent."""
+    harness = Harness()
+    harness.before["summarize"] = lambda: harness.run(delete_user(harness.registry, T, U))
+    assert harness.run(run_job(harness.runtime, harness.job(turns(10)))) == "done"
+    assert "save_summary" not in step_names(harness.steps)
+    assert [e.name for e in harness.events] == ["session_summary_started"]
+    assert harness.store.latest_summary(T, S) is None
+
+
+def test_a_user_deleted_between_the_writes_is_deleted_again() -> None:
+    """The job deletes what it wrote after the user was deleted; no saved event."""
+    harness = Harness()
+    harness.before["put"] = lambda: harness.run(delete_user(harness.registry, T, U))
+    assert harness.run(run_job(harness.runtime, harness.job(turns(10)))) == "done"
+    assert step_names(harness.steps)[-5:] == [
+        "put",
+        "delete_user",  # the hook's, run as the put is performed
+        "complete_outbox",
+        "delete_user",
+        "pending_outbox",
+    ]
+    assert [e.name for e in harness.events] == ["session_summary_started"]
+    assert harness.store.search(T, ("user", U)) == []
+    assert harness.store.latest_summary(T, S) is None
+
+
+def test_an_unexpected_store_error_in_a_job_is_a_job_failure() -> None:
+    """The job's first read is not guarded by a stage: the last resort reports ``job``."""
+    harness = Harness()
+    job = harness.job(turns(10))
+    harness.fail["latest_summary"] = StoreError("down")
+    assert harness.run(run_job(harness.runtime, job)) == "failed"
+    assert harness.failed_stages() == ["job"]
+    assert harness.registry.claim(KEY) == "cooldown"
+
+
+def test_closing_a_started_job_releases_the_session_as_failed() -> None:
+    """A cancelled task closes its flow: the session is free again, after the cooldown."""
+    harness = Harness()
+    flow = run_job(harness.runtime, harness.job(turns(10)))
+    assert step_names([next(flow)]) == ["latest_summary"]
+    assert harness.registry.claim(KEY) == "in_flight"
+    flow.close()
+    assert harness.registry.claim(KEY) == "cooldown"
+
+
+# ---------------------------------------------------------------------------------------------
+# Building a request, recall, deletion
+
+
+def test_build_context_degrades_to_the_window_when_the_store_is_down() -> None:
+    """Both reads fail: two events, and the request is the recent window."""
+    harness = Harness(
+        hybrid=True,
+        fail={"latest_summary": StoreError("down"), "search": StoreError("down")},
+    )
+    flow = build_context(
+        harness.runtime.settings, (T, U, S), turns(4), system_prompt=None, query=None
+    )
+    assert harness.run(flow) == turns(4)
+    assert harness.failed_stages() == ["load_summary", "recall"]
+
+
+def test_build_context_searches_only_in_hybrid_mode() -> None:
+    """Without hybrid no search step is made."""
+    harness = Harness()
+    flow = build_context(
+        harness.runtime.settings, (T, U, S), turns(4), system_prompt="be brief", query=None
+    )
+    assert harness.run(flow)[0] == {"role": "system", "content": "be brief"}
+    assert step_names(harness.steps) == ["latest_summary"]
+
+
+def test_recall_uses_the_configured_mode_unless_told() -> None:
+    """One search step over the user's namespace."""
+    harness = Harness(store=InMemoryStore(embedder=BigramEmbedder()))
+    harness.run(recall(harness.runtime.settings, T, U, "coffee", limit=3, kind=None, mode=None))
+    harness.run(recall(harness.runtime.settings, T, U, "coffee", limit=3, kind="x", mode="hybrid"))
+    calls = [s for s in harness.steps if isinstance(s, StoreCall)]
+    assert [(c.args, c.kwargs["mode"], c.kwargs["kind"]) for c in calls] == [
+        ((T, ("user", U)), "keyword", None),
+        ((T, ("user", U)), "hybrid", "x"),
+    ]
+
+
+def test_delete_user_moves_the_epoch_before_deleting() -> None:
+    """A job admitted before the deletion sees a new epoch."""
+    harness = Harness()
+    job = harness.job(turns(10))
+    assert harness.run(delete_user(harness.registry, T, U)) == 0
+    assert harness.registry.epoch(T, U) == job.epoch + 1
+
+
+# ---------------------------------------------------------------------------------------------
+# Parity: SessionMemory and AsyncSessionMemory on the same cases
+
+
+@dataclass(frozen=True, slots=True)
+class Call:
+    """One public method call on the memory (``repair``: the store's puts work again)."""
+
+    method: str
+    args: tuple[Any, ...] = ()
+
+
+def call(method: str, *args: Any) -> Call:
+    return Call(method, args)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Case:
+    """A script of calls, and the faults the summarizer and store are built with."""
+
+    calls: tuple[Call, ...]
+    replies: tuple[Reply, ...] = ()
+    blank: bool = False
+    broken_put: bool = False
+    delete_on_call: int | None = None  # the summarizer deletes the user on this call
+    delete_on_put: bool = False  # the store deletes the user before the first memory put
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """Everything a run leaves: call results, stored state, event sequence."""
+
+    results: list[Any]
+    summaries: list[SessionSummary]
+    memories: list[MemoryItem]
+    outbox: list[OutboxEntry]
+    events: list[dict[str, Any]]
+
+
+def turn(count: int) -> Call:
+    """``after_turn`` with a history of ``count`` messages."""
+    return call("after_turn", T, U, S, turns(count))
+
+
+DRAIN = call("drain")
+CASES = {
+    "due_turn": Case(
+        calls=(
+            turn(10),
+            DRAIN,
+            turn(15),
+            call("build_context", T, U, S, turns(15)),
+            call("recall", T, U, "coffee"),
+        )
+    ),
+    "not_due_turn": Case(calls=(turn(5), DRAIN, call("build_context", T, U, S, turns(5)))),
+    "failing_summarizer": Case(
+        replies=(ProviderUnavailable("down", model="m"),), calls=(turn(10), DRAIN, turn(11))
+    ),
+    "invalid_summary": Case(blank=True, calls=(turn(10), DRAIN)),
+    "failing_memory_write_then_recover": Case(
+        broken_put=True,
+        calls=(turn(10), DRAIN, call("repair"), call("recover"), call("recover")),
+    ),
+    "user_deleted_mid_job": Case(delete_on_call=2, calls=(turn(10), DRAIN, turn(20), DRAIN)),
+    "user_deleted_between_writes": Case(delete_on_put=True, calls=(turn(10), DRAIN)),
+}
+
+
+class HookedSummarizer:
+    """A Summarizer over a FakeModel that can answer blank text or delete the user first."""
+
+    def __init__(self, case: Case, delete: Callable[[], object]) -> None:
+        self.inner = summarizer(*case.replies)
+        self.case, self.delete, self.calls = case, delete, 0
+
+    def summarize(self, messages: Sequence[Mapping[str, Any]], **options: Any) -> SummaryResult:
+        self.calls += 1
+        if self.calls == self.case.delete_on_call:
+            self.delete()
+        result = self.inner.summarize(messages, **options)
+        return replace(result, text="  ") if self.case.blank else result
+
+
+class AsyncHookedSummarizer:
+    """The async twin of :class:`HookedSummarizer`."""
+
+    def __init__(self, case: Case, delete: Callable[[], Awaitable[object]]) -> None:
+        model = AsyncFakeModel(case.replies, default=GOOD)
+        self.inner = AsyncSummarizer(model=model, retry=NO_RETRY)
+        self.case, self.delete, self.calls = case, delete, 0
+
+    async def summarize(
+        self, messages: Sequence[Mapping[str, Any]], **options: Any
+    ) -> SummaryResult:
+        self.calls += 1
+        if self.calls == self.case.delete_on_call:
+            await self.delete()
+        result = await self.inner.summarize(messages, **options)
+        return replace(result, text="  ") if self.case.blank else result
+
+
+class FaultyStore:
+    """Puts fail while ``broken``; optionally the user is deleted before the first put."""
+
+    def __init__(self, inner: InMemoryStore, case: Case, delete: Callable[[], object]) -> None:
+        self.inner, self.delete = inner, delete
+        self.broken, self.delete_pending = case.broken_put, case.delete_on_put
+
+    def repair(self) -> None:
+        self.broken = False
+
+    def put(self, *args: Any, **kwargs: Any) -> Any:
+        if self.delete_pending:
+            self.delete_pending = False
+            self.delete()
+        if self.broken:
+            raise StoreError("connection lost")
+        return self.inner.put(*args, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+
+class AsyncFaultyStore:
+    """The async twin of :class:`FaultyStore`."""
+
+    def __init__(
+        self, inner: AsyncInMemoryStore, case: Case, delete: Callable[[], Awaitable[object]]
+    ) -> None:
+        self.inner, self.delete = inner, delete
+        self.broken, self.delete_pending = case.broken_put, case.delete_on_put
+
+    async def repair(self) -> None:
+        self.broken = False
+
+    async def put(self, *args: Any, **kwargs: Any) -> Any:
+        if self.delete_pending:
+            self.delete_pending = False
+            await self.delete()
+        if self.broken:
+            raise StoreError("connection lost")
+        return await self.inner.put(*args, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+
+def run_sync(case: Case) -> Outcome:
+    clock, events = FakeClock(), []
+    inner = InMemoryStore(clock=clock)
+    store = FaultyStore(inner, case, lambda: memory.delete_user(T, U))
+    memory = SessionMemory(
+        store=store,  # type: ignore[arg-type]
+        summarizer=HookedSummarizer(case, lambda: memory.delete_user(T, U)),
+        summarize_every=10,
+        window_messages=4,
+        clock=clock,
+        on_event=[events.append],
+    )
+    with memory:
+        results = [
+            getattr(store if c.method == "repair" else memory, c.method)(*c.args)
+            for c in case.calls
+        ]
+    return Outcome(
+        results=results,
+        summaries=inner.summary_history(T, S),
+        memories=[hit.item for hit in inner.search(T, ("user", U), limit=100)],
+        outbox=inner.pending_outbox(T),
+        events=[event.to_dict() for event in events],
+    )
+
+
+async def run_async(case: Case) -> Outcome:
+    clock, events = FakeClock(), []
+    inner = AsyncInMemoryStore(clock=clock)
+    store = AsyncFaultyStore(inner, case, lambda: memory.delete_user(T, U))
+    memory = AsyncSessionMemory(
+        store=store,  # type: ignore[arg-type]
+        summarizer=AsyncHookedSummarizer(case, lambda: memory.delete_user(T, U)),
+        summarize_every=10,
+        window_messages=4,
+        clock=clock,
+        on_event=[events.append],
+    )
+    async with memory:
+        results = [
+            await getattr(store if c.method == "repair" else memory, c.method)(*c.args)
+            for c in case.calls
+        ]
+    return Outcome(
+        results=results,
+        summaries=await inner.summary_history(T, S),
+        memories=[hit.item for hit in await inner.search(T, ("user", U), limit=100)],
+        outbox=await inner.pending_outbox(T),
+        events=[event.to_dict() for event in events],
+    )
+
+
+@pytest.mark.parametrize("name", list(CASES))
+async def test_sync_and_async_memories_agree(name: str) -> None:
+    """Equal call results, stored summaries, memories, outbox and event sequences."""
+    case = CASES[name]
+    assert run_sync(case) == await run_async(case)
+
+
+def test_the_parity_cases_exercise_what_they_name() -> None:
+    """Guards the parity test against cases that silently test nothing."""
+    stages = {
+        name: [e.get("stage") or e["event"] for e in run_sync(case).events]
+        for name, case in CASES.items()
+    }
+    assert stages == {
+        "due_turn": ["session_summary_started", "session_summary_saved"],
+        "not_due_turn": [],
+        "failing_summarizer": ["session_summary_started", "summarize"],
+        "invalid_summary": ["session_summary_started", "invalid_summary"],
+        "failing_memory_write_then_recover": [
+            "session_summary_started",
+            "memory_write",
+            "session_summary_saved",
+            "outbox_replayed",
+        ],
+        "user_deleted_mid_job": [
+            "session_summary_started",
+            "session_summary_saved",
+            "session_summary_started",
+        ],
+        "user_deleted_between_writes": ["session_summary_started"],
+    }
