@@ -54,3 +54,27 @@ def test_a_flow_without_steps_returns_at_once() -> None:
         yield 0  # pragma: no cover - makes this a generator
 
     assert drive(empty(), perform) == "done"
+
+
+async def test_a_cancelled_async_driver_closes_the_flow() -> None:
+    """Cancellation (a BaseException) still runs the flow's ``finally`` blocks at once."""
+    import asyncio
+
+    released: list[bool] = []
+
+    def guarded() -> Flow[int, int]:
+        try:
+            return (yield 1)
+        finally:
+            released.append(True)
+
+    async def never(step: int) -> int:
+        await asyncio.sleep(3600)
+        return step
+
+    task = asyncio.ensure_future(adrive(guarded(), never))
+    await asyncio.sleep(0)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert released == [True]

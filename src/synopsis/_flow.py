@@ -11,6 +11,7 @@ already uses for its SQL plans.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Generator
+from contextlib import closing
 from typing import Any, TypeVar
 
 __all__ = ["Flow", "adrive", "drive"]
@@ -24,31 +25,33 @@ Flow = Generator[S, Any, T]
 
 def drive(flow: Flow[S, T], perform: Callable[[S], Any]) -> T:
     """Run ``flow`` to its end, performing each step synchronously."""
-    value: Any = None
-    error: Exception | None = None
-    while True:
-        try:
-            step = flow.send(value) if error is None else flow.throw(error)
-        except StopIteration as stop:
-            return stop.value  # type: ignore[no-any-return]
-        value, error = None, None
-        try:
-            value = perform(step)
-        except Exception as exc:  # handed to the flow, which decides what it means
-            error = exc
+    with closing(flow):  # a cancelled driver still runs the flow's finally blocks
+        value: Any = None
+        error: Exception | None = None
+        while True:
+            try:
+                step = flow.send(value) if error is None else flow.throw(error)
+            except StopIteration as stop:
+                return stop.value  # type: ignore[no-any-return]
+            value, error = None, None
+            try:
+                value = perform(step)
+            except Exception as exc:  # handed to the flow, which decides what it means
+                error = exc
 
 
 async def adrive(flow: Flow[S, T], perform: Callable[[S], Awaitable[Any]]) -> T:
     """Run ``flow`` to its end, awaiting each step; the twin of :func:`drive`."""
-    value: Any = None
-    error: Exception | None = None
-    while True:
-        try:
-            step = flow.send(value) if error is None else flow.throw(error)
-        except StopIteration as stop:
-            return stop.value  # type: ignore[no-any-return]
-        value, error = None, None
-        try:
-            value = await perform(step)
-        except Exception as exc:  # handed to the flow, which decides what it means
-            error = exc
+    with closing(flow):  # a cancelled driver still runs the flow's finally blocks
+        value: Any = None
+        error: Exception | None = None
+        while True:
+            try:
+                step = flow.send(value) if error is None else flow.throw(error)
+            except StopIteration as stop:
+                return stop.value  # type: ignore[no-any-return]
+            value, error = None, None
+            try:
+                value = await perform(step)
+            except Exception as exc:  # handed to the flow, which decides what it means
+                error = exc
