@@ -35,7 +35,7 @@ from typing import IO, Any, NoReturn, TypeVar
 import click
 
 from synopsis.errors import InvalidInput, InvalidNamespace, SynopsisError
-from synopsis.memory._recall import check_tenant, prepare_put
+from synopsis.memory._checks import check_tenant, prepare_put
 from synopsis.memory._types import (
     Embedder,
     MemoryItem,
