@@ -13,7 +13,7 @@ from click.testing import CliRunner, Result
 from synopsis.cli.memory import memory
 from synopsis.errors import InvalidInput
 from synopsis.memory import MemoryItem, NewMemory
-from synopsis.memory._recall import item_error
+from synopsis.memory._checks import item_error
 from synopsis.memory.inmemory import InMemoryStore
 from synopsis.memory.open import open_store, parse_db
 from synopsis.memory.sqlite import AsyncSQLiteStore, SQLiteStore

@@ -21,11 +21,10 @@ from psycopg import sql
 
 from synopsis.errors import ConfigError, MigrationError, StoreError
 from synopsis.memory import _sql_postgres as q
-from synopsis.memory._recall import bm25_scores
-from synopsis.memory._terms import document_terms, query_terms
 from synopsis.memory._types import NewMemory, SessionSummary
 from synopsis.memory.inmemory import InMemoryStore
 from synopsis.memory.postgres import AsyncPostgresStore, PostgresStore
+from synopsis.memory.ranking import bm25_scores, document_terms, query_terms
 from synopsis.testing import FakeClock
 
 T = "tenant-a"

@@ -1,4 +1,4 @@
-"""Pure recall helpers: argument checks, BM25, cosine, fusion, and the SQLite SQL builders."""
+"""Pure memory helpers: argument checks, ordering, BM25, cosine, fusion, SQLite SQL builders."""
 
 from __future__ import annotations
 
@@ -10,23 +10,25 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from synopsis.errors import ConfigError, InvalidInput, InvalidNamespace, StoreError
-from synopsis.memory._recall import (
-    bm25_scores,
+from synopsis.memory._checks import (
     check_embeddings,
-    cosine,
     hit_order,
-    pack_vector,
     page_namespaces,
     prepare_put,
     prepare_put_many,
     prepare_search,
-    rank_by_vector,
-    reciprocal_rank_fusion,
     summary_save_action,
-    unpack_vector,
 )
 from synopsis.memory._sql_sqlite import decode_path, encode_path, fts_query, prefix_range
 from synopsis.memory._types import NewMemory, SessionSummary
+from synopsis.memory.ranking import (
+    bm25_scores,
+    cosine,
+    pack_vector,
+    rank_by_vector,
+    reciprocal_rank_fusion,
+    unpack_vector,
+)
 
 labels = st.text(alphabet=st.characters(blacklist_categories=["Cs", "Cc"]), min_size=1, max_size=6)
 namespaces = st.lists(labels, min_size=1, max_size=4).map(tuple)

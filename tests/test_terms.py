@@ -1,11 +1,11 @@
-"""Search terms for CJK and English keyword recall (synopsis.memory._terms)."""
+"""Search terms for CJK and English keyword recall (synopsis.memory.ranking)."""
 
 from __future__ import annotations
 
 from hypothesis import given
 from hypothesis import strategies as st
 
-from synopsis.memory._terms import MAX_QUERY_TERMS, document_terms, query_terms
+from synopsis.memory.ranking import MAX_QUERY_TERMS, document_terms, query_terms
 
 
 def test_cjk_runs_become_characters_and_pairs() -> None:

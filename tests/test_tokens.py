@@ -10,7 +10,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from synopsis.errors import ConfigError
+from synopsis.session.context import message_tokens
 from synopsis.tokens import (
+    DEFAULT_MESSAGE_OVERHEAD,
     MediaCosts,
     TokenCount,
     TokenCounter,
@@ -155,6 +157,13 @@ def test_message_overhead_added_per_estimated_message() -> None:
     history = [user("hello"), user("world")]
     assert framed.count(history).total == plain.count(history).total + 6
     assert TokenCounter(estimator="adk").estimate(user("")) == 0
+
+
+def test_session_window_frames_messages_like_the_counter() -> None:
+    """One per-message overhead: the session window adds what TokenCounter adds."""
+    nothing = {"role": "user", "content": ""}
+    assert TokenCounter(estimator=len).estimate(nothing) == DEFAULT_MESSAGE_OVERHEAD
+    assert message_tokens(nothing, len) == DEFAULT_MESSAGE_OVERHEAD
 
 
 def test_estimate_text_uses_the_estimator_only() -> None:

@@ -40,6 +40,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
+from synopsis._scripts import CJK, CJK_PUNCT, HAN, HANGUL, KANA
 from synopsis.errors import ConfigError
 from synopsis.messages import media_parts, total_tokens_of
 
@@ -85,15 +86,11 @@ _LONG_WORD: Final = re.compile(r"[A-Za-z]{9,}")
 _DIGITS: Final = re.compile(r"[0-9]+")
 _PUNCT: Final = re.compile(r"[!-/:-@\[-`{-~]+")
 _INDENT: Final = re.compile(r"  +")
-_CJK_RUN: Final = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]+")
-_KANA_HANGUL: Final = re.compile(r"[\u3040-\u30ff\uac00-\ud7af]")
-_CJK_PUNCT: Final = re.compile(r"[\u3000-\u303f\uff00-\uffef]")
-_OTHER_LETTER_RUN: Final = re.compile(
-    r"[^\W\d_\x00-\x7f\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af]+"
-)
-_OTHER: Final = re.compile(
-    r"[^\x00-\x7f\u3000-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af\uff00-\uffef]"
-)
+_CJK_RUN: Final = re.compile(f"[{HAN}]+")
+_KANA_HANGUL: Final = re.compile(f"[{KANA}{HANGUL}]")
+_CJK_PUNCT: Final = re.compile(f"[{CJK_PUNCT}]")
+_OTHER_LETTER_RUN: Final = re.compile(rf"[^\W\d_\x00-\x7f{CJK}]+")
+_OTHER: Final = re.compile(rf"[^\x00-\x7f{CJK_PUNCT}{CJK}]")
 
 # Weights from a least-squares fit of relative error against exact o200k_base counts on the
 # calibration half of bench/bench_tokens.py's samples (plus ru/de/ja/ko gettext catalogs at a
@@ -264,7 +261,8 @@ class MediaCosts:
 
 
 _ADK_MEDIA: Final = MediaCosts.flat(2000)
-#: Framing a chat format adds around each message (start marker, role, end marker).
+#: Framing a chat format adds around each message (start marker, role, end marker). The one
+#: per-message overhead of synopsis: TokenCounter and the session context's window both add it.
 DEFAULT_MESSAGE_OVERHEAD: Final = 3
 _TEXT_PART_TYPES: Final = frozenset({"text", "input_text", "output_text", "refusal"})
 

@@ -3,8 +3,10 @@
 Every command takes ``--db`` (a SQLite file, default ``./synopsis.db``, or a
 ``postgresql://`` URL; env ``SYNOPSIS_DB``), ``--tenant`` (required; env ``SYNOPSIS_TENANT``)
 and ``--json``. Namespaces are written ``user/u1/session/s1``. ``put``, ``import`` and
-``search`` also take ``--embedder e5`` (the bundled multilingual model, ``embeddings`` extra):
-texts written with it can be found by ``search --mode vector`` or ``--mode hybrid``.
+``search`` also take ``--embedder e5`` (the bundled multilingual model, ``embeddings`` extra;
+env ``SYNOPSIS_EMBEDDER``): texts written with it can be found by ``search --mode vector`` or
+``--mode hybrid``. A missing option takes its value from the environment, read by
+:meth:`synopsis.config.Settings.from_env`; an option given on the command line always wins.
 
 ``import`` reads JSON Lines, one memory a line::
 
@@ -26,6 +28,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -34,8 +37,9 @@ from typing import IO, Any, NoReturn, TypeVar
 
 import click
 
-from synopsis.errors import InvalidInput, InvalidNamespace, SynopsisError
-from synopsis.memory._recall import check_tenant, prepare_put
+from synopsis.config import EMBEDDERS, Settings
+from synopsis.errors import ConfigError, InvalidInput, InvalidNamespace, SynopsisError
+from synopsis.memory._checks import check_tenant, prepare_put
 from synopsis.memory._types import (
     Embedder,
     MemoryItem,
@@ -47,7 +51,7 @@ from synopsis.memory._types import (
     normalize_namespace,
     normalize_tags,
 )
-from synopsis.memory.open import DEFAULT_DB, open_store
+from synopsis.memory.open import open_store
 
 __all__ = ["memory"]
 
@@ -81,15 +85,45 @@ class _OneLineCommand(click.Command):
             raise BadInput(exc.format_message()) from None
 
 
+@dataclass(frozen=True, slots=True)
+class _FromEnv:
+    """A click default: a setting from the environment, read only when the option is missing.
+
+    So an explicit option wins, even over a malformed variable; a malformed variable that is
+    needed is one line and exit code 2. ``--help`` shows the library's default (``str``).
+    """
+
+    setting: Callable[[Settings], str | None]
+
+    def __call__(self) -> str | None:
+        try:
+            return self.setting(Settings.from_env(os.environ))
+        except ConfigError as exc:
+            raise BadInput(str(exc)) from None
+
+    def __str__(self) -> str:
+        return str(self.setting(Settings()))
+
+
+def _given(ctx: click.Context, param: click.Parameter, value: str | None) -> str:
+    """Refuse a required option that is neither given nor set in the environment.
+
+    (click counts a default of None as a value, so ``required=True`` alone lets it through.)
+    """
+    if value is None:
+        raise click.MissingParameter(ctx=ctx, param=param)
+    return value
+
+
 def _common(fn: F) -> F:
     """--db, --tenant and --json, on every command."""
     fn = click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")(fn)
     fn = click.option(
-        "--tenant", envvar="SYNOPSIS_TENANT", required=True,
+        "--tenant", default=_FromEnv(lambda s: s.tenant), required=True, callback=_given,
         help="Tenant whose data to use (env SYNOPSIS_TENANT).",
     )(fn)  # fmt: skip
     return click.option(
-        "--db", envvar="SYNOPSIS_DB", default=DEFAULT_DB, show_default=True,
+        "--db", default=_FromEnv(lambda s: s.db), show_default=True,
         help="SQLite file or postgresql:// URL (env SYNOPSIS_DB).",
     )(fn)  # fmt: skip
 
@@ -97,8 +131,8 @@ def _common(fn: F) -> F:
 def _embedding(fn: F) -> F:
     """--embedder, on the commands that write or search text."""
     return click.option(
-        "--embedder", type=click.Choice(["none", "e5"]), envvar="SYNOPSIS_EMBEDDER",
-        default="none", show_default=True,
+        "--embedder", type=click.Choice(EMBEDDERS), default=_FromEnv(lambda s: s.embedder),
+        show_default=True,
         help="Embed texts for vector/hybrid search: e5 is the bundled multilingual model "
         "(the 'embeddings' extra; env SYNOPSIS_EMBEDDER).",
     )(fn)  # fmt: skip

@@ -31,8 +31,8 @@ from typing import Any, Final, LiteralString
 from psycopg import sql
 from psycopg.types.json import Jsonb
 
-from synopsis.memory._recall import BM25_B, BM25_K1
 from synopsis.memory._types import Namespace, SessionSummary
+from synopsis.memory.ranking import BM25_B, BM25_K1
 
 __all__ = [
     "MIGRATIONS",

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from synopsis.errors import InvalidNamespace
-from synopsis.memory._recall import PutRequest, SearchRequest
+from synopsis.memory._checks import PutRequest, SearchRequest
 from synopsis.memory._types import Namespace, SessionSummary
 
 __all__ = [

@@ -13,12 +13,10 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 
-from synopsis.memory._offload import off_loop
-from synopsis.memory._recall import (
+from synopsis.memory._checks import (
     MAX_LIMIT,
     PutRequest,
     SearchRequest,
-    bm25_scores,
     check_embeddings,
     check_outbox_address,
     check_page,
@@ -27,7 +25,6 @@ from synopsis.memory._recall import (
     check_tenant,
     check_user_id,
     hit_order,
-    pack_vector,
     page_namespaces,
     prepare_address,
     prepare_prefix,
@@ -35,14 +32,11 @@ from synopsis.memory._recall import (
     prepare_put_many,
     prepare_search,
     query_embedder,
-    rank_by_vector,
-    reciprocal_rank_fusion,
     stored_item,
     summary_save_action,
     to_datetime,
-    unpack_vector,
 )
-from synopsis.memory._terms import document_terms
+from synopsis.memory._offload import off_loop
 from synopsis.memory._types import (
     Embedder,
     MemoryItem,
@@ -53,6 +47,14 @@ from synopsis.memory._types import (
     SearchHit,
     SearchMode,
     SessionSummary,
+)
+from synopsis.memory.ranking import (
+    bm25_scores,
+    document_terms,
+    pack_vector,
+    rank_by_vector,
+    reciprocal_rank_fusion,
+    unpack_vector,
 )
 
 __all__ = ["AsyncInMemoryStore", "InMemoryStore"]

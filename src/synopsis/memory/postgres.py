@@ -29,8 +29,7 @@ from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
 from synopsis.errors import ConfigError, InvalidInput, MigrationError, StoreError
 from synopsis.memory import _sql_postgres as q
-from synopsis.memory._offload import off_loop
-from synopsis.memory._recall import (
+from synopsis.memory._checks import (
     MAX_LIMIT,
     PutRequest,
     SearchRequest,
@@ -42,20 +41,16 @@ from synopsis.memory._recall import (
     check_tenant,
     check_user_id,
     hit_order,
-    pack_vector,
     prepare_address,
     prepare_prefix,
     prepare_put,
     prepare_put_many,
     prepare_search,
     query_embedder,
-    rank_by_vector,
-    reciprocal_rank_fusion,
     summary_save_action,
     to_datetime,
-    unpack_vector,
 )
-from synopsis.memory._terms import document_terms
+from synopsis.memory._offload import off_loop
 from synopsis.memory._types import (
     Embedder,
     MemoryItem,
@@ -66,6 +61,13 @@ from synopsis.memory._types import (
     SearchHit,
     SearchMode,
     SessionSummary,
+)
+from synopsis.memory.ranking import (
+    document_terms,
+    pack_vector,
+    rank_by_vector,
+    reciprocal_rank_fusion,
+    unpack_vector,
 )
 
 __all__ = ["AsyncPostgresStore", "PostgresStore"]

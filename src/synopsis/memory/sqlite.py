@@ -28,7 +28,7 @@ from typing import Any, Self
 
 from synopsis.errors import InvalidInput, MigrationError, StoreError
 from synopsis.memory import _sql_sqlite as sql
-from synopsis.memory._recall import (
+from synopsis.memory._checks import (
     MAX_LIMIT,
     PutRequest,
     SearchRequest,
@@ -40,7 +40,6 @@ from synopsis.memory._recall import (
     check_tenant,
     check_user_id,
     hit_order,
-    pack_vector,
     page_namespaces,
     prepare_address,
     prepare_prefix,
@@ -48,13 +47,10 @@ from synopsis.memory._recall import (
     prepare_put_many,
     prepare_search,
     query_embedder,
-    rank_by_vector,
-    reciprocal_rank_fusion,
     stored_item,
     summary_save_action,
     to_datetime,
 )
-from synopsis.memory._terms import document_terms
 from synopsis.memory._types import (
     Embedder,
     MemoryItem,
@@ -65,6 +61,12 @@ from synopsis.memory._types import (
     SearchHit,
     SearchMode,
     SessionSummary,
+)
+from synopsis.memory.ranking import (
+    document_terms,
+    pack_vector,
+    rank_by_vector,
+    reciprocal_rank_fusion,
 )
 
 __all__ = ["AsyncSQLiteStore", "SQLiteStore"]

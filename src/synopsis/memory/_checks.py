@@ -1,22 +1,20 @@
-"""Pure helpers every memory backend shares: argument checks, hit ordering and scoring.
+"""Pure checks every memory backend shares: arguments in, frozen requests out; hit ordering.
 
 Nothing here does I/O or reads a clock. The checks turn liberal call arguments into frozen
-requests once, so every backend accepts and rejects exactly the same input; the scorers are
-BM25 (the in-memory backend's keyword ranking, with the constants SQLite FTS5 uses), cosine
-similarity and reciprocal rank fusion (hybrid search).
+requests once, so every backend accepts and rejects exactly the same input (and the CLI checks
+an import file with the very same rules before writing anything). Scoring lives in
+:mod:`synopsis.memory.ranking`.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Hashable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from struct import pack, unpack
-from typing import Final, Literal, TypeVar
+from typing import Final, Literal
 
 from synopsis.errors import ConfigError, InvalidInput, InvalidNamespace, StoreError
-from synopsis.memory._terms import query_terms
 from synopsis.memory._types import (
     Embedder,
     MemoryItem,
@@ -29,16 +27,13 @@ from synopsis.memory._types import (
     normalize_tags,
     validate_tenant,
 )
+from synopsis.memory.ranking import query_terms
 
 __all__ = [
-    "BM25_B",
-    "BM25_K1",
     "MAX_KEY_CHARS",
     "MAX_LIMIT",
-    "RRF_K",
     "PutRequest",
     "SearchRequest",
-    "bm25_scores",
     "check_embeddings",
     "check_outbox_address",
     "check_page",
@@ -46,10 +41,8 @@ __all__ = [
     "check_summary",
     "check_tenant",
     "check_user_id",
-    "cosine",
     "hit_order",
     "item_error",
-    "pack_vector",
     "page_namespaces",
     "prepare_address",
     "prepare_prefix",
@@ -57,22 +50,15 @@ __all__ = [
     "prepare_put_many",
     "prepare_search",
     "query_embedder",
-    "rank_by_vector",
-    "reciprocal_rank_fusion",
     "stored_item",
     "summary_save_action",
     "to_datetime",
-    "unpack_vector",
 ]
 
-BM25_K1: Final = 1.2
-BM25_B: Final = 0.75
-RRF_K: Final = 60
 MAX_LIMIT: Final = 1000
 MAX_KEY_CHARS: Final = 1024
 MAX_INT: Final = 2**63 - 1
 _MODES: Final = ("keyword", "vector", "hybrid")
-K = TypeVar("K", bound=Hashable)
 
 
 # --- argument checks -------------------------------------------------------------------------
@@ -383,117 +369,6 @@ def page_namespaces(
         raise InvalidInput("max_depth must be an integer >= 1 or None")
     cut = {ns[:max_depth] if max_depth is not None else ns for ns in namespaces}
     return sorted(cut)[offset : offset + limit]
-
-
-# --- scoring ---------------------------------------------------------------------------------
-
-
-def bm25_scores(
-    terms: Sequence[str],
-    documents: Sequence[Mapping[str, int]],
-    lengths: Sequence[int],
-    *,
-    k1: float = BM25_K1,
-    b: float = BM25_B,
-) -> list[float]:
-    """Okapi BM25 of each document (term counts + length) for ``terms``; 0.0 = no term shared.
-
-    IDF is ``log((N - n + 0.5) / (n + 0.5))`` floored at 1e-6, as SQLite FTS5 computes it, so
-    a term found in most documents still counts a little.
-    """
-    count = len(documents)
-    if count == 0:
-        return []
-    average = (sum(lengths) / count) or 1.0
-    idf: dict[str, float] = {}
-    for term in dict.fromkeys(terms):
-        hits = sum(1 for doc in documents if term in doc)
-        idf[term] = max(math.log((count - hits + 0.5) / (hits + 0.5)), 1e-6)
-    scores = []
-    for doc, length in zip(documents, lengths, strict=True):
-        norm = k1 * (1 - b + b * length / average)
-        score = 0.0
-        for term, weight in idf.items():
-            tf = doc.get(term, 0)
-            if tf:
-                score += weight * tf * (k1 + 1) / (tf + norm)
-        scores.append(score)
-    return scores
-
-
-def cosine(a: Sequence[float], b: Sequence[float]) -> float:
-    """Cosine similarity; 0.0 for a zero vector or vectors of different dimensions."""
-    if len(a) != len(b):
-        return 0.0
-    dot = sum(x * y for x, y in zip(a, b, strict=True))
-    norm = math.sqrt(sum(x * x for x in a)) * math.sqrt(sum(y * y for y in b))
-    return dot / norm if norm else 0.0
-
-
-def reciprocal_rank_fusion(rankings: Sequence[Sequence[K]], *, k: int = RRF_K) -> dict[K, float]:
-    """Fuse best-first rankings: each id scores the sum of ``1 / (k + rank)`` (rank from 1)."""
-    fused: dict[K, float] = {}
-    for ranking in rankings:
-        for rank, ident in enumerate(ranking, start=1):
-            fused[ident] = fused.get(ident, 0.0) + 1.0 / (k + rank)
-    return fused
-
-
-def pack_vector(vector: Sequence[float]) -> bytes:
-    """A vector as little-endian float32 bytes (how every backend keeps it)."""
-    return pack(f"<{len(vector)}f", *vector)
-
-
-def unpack_vector(blob: bytes) -> tuple[float, ...]:
-    """The inverse of :func:`pack_vector`."""
-    return tuple(unpack(f"<{len(blob) // 4}f", blob))
-
-
-def rank_by_vector(
-    query: Sequence[float], candidates: Sequence[tuple[K, Sequence[float] | bytes]]
-) -> list[tuple[K, float]]:
-    """Candidates by cosine similarity to ``query``, best first (stable for ties).
-
-    A vector may be given packed (:func:`pack_vector`). With numpy installed (the
-    ``embeddings`` extra) the scores are one matrix product; otherwise plain Python.
-    """
-    vectors = [vector for _, vector in candidates]
-    scores = _numpy_cosines(query, vectors)
-    if scores is None:
-        scores = [cosine(query, _floats(vector)) for vector in vectors]
-    scored = [(ident, score) for (ident, _), score in zip(candidates, scores, strict=True)]
-    return sorted(scored, key=lambda pair: -pair[1])
-
-
-def _floats(vector: Sequence[float] | bytes) -> Sequence[float]:
-    return unpack_vector(vector) if isinstance(vector, bytes) else vector
-
-
-def _numpy_cosines(
-    query: Sequence[float], vectors: Sequence[Sequence[float] | bytes]
-) -> list[float] | None:
-    """Cosines as one matrix product, or None without numpy or when dimensions differ."""
-    try:
-        import numpy as np
-    except ImportError:  # pragma: no cover - numpy comes with the embeddings extra
-        return None
-    dims = len(query)
-    if not vectors or any(_dims(vector) != dims for vector in vectors):
-        return None
-    if all(isinstance(vector, bytes) for vector in vectors):
-        packed = b"".join(vector for vector in vectors if isinstance(vector, bytes))
-        matrix = np.frombuffer(packed, dtype="<f4").reshape(len(vectors), dims).astype(np.float64)
-    else:
-        matrix = np.array([_floats(vector) for vector in vectors], dtype=np.float64)
-    target = np.asarray(query, dtype=np.float64)
-    norms = np.linalg.norm(matrix, axis=1) * np.linalg.norm(target)
-    dots = matrix @ target
-    cosines = np.divide(dots, norms, out=np.zeros_like(dots), where=norms > 0)
-    return [float(x) for x in cosines]
-
-
-def _dims(vector: Sequence[float] | bytes) -> int:
-    return len(vector) // 4 if isinstance(vector, bytes) else len(vector)
 
 
 # --- summaries -------------------------------------------------------------------------------

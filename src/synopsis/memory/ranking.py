@@ -1,0 +1,270 @@
+"""Keyword and vector ranking: the one home of search terms, BM25, cosine and RRF.
+
+Every memory backend and the session context's history recall rank with these functions, so a
+query finds the same things, in the same order, wherever it runs. Pure functions; no I/O.
+
+**Terms** work for Chinese, Japanese, Korean and English alike. A plain tokenizer keeps a run
+of Chinese characters as one token ("用户喜欢喝咖啡"), so a query for "咖啡" finds nothing. We
+index, and query with, the same terms on every backend:
+
+* text is NFKC-normalized and case-folded;
+* a run of CJK characters becomes its single characters plus its overlapping character pairs
+  (用户喜欢 -> 用 户 喜 欢 用户 户喜 喜欢), so one- and two-character queries match inside
+  long sentences;
+* other words are split on non-word characters and stemmed with the Snowball English stemmer
+  ("painting" and "paints" both give "paint").
+
+A query uses the pairs of its CJK runs (the single character only when a run is one character
+long), which keeps multi-character queries precise. Query terms are distinct: a word said
+twice in a query counts once.
+
+**BM25** is Okapi BM25 with ``k1 = 1.2``, ``b = 0.75`` and one IDF formula::
+
+    idf(term) = max(log((N - n + 0.5) / (n + 0.5)), 1e-6)
+
+with ``N`` documents in scope, ``n`` of them containing the term. This is the IDF SQLite FTS5
+computes inside its ``bm25()`` function, which the SQLite backend uses and cannot change; the
+in-memory backend computes it here and the PostgreSQL backend in SQL with the same arithmetic
+in the same order, so all three backends score alike (in-memory and PostgreSQL bit for bit).
+The floor keeps a term found in half the documents or more worth a little, so a document
+scores above zero exactly when it shares a query term. The session context's history recall
+uses it too, rather than Lucene's always-positive ``log(1 + (N - n + 0.5) / (n + 0.5))``:
+one formula means a note ranks the same whether it was recalled from the store or from the
+history. The price is small: among older messages, terms found in half of them or more no
+longer outweigh one another (all weigh 1e-6), so frequency and length decide between them.
+
+**Vectors** are compared by cosine similarity; stored vectors are little-endian float32
+(:func:`pack_vector`); with numpy installed (the ``embeddings`` extra) a ranking is one matrix
+product. **Reciprocal rank fusion** merges best-first rankings (hybrid search, and recalled
+memories with recalled history): each id scores ``sum(1 / (60 + rank))``.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import unicodedata
+from collections.abc import Hashable, Mapping, Sequence
+from functools import lru_cache
+from struct import pack, unpack
+from typing import Final, TypeVar
+
+import snowballstemmer
+
+from synopsis._scripts import CJK, is_cjk
+
+__all__ = [
+    "BM25_B",
+    "BM25_K1",
+    "MAX_QUERY_TERMS",
+    "MAX_TERM_CHARS",
+    "RRF_K",
+    "bm25_scores",
+    "cosine",
+    "document_terms",
+    "fused_order",
+    "pack_vector",
+    "query_terms",
+    "rank_by_vector",
+    "reciprocal_rank_fusion",
+    "unpack_vector",
+]
+
+BM25_K1: Final = 1.2
+BM25_B: Final = 0.75
+RRF_K: Final = 60
+#: A longer word (a hash, a base64 blob) is not indexed.
+MAX_TERM_CHARS: Final = 64
+#: A query keeps at most this many distinct terms.
+MAX_QUERY_TERMS: Final = 64
+K = TypeVar("K", bound=Hashable)
+
+
+# --- terms -----------------------------------------------------------------------------------
+
+_TOKEN: Final = re.compile(rf"[{CJK}]+|[^\W{CJK}_]+(?:['’][^\W{CJK}_]+)*")
+_stemmer = snowballstemmer.stemmer("english")
+
+
+@lru_cache(maxsize=65536)
+def _stem(word: str) -> str:
+    word = word.replace("’", "'")
+    if word.endswith("'s"):
+        word = word[:-2]
+    word = word.replace("'", "")
+    if not word.isascii() or len(word) <= 2:
+        return word
+    return str(_stemmer.stemWord(word))
+
+
+def _tokens(text: str) -> list[str]:
+    return _TOKEN.findall(unicodedata.normalize("NFKC", text).casefold())
+
+
+def _pairs(run: str) -> list[str]:
+    return [run[i : i + 2] for i in range(len(run) - 1)]
+
+
+def document_terms(text: str) -> list[str]:
+    """The terms to index for ``text`` (with repeats, so term frequency is kept)."""
+    terms: list[str] = []
+    for token in _tokens(text):
+        if is_cjk(token):
+            terms.extend(token)
+            terms.extend(_pairs(token))
+        else:
+            stem = _stem(token)
+            if stem and len(stem) <= MAX_TERM_CHARS:
+                terms.append(stem)
+    return terms
+
+
+def query_terms(query: str) -> list[str]:
+    """The distinct terms to look up for ``query``, in order of first appearance.
+
+    At most ``MAX_QUERY_TERMS`` terms are kept, so a megabyte-long query costs no more than a
+    long sentence.
+    """
+    seen: dict[str, None] = {}
+    for token in _tokens(query):
+        if is_cjk(token):
+            candidates = [token] if len(token) == 1 else _pairs(token)
+        else:
+            stem = _stem(token)
+            candidates = [stem] if stem and len(stem) <= MAX_TERM_CHARS else []
+        for term in candidates:
+            seen.setdefault(term, None)
+            if len(seen) >= MAX_QUERY_TERMS:
+                return list(seen)
+    return list(seen)
+
+
+# --- BM25 ------------------------------------------------------------------------------------
+
+
+def bm25_scores(
+    terms: Sequence[str],
+    documents: Sequence[Mapping[str, int]],
+    lengths: Sequence[int],
+    *,
+    k1: float = BM25_K1,
+    b: float = BM25_B,
+) -> list[float]:
+    """Okapi BM25 of each document (term counts + length) for ``terms``; 0.0 = no term shared.
+
+    IDF is ``log((N - n + 0.5) / (n + 0.5))`` floored at 1e-6, as SQLite FTS5 computes it (see
+    the module docstring). A repeated term counts once. The PostgreSQL backend repeats this
+    arithmetic, in this order, in SQL: change both or neither.
+    """
+    count = len(documents)
+    if count == 0:
+        return []
+    average = (sum(lengths) / count) or 1.0
+    idf: dict[str, float] = {}
+    for term in dict.fromkeys(terms):
+        hits = sum(1 for doc in documents if term in doc)
+        idf[term] = max(math.log((count - hits + 0.5) / (hits + 0.5)), 1e-6)
+    scores = []
+    for doc, length in zip(documents, lengths, strict=True):
+        norm = k1 * (1 - b + b * length / average)
+        score = 0.0
+        for term, weight in idf.items():
+            tf = doc.get(term, 0)
+            if tf:
+                score += weight * tf * (k1 + 1) / (tf + norm)
+        scores.append(score)
+    return scores
+
+
+# --- vectors ---------------------------------------------------------------------------------
+
+
+def cosine(a: Sequence[float], b: Sequence[float]) -> float:
+    """Cosine similarity; 0.0 for a zero vector or vectors of different dimensions."""
+    if len(a) != len(b):
+        return 0.0
+    dot = sum(x * y for x, y in zip(a, b, strict=True))
+    norm = math.sqrt(sum(x * x for x in a)) * math.sqrt(sum(y * y for y in b))
+    return dot / norm if norm else 0.0
+
+
+def pack_vector(vector: Sequence[float]) -> bytes:
+    """A vector as little-endian float32 bytes (how every backend keeps it)."""
+    return pack(f"<{len(vector)}f", *vector)
+
+
+def unpack_vector(blob: bytes) -> tuple[float, ...]:
+    """The inverse of :func:`pack_vector`."""
+    return tuple(unpack(f"<{len(blob) // 4}f", blob))
+
+
+def rank_by_vector(
+    query: Sequence[float], candidates: Sequence[tuple[K, Sequence[float] | bytes]]
+) -> list[tuple[K, float]]:
+    """Candidates by cosine similarity to ``query``, best first (stable for ties).
+
+    A vector may be given packed (:func:`pack_vector`). With numpy installed (the
+    ``embeddings`` extra) the scores are one matrix product; otherwise plain Python.
+    """
+    vectors = [vector for _, vector in candidates]
+    scores = _numpy_cosines(query, vectors)
+    if scores is None:
+        scores = [cosine(query, _floats(vector)) for vector in vectors]
+    scored = [(ident, score) for (ident, _), score in zip(candidates, scores, strict=True)]
+    return sorted(scored, key=lambda pair: -pair[1])
+
+
+def _floats(vector: Sequence[float] | bytes) -> Sequence[float]:
+    return unpack_vector(vector) if isinstance(vector, bytes) else vector
+
+
+def _numpy_cosines(
+    query: Sequence[float], vectors: Sequence[Sequence[float] | bytes]
+) -> list[float] | None:
+    """Cosines as one matrix product, or None without numpy or when dimensions differ."""
+    try:
+        import numpy as np
+    except ImportError:  # pragma: no cover - numpy comes with the embeddings extra
+        return None
+    dims = len(query)
+    if not vectors or any(_dims(vector) != dims for vector in vectors):
+        return None
+    if all(isinstance(vector, bytes) for vector in vectors):
+        packed = b"".join(vector for vector in vectors if isinstance(vector, bytes))
+        matrix = np.frombuffer(packed, dtype="<f4").reshape(len(vectors), dims).astype(np.float64)
+    else:
+        matrix = np.array([_floats(vector) for vector in vectors], dtype=np.float64)
+    target = np.asarray(query, dtype=np.float64)
+    norms = np.linalg.norm(matrix, axis=1) * np.linalg.norm(target)
+    dots = matrix @ target
+    cosines = np.divide(dots, norms, out=np.zeros_like(dots), where=norms > 0)
+    return [float(x) for x in cosines]
+
+
+def _dims(vector: Sequence[float] | bytes) -> int:
+    return len(vector) // 4 if isinstance(vector, bytes) else len(vector)
+
+
+# --- fusion ----------------------------------------------------------------------------------
+
+
+def reciprocal_rank_fusion(rankings: Sequence[Sequence[K]], *, k: int = RRF_K) -> dict[K, float]:
+    """Fuse best-first rankings: each id scores the sum of ``1 / (k + rank)`` (rank from 1).
+
+    The dict lists ids in order of first appearance (the first ranking's, then new ids of the
+    next one, ...).
+    """
+    fused: dict[K, float] = {}
+    for ranking in rankings:
+        for rank, ident in enumerate(ranking, start=1):
+            fused[ident] = fused.get(ident, 0.0) + 1.0 / (k + rank)
+    return fused
+
+
+def fused_order(rankings: Sequence[Sequence[K]], *, k: int = RRF_K) -> list[K]:
+    """The ids of :func:`reciprocal_rank_fusion`, best first; ties keep first appearance.
+
+    So of two ids tied at the same rank of two rankings, the earlier ranking's comes first.
+    """
+    fused = reciprocal_rank_fusion(rankings, k=k)
+    return sorted(fused, key=lambda ident: -fused[ident])
