@@ -186,6 +186,31 @@ class _Run:
             events=tuple(events),
         )
 
+    def compacted(
+        self,
+        new: list[dict[str, Any]],
+        tokens_after: int,
+        summary: SummaryResult | None,
+        *,
+        archive: str | None,
+        fallback: str | None,
+        events: Sequence[Event],
+    ) -> CompactionResult:
+        return CompactionResult(
+            messages=new,
+            triggered=self.triggered,
+            compacted=True,
+            reason=self.reason,
+            tokens_before=self.tokens,
+            tokens_after=tokens_after,
+            model=summary.model if summary else None,
+            attempts=summary.attempts if summary else 0,
+            summary=summary.text if summary else None,
+            archive=archive,
+            fallback=fallback,
+            events=tuple(events),
+        )
+
 
 def compaction(
     options: CompactionOptions,
@@ -288,20 +313,7 @@ def _finish(
     after = run.counter.count(new).total
     if summary is not None:
         yield from _emit(events, _after(run, summary, new, after, archive))
-    return CompactionResult(
-        messages=new,
-        triggered=run.triggered,
-        compacted=True,
-        reason=run.reason,
-        tokens_before=run.tokens,
-        tokens_after=after,
-        model=summary.model if summary else None,
-        attempts=summary.attempts if summary else 0,
-        summary=summary.text if summary else None,
-        archive=archive,
-        fallback=fallback,
-        events=tuple(events),
-    )
+    return run.compacted(new, after, summary, archive=archive, fallback=fallback, events=events)
 
 
 def _emit(events: list[Event], event: Event) -> Flow[CompactionStep, None]:

@@ -42,7 +42,7 @@ from synopsis.compaction.options import (
 )
 from synopsis.compaction.trigger import TriggerDecision
 from synopsis.events import aemit, check_sync_handlers, emit
-from synopsis.summarizer import AsyncSummarizer, Summarizer
+from synopsis.summarizer import AsyncSummarizer, AsyncSummarizerLike, Summarizer, SummarizerLike
 from synopsis.tokens import TokenCounter
 
 __all__ = [
@@ -117,14 +117,14 @@ class Compactor(_Driver):
         self,
         *,
         options: CompactionOptions | None = None,
-        summarizer: Summarizer | None = None,
+        summarizer: SummarizerLike | None = None,
         sleep: Callable[[float], None] = time.sleep,
         rng: random.Random | None = None,
         **keywords: Unpack[CompactionKeywords],
     ) -> None:
         super().__init__(options, keywords)
         check_sync_handlers(self.options.on_event)
-        self.summarizer = summarizer or Summarizer(
+        self.summarizer: SummarizerLike = summarizer or Summarizer(
             **self._summarizer_options(), sleep=sleep, rng=rng
         )
         self._offline: Summarizer | None = None
@@ -174,13 +174,13 @@ class AsyncCompactor(_Driver):
         self,
         *,
         options: CompactionOptions | None = None,
-        summarizer: AsyncSummarizer | None = None,
+        summarizer: AsyncSummarizerLike | None = None,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
         rng: random.Random | None = None,
         **keywords: Unpack[CompactionKeywords],
     ) -> None:
         super().__init__(options, keywords)
-        self.summarizer = summarizer or AsyncSummarizer(
+        self.summarizer: AsyncSummarizerLike = summarizer or AsyncSummarizer(
             **self._summarizer_options(), sleep=sleep, rng=rng
         )
         self._offline: AsyncSummarizer | None = None
