@@ -38,8 +38,11 @@ __all__ = [
     "Summarize",
     "SummarizeOffline",
     "WriteArchive",
+    "build",
     "compaction",
     "decide",
+    "summarizer_input",
+    "truncated",
 ]
 
 _log = logging.getLogger("synopsis.compaction.compactor")
