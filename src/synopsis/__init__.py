@@ -13,6 +13,7 @@ from synopsis.compaction.compactor import (
     CompactionResult,
     Compactor,
 )
+from synopsis.compaction.options import CompactionOptions
 from synopsis.compaction.plan import KeepTail
 from synopsis.compaction.skills import SkillConfig
 from synopsis.compaction.trigger import Trigger, TriggerDecision
@@ -89,6 +90,7 @@ __all__ = [
     "BeforeSummarize",
     "CompactingModel",
     "CompactionError",
+    "CompactionOptions",
     "CompactionResult",
     "Compactor",
     "ConfigError",

@@ -8,18 +8,23 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, NoReturn, TypeVar
 
 import click
 
+from synopsis.compaction.options import FALLBACKS, CompactionOptions
 from synopsis.errors import ConfigError, SynopsisError
+from synopsis.prompts import CHINESE, ENGLISH
+from synopsis.tokens import ESTIMATORS
 
 __all__ = ["main"]
 
 F = TypeVar("F", bound=Callable[..., Any])
-ESTIMATORS = ["default", "adk", "tiktoken", "tiktoken:cl100k_base"]
+#: The library's defaults, shown in --help; a flag left out is not passed, so they apply.
+_LIBRARY = CompactionOptions()
+_LANGUAGES = (ENGLISH.language, CHINESE.language)
 
 
 def fail(message: str) -> NoReturn:
@@ -59,7 +64,7 @@ def main() -> None:
 @click.option(
     "--estimator",
     type=click.Choice(ESTIMATORS),
-    default="default",
+    default=_LIBRARY.counter,
     show_default=True,
     help="adk = UTF-8 bytes / 4 (the original's); tiktoken = exact o200k counts.",
 )
@@ -89,24 +94,28 @@ def count(file: Path, estimator: str, as_json: bool) -> None:
     )
 
 
-def _build_compactor(options: dict[str, Any], transcript_path: str) -> Any:
-    from synopsis.compaction.compactor import Compactor
-    from synopsis.compaction.plan import KeepTail
+#: ``compact`` flag -> the compactors' keyword argument it sets.
+_FLAG_KEYWORDS = {
+    "model": "model",
+    "failover": "failover",
+    "trigger_tokens": "trigger_tokens",
+    "trigger_messages": "trigger_messages",
+    "keep_tail": "keep_tail",
+    "user_budget": "user_budget",
+    "estimator": "counter",
+    "language": "prompts",
+    "fallback": "fallback",
+}
 
-    if options["trigger_tokens"] is None and options["trigger_messages"] is None:
-        options["trigger_tokens"] = 160_000
-    return Compactor(
-        model=options["model"],
-        failover=tuple(options["failover"]),
-        trigger_tokens=options["trigger_tokens"] or None,
-        trigger_messages=options["trigger_messages"] or None,
-        keep_tail=KeepTail(messages=options["keep_tail"]),
-        counter=options["estimator"],
-        user_budget=options["user_budget"],
-        prompts=options["language"],
-        transcript_path=transcript_path,
-        fallback=options["fallback"],
-    )
+
+def compaction_options(flags: Mapping[str, Any], transcript_path: str) -> CompactionOptions:
+    """The options the ``compact`` flags ask for; a flag left out keeps the library default."""
+    chosen: dict[str, Any] = {
+        _FLAG_KEYWORDS[flag]: tuple(value) if flag == "failover" else value
+        for flag, value in flags.items()
+        if flag in _FLAG_KEYWORDS and value not in (None, ())
+    }
+    return CompactionOptions.from_keywords(transcript_path=transcript_path, **chosen)
 
 
 def _print_report(report: dict[str, Any]) -> None:
@@ -143,15 +152,14 @@ def _print_report(report: dict[str, Any]) -> None:
 )
 @click.option(
     "--model",
-    default="extractive",
-    show_default=True,
+    show_default=str(_LIBRARY.model),
     help='Summarizer: "extractive" (offline), "openai:MODEL", "anthropic:MODEL".',
 )
 @click.option("--failover", multiple=True, help="A backup model, tried in order (repeatable).")
 @click.option(
     "--trigger-tokens",
     type=click.IntRange(min=0),
-    help="Compact when tokens exceed N (0 = off; default 160000 if no trigger).",
+    help=f"Compact when tokens exceed N (0 = off; {_LIBRARY.trigger.tokens} if no trigger is set).",
 )
 @click.option(
     "--trigger-messages",
@@ -161,24 +169,21 @@ def _print_report(report: dict[str, Any]) -> None:
 @click.option(
     "--keep-tail",
     type=click.IntRange(min=0),
-    default=0,
-    show_default=True,
+    show_default=str(_LIBRARY.keep_tail.messages),
     help="Keep the last N messages verbatim (never splitting a tool call).",
 )
 @click.option(
     "--user-budget",
     type=click.IntRange(min=0),
-    default=30_000,
-    show_default=True,
+    show_default=str(_LIBRARY.user_budget),
     help="Token budget for the user's own messages quoted in the summary.",
 )
-@click.option("--estimator", type=click.Choice(ESTIMATORS), default="default", show_default=True)
-@click.option("--language", type=click.Choice(["en", "zh"]), default="en", show_default=True)
+@click.option("--estimator", type=click.Choice(ESTIMATORS), show_default=str(_LIBRARY.counter))
+@click.option("--language", type=click.Choice(_LANGUAGES), show_default=_LIBRARY.prompts.language)
 @click.option(
     "--fallback",
-    type=click.Choice(["keep", "extractive", "truncate"]),
-    default="keep",
-    show_default=True,
+    type=click.Choice(FALLBACKS),
+    show_default=_LIBRARY.fallback,
     help="What to do when every model fails.",
 )
 @click.option("--force", is_flag=True, help="Compact even if no trigger fires.")
@@ -186,10 +191,11 @@ def _print_report(report: dict[str, Any]) -> None:
 @guarded
 def compact(file: Path, output: Path | None, force: bool, as_json: bool, **options: Any) -> None:
     """Compact a transcript: old history becomes one structured summary message."""
+    from synopsis.compaction.compactor import Compactor
     from synopsis.transcripts import dump_transcript, load_transcript
 
     transcript = load_transcript(file)
-    compactor = _build_compactor(options, str(file))
+    compactor = Compactor(options=compaction_options(options, str(file)))
     result = compactor.compact(transcript.messages, force=force)
     text = dump_transcript(result.messages, transcript.format, extra=transcript.extra)
     if output is not None:

@@ -3,7 +3,9 @@
 The pieces, in the order a compaction runs them: :mod:`.trigger` (when), :mod:`.plan` (what
 to summarize and what to keep, pure), the summarizer call, :mod:`.summary` (post-processing
 and the user-message back-fill, pure), :mod:`.skills` (loaded skills kept verbatim),
-:mod:`.archive` (nothing is lost) and :mod:`.compactor` (the sync and async drivers).
+:mod:`.archive` (nothing is lost). :mod:`.options` holds every option in one value,
+:mod:`._flow` the run written once, :mod:`.compactor` its sync and async drivers and
+:mod:`.model` the compacting model wrappers.
 """
 
 from synopsis.compaction.archive import Archive, JsonlArchive, MemoryArchive
@@ -14,6 +16,7 @@ from synopsis.compaction.compactor import (
     CompactionResult,
     Compactor,
 )
+from synopsis.compaction.options import CompactionOptions
 from synopsis.compaction.plan import CompactionPlan, KeepTail, plan_compaction
 from synopsis.compaction.skills import SkillConfig
 from synopsis.compaction.trigger import Trigger, TriggerDecision
@@ -23,6 +26,7 @@ __all__ = [
     "AsyncCompactingModel",
     "AsyncCompactor",
     "CompactingModel",
+    "CompactionOptions",
     "CompactionPlan",
     "CompactionResult",
     "Compactor",

@@ -1,0 +1,229 @@
+"""Every option of a compaction in one frozen value, validated once, with the only defaults.
+
+:class:`CompactionOptions` is what both compactors, the CLI and future adapters share: a bad
+value is a :class:`~synopsis.errors.ConfigError` naming the option when the value is built,
+never an ``AttributeError`` on the first call. The compactors also take the same options as
+keyword arguments (:class:`CompactionKeywords`, the liberal edge: ``trigger_tokens=...``,
+``keep_tail=6``, ``prompts="zh"``); :meth:`CompactionOptions.from_keywords` normalizes them.
+
+Options that name a live object (``counter``, ``archive``, ``model``) may stay names here;
+each compactor builds its own object from the name, so one value can configure many
+compactors and still compare equal to another.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Final, Literal, TypedDict, Unpack, get_args
+
+from synopsis.compaction.archive import Archive
+from synopsis.compaction.plan import KeepTail
+from synopsis.compaction.skills import SkillConfig
+from synopsis.compaction.summary import DEFAULT_USER_MESSAGES_BUDGET
+from synopsis.compaction.trigger import Trigger
+from synopsis.errors import ConfigError
+from synopsis.events import EventHandler
+from synopsis.models.retry import Cooldown, RetryPolicy
+from synopsis.prompts import ENGLISH, PromptSet, prompt_set
+from synopsis.summarizer import ModelSpec
+from synopsis.tokens import ESTIMATORS, TokenCounter
+
+__all__ = ["FALLBACKS", "CompactionKeywords", "CompactionOptions", "Fallback", "options_from"]
+
+#: What to do when every model failed: keep the history as it is, summarize it with the
+#: offline extractive summarizer, or drop the oldest messages (they are archived first).
+Fallback = Literal["keep", "extractive", "truncate"]
+FALLBACKS: Final[tuple[Fallback, ...]] = get_args(Fallback)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CompactionOptions:
+    """How to compact: when, what to keep, how the summary reads, where the old part goes.
+
+    ``trigger`` fires a compaction (default: above 160,000 tokens). ``keep_tail`` keeps recent
+    messages verbatim. ``counter`` is a :class:`~synopsis.tokens.TokenCounter` or an estimator
+    name. ``user_budget`` is how many tokens of the user's own messages the summary quotes;
+    ``skills`` keeps loaded skills (None: off); ``incremental`` updates the previous summary
+    instead of re-reading it. ``archive`` (an :class:`Archive` or a directory for JSONL
+    transcripts) receives the replaced messages; ``transcript_path`` is named in the summary
+    when there is no archive. ``model``, ``failover``, ``retry``, ``cooldown`` and
+    ``summarizer_window`` build the summarizer; ``fallback`` says what happens when it fails.
+    ``min_new_messages`` is how many messages must follow the previous summary to make
+    another worthwhile. ``on_event`` handlers and ``session_id`` go into every event.
+    """
+
+    trigger: Trigger = field(default_factory=Trigger.default)
+    keep_tail: KeepTail = field(default_factory=KeepTail)
+    counter: TokenCounter | str = "default"
+    prompts: PromptSet = field(default=ENGLISH, repr=False)  # the full prompt texts are long
+    user_budget: int = DEFAULT_USER_MESSAGES_BUDGET
+    skills: SkillConfig | None = field(default_factory=SkillConfig)
+    incremental: bool = True
+    archive: Archive | str | None = None
+    transcript_path: str | None = None
+    model: ModelSpec = "extractive"
+    failover: Sequence[ModelSpec] = ()
+    retry: RetryPolicy | None = None
+    cooldown: Cooldown | None = None
+    summarizer_window: int | None = None
+    fallback: Fallback = "keep"
+    min_new_messages: int = 1
+    on_event: Sequence[EventHandler] = ()
+    session_id: str | None = None
+
+    def __post_init__(self) -> None:
+        # Sequences become tuples, so the value stays immutable and hashable.
+        object.__setattr__(self, "failover", tuple(_sequence("failover", self.failover)))
+        object.__setattr__(self, "on_event", tuple(_sequence("on_event", self.on_event)))
+        for name, valid, expected in _CHECKS:
+            value = getattr(self, name)
+            if not valid(value):
+                raise ConfigError(f"{name} must be {expected}, got {value!r}")
+
+    @classmethod
+    def from_keywords(cls, **keywords: Unpack[CompactionKeywords]) -> CompactionOptions:
+        """The options from the compactors' keyword arguments; left out means the default.
+
+        ``trigger_tokens``, ``trigger_messages``, ``trigger_fraction``, ``context_window`` and
+        ``reserve_output`` fold into one :class:`Trigger`; ``keep_tail`` may be a message
+        count and ``prompts`` a language code.
+        """
+        values: dict[str, Any] = dict(keywords)
+        unknown = sorted(set(values) - CompactionKeywords.__optional_keys__)
+        if unknown:
+            raise TypeError(f"unexpected keyword argument {unknown[0]!r}")
+        _fold_trigger(values)
+        if "keep_tail" in values:
+            values["keep_tail"] = KeepTail.coerce(values["keep_tail"])
+        if isinstance(values.get("prompts"), str):
+            values["prompts"] = prompt_set(values["prompts"])
+        return cls(**values)
+
+
+class CompactionKeywords(TypedDict, total=False):
+    """The compactors' keyword arguments: the fields of :class:`CompactionOptions`, with the
+    trigger given clause by clause, ``keep_tail`` as a count and ``prompts`` as a language."""
+
+    trigger: Trigger | None
+    trigger_tokens: int | None
+    trigger_messages: int | None
+    trigger_fraction: float | None
+    context_window: int | None
+    reserve_output: int
+    keep_tail: KeepTail | int | None
+    counter: TokenCounter | str
+    prompts: PromptSet | str
+    user_budget: int
+    skills: SkillConfig | None
+    incremental: bool
+    archive: Archive | str | None
+    transcript_path: str | None
+    model: ModelSpec
+    failover: Sequence[ModelSpec]
+    retry: RetryPolicy | None
+    cooldown: Cooldown | None
+    summarizer_window: int | None
+    fallback: Fallback
+    min_new_messages: int
+    on_event: Sequence[EventHandler]
+    session_id: str | None
+
+
+def options_from(
+    options: CompactionOptions | None, keywords: Mapping[str, Any]
+) -> CompactionOptions:
+    """``options`` as given, or built from ``keywords``; both at once is a ConfigError."""
+    if options is None:
+        return CompactionOptions.from_keywords(**keywords)
+    if keywords:
+        raise ConfigError(
+            f"pass either options= or keyword options ({', '.join(sorted(keywords))}), not both"
+        )
+    if not isinstance(options, CompactionOptions):
+        raise ConfigError(f"options must be a CompactionOptions, got {type(options).__name__}")
+    return options
+
+
+#: Keyword -> Trigger field, for the clause-by-clause way of giving a trigger.
+_TRIGGER_CLAUSES: Final = {
+    "trigger_tokens": "tokens",
+    "trigger_messages": "messages",
+    "trigger_fraction": "fraction",
+    "context_window": "context_window",
+    "reserve_output": "reserve_output",
+}
+_THRESHOLDS: Final = ("tokens", "messages", "fraction")
+
+
+def _fold_trigger(values: dict[str, Any]) -> None:
+    """Replace the trigger_* keywords in ``values`` by one ``trigger`` (if any was given).
+
+    Without a threshold the clauses are ignored and the default trigger applies, as
+    ``context_window`` alone enables nothing.
+    """
+    clauses = {_TRIGGER_CLAUSES[k]: values.pop(k) for k in list(values) if k in _TRIGGER_CLAUSES}
+    given = {name: value for name, value in clauses.items() if value is not None}
+    trigger = values.pop("trigger", None)
+    thresholds = [name for name in _THRESHOLDS if name in given]
+    if trigger is not None and thresholds:
+        raise ConfigError("pass either trigger= or trigger_* options, not both")
+    if trigger is not None:
+        values["trigger"] = trigger
+    elif thresholds:
+        values["trigger"] = Trigger(**given)
+
+
+def _sequence(name: str, value: object) -> Sequence[Any]:
+    if isinstance(value, str) or not isinstance(value, Sequence):
+        raise ConfigError(f"{name} must be a list or tuple, got {value!r}")
+    return value
+
+
+def _instance(*types: type) -> Callable[[object], bool]:
+    return lambda value: isinstance(value, types)
+
+
+def _optional(*types: type) -> Callable[[object], bool]:
+    return lambda value: value is None or isinstance(value, types)
+
+
+def _count(minimum: int) -> Callable[[object], bool]:
+    def valid(value: object) -> bool:
+        return isinstance(value, int) and not isinstance(value, bool) and value >= minimum
+
+    return valid
+
+
+def _counter(value: object) -> bool:
+    return isinstance(value, TokenCounter) or value in ESTIMATORS
+
+
+def _archive(value: object) -> bool:
+    return value is None or isinstance(value, str | Archive)
+
+
+def _handlers(value: object) -> bool:
+    return all(callable(handler) for handler in value)  # type: ignore[attr-defined]
+
+
+#: (option, test, what a valid value is): every check runs when the value is built.
+_CHECKS: Final[tuple[tuple[str, Callable[[object], bool], str], ...]] = (
+    ("trigger", _instance(Trigger), "a Trigger (or give trigger_tokens=... to a compactor)"),
+    ("keep_tail", _instance(KeepTail), "a KeepTail, e.g. KeepTail(messages=6)"),
+    ("counter", _counter, f"a TokenCounter or one of {', '.join(ESTIMATORS)}"),
+    ("prompts", _instance(PromptSet), "a PromptSet, e.g. synopsis.prompts.CHINESE"),
+    ("user_budget", _count(0), "an integer >= 0"),
+    ("skills", _optional(SkillConfig), "a SkillConfig or None (off)"),
+    ("incremental", _instance(bool), "True or False"),
+    ("archive", _archive, "an Archive, a directory path or None"),
+    ("transcript_path", _optional(str), "a path or None"),
+    ("model", lambda value: value is not None, 'a model, e.g. "extractive"'),
+    ("retry", _optional(RetryPolicy), "a RetryPolicy or None"),
+    ("cooldown", _optional(Cooldown), "a Cooldown or None"),
+    ("summarizer_window", lambda v: v is None or _count(1)(v), "a positive integer or None"),
+    ("fallback", lambda value: value in FALLBACKS, f"one of {', '.join(FALLBACKS)}"),
+    ("min_new_messages", _count(0), "an integer >= 0"),
+    ("on_event", _handlers, "a list of callables"),
+    ("session_id", _optional(str), "a string or None"),
+)
