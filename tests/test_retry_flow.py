@@ -47,6 +47,7 @@ from synopsis.models.retry import (
     failover_flow,
     run_with_failover,
 )
+from synopsis.summarizer import Summarizer
 from synopsis.testing import AsyncFakeModel, FakeClock, FakeModel, RecordingSleep, tool_call_reply
 
 MESSAGES = [{"role": "user", "content": "hi"}]
@@ -374,3 +375,31 @@ def test_parity_cases_cover_what_they_claim() -> None:
     assert seen.answer == ("result", ("text", "from b", "b"), "b", 6)
     assert run_sync("retrying", ["a"]).answer == ("exhausted", "a", 3, "ModelTimeout")
     assert run_sync("failover", ["a", "c"]).answer == ("text", "from c", "c")
+
+
+# ---------------------------------------------------------------------------------------------
+# The summarizer's flow: the same chain, its attempts announced as Emit steps
+
+
+def test_the_flow_yields_emit_steps_between_calls() -> None:
+    """Driven by a scripted perform, the summary flow shows each Emit right after its call."""
+    summarizer = Summarizer(model=FakeModel(name="m"), retry=NO_JITTER, rng=random.Random(0))
+    answers = iter([ModelTimeout("t"), "<summary>1. Primary Request and Intent: the bug</summary>"])
+    steps: list[Any] = []
+
+    def perform(step: Any) -> Any:
+        steps.append(type(step).__name__)
+        if isinstance(step, CallModel):
+            answer = next(answers)
+            if isinstance(answer, Exception):
+                raise answer
+            return ModelResponse(message={"role": "assistant", "content": answer}, model="m")
+        return 0.0 if isinstance(step, ReadClock) else None
+
+    chat = [{"role": "user", "content": "fix the bug"}, {"role": "assistant", "content": "done"}]
+    result = drive(summarizer.flow(chat, session_id="s"), perform)
+    assert result.text == "1. Primary Request and Intent: the bug"
+    assert steps == [
+        "ReadClock", "CallModel", "ReadClock", "Emit", "Pause",
+        "ReadClock", "CallModel", "ReadClock", "Emit",
+    ]  # fmt: skip
