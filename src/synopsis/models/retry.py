@@ -312,7 +312,7 @@ def _as_is(value: Any) -> Any:
 
 
 @dataclass(frozen=True, slots=True)
-class _Chain:
+class _AttemptRules:
     """How every attempt of one run is made, checked, announced and retried."""
 
     call: Callable[[Any], Any]
@@ -344,12 +344,12 @@ def failover_flow(
     :class:`~synopsis.errors.CoolingDown` before any step.
     """
     _check(models, cooldown)
-    chain = _Chain(call, check, notify, policy, rng)
+    rules = _AttemptRules(call, check, notify, policy, rng)
     records: list[AttemptRecord] = []
     failures: list[Exception] = []
     for index, model in enumerate(models):
         try:
-            value = yield from _retry_model(model, _phase(index), chain, records)
+            value = yield from _retry_model(model, _phase(index), rules, records)
         except RetryExhausted as exc:
             failures.append(exc)
             continue
@@ -362,10 +362,10 @@ def failover_flow(
 
 
 def _retry_model(
-    model: Any, phase: Phase, chain: _Chain, records: list[AttemptRecord]
+    model: Any, phase: Phase, rules: _AttemptRules, records: list[AttemptRecord]
 ) -> Flow[Any, Any]:
     """One model's attempts, as tenacity decides them; RetryExhausted when it gives up."""
-    retrying = Retrying(**_retry_options(chain.policy, chain.rng))
+    retrying = Retrying(**_retry_options(rules.policy, rules.rng))
     retrying.begin()
     state = RetryCallState(retrying, fn=None, args=(), kwargs={})
     while True:
@@ -377,7 +377,7 @@ def _retry_model(
             )
             raise exhausted from exc
         if isinstance(action, DoAttempt):
-            value, error = yield from _attempt(model, phase, state.attempt_number, chain, records)
+            value, error = yield from _attempt(model, phase, state.attempt_number, rules, records)
             if error is None:
                 state.set_result(value)
             else:
@@ -390,13 +390,13 @@ def _retry_model(
 
 
 def _attempt(
-    model: Any, phase: Phase, number: int, chain: _Chain, records: list[AttemptRecord]
+    model: Any, phase: Phase, number: int, rules: _AttemptRules, records: list[AttemptRecord]
 ) -> Flow[Any, tuple[Any, Exception | None]]:
     """One timed, checked call, announced before the chain decides what comes next."""
     started = yield ReadClock()
     value, error = None, None
     try:
-        value = chain.check((yield chain.call(model)))
+        value = rules.check((yield rules.call(model)))
     except Exception as exc:  # every failure is an outcome for tenacity to judge
         error = exc
     ended = yield ReadClock()
@@ -408,7 +408,7 @@ def _attempt(
         error=error,
     )
     records.append(record)
-    yield chain.notify(record)
+    yield rules.notify(record)
     return value, error
 
 
