@@ -2,6 +2,10 @@
 
 This module holds the contract shared by in-place compaction and session memory; the
 concrete :class:`Summarizer` / :class:`AsyncSummarizer` are defined below the protocols.
+Summarizing is written once, as a flow (:meth:`_SummarizerCore.flow`: chunks -> request ->
+the retry + failover chain -> validation -> :class:`SummaryResult`) whose steps the two twins
+only carry out; each attempt's ``generate_summary`` event is an :class:`Emit` step, so both
+deliver it the moment the attempt ends, before the next call starts.
 """
 
 from __future__ import annotations
@@ -13,19 +17,30 @@ import re
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Final, Protocol, runtime_checkable
+from functools import partial
+from typing import Any, ClassVar, Final, Protocol, runtime_checkable
 
+from synopsis._flow import Flow, adrive, drive
 from synopsis.errors import ConfigError, InvalidSummary
-from synopsis.events import EventHandler, aemit, check_sync_handlers, emit
+from synopsis.events import Event, EventHandler, aemit, check_sync_handlers, emit
 from synopsis.messages import safe_cut_points, text_of
 from synopsis.models._base import ModelResponse, ModelSettings
-from synopsis.models.retry import Cooldown, RetryPolicy, arun_with_failover, run_with_failover
+from synopsis.models.retry import (
+    AttemptRecord,
+    CallModel,
+    Cooldown,
+    RetryPolicy,
+    aperform,
+    failover_flow,
+    perform,
+)
 from synopsis.prompts import PromptSet, build_summarizer_input, prompt_set, summary_request
 from synopsis.tokens import Estimator, MessageEstimator, TokenCounter
 
 __all__ = [
     "AsyncSummarizer",
     "AsyncSummarizerLike",
+    "Emit",
     "Summarizer",
     "SummarizerLike",
     "SummaryResult",
@@ -212,14 +227,24 @@ def strip_summary_wrapping(text: str, prompts: PromptSet) -> str:
     return body.strip()
 
 
+@dataclass(frozen=True, slots=True)
+class Emit:
+    """Deliver ``event`` to the ``on_event`` handlers now."""
+
+    event: Event
+
+
 class _SummarizerCore:
-    """Configuration and pure steps shared by the sync and async summarizers."""
+    """Configuration and the summary flow shared by the sync and async summarizers."""
+
+    _async: ClassVar[bool]
 
     def __init__(
         self,
         *,
-        models: list[Any],
-        retry: RetryPolicy,
+        model: ModelSpec,
+        failover: Sequence[ModelSpec],
+        retry: RetryPolicy | None,
         cooldown: Cooldown | None,
         prompts: PromptSet | str,
         counter: TokenCounter | str,
@@ -227,21 +252,23 @@ class _SummarizerCore:
         max_output_tokens: int,
         max_message_tokens: int,
         on_event: Sequence[EventHandler],
+        clock: Callable[[], float],
         rng: random.Random | None,
     ) -> None:
         if max_output_tokens <= 0 or max_message_tokens <= 0:
             raise ConfigError("max_output_tokens and max_message_tokens must be positive")
-        self.models = models
-        self.retry = retry
+        self.models = _resolve_models(model, failover, async_=self._async)
+        self.retry = retry or RetryPolicy()
         self.cooldown = cooldown
         self.prompts = prompt_set(prompts) if isinstance(prompts, str) else prompts
         self.counter = TokenCounter(estimator=counter) if isinstance(counter, str) else counter
-        self.window = _window_of(models, window)
+        self.window = _window_of(self.models, window)
         self.max_output_tokens = max_output_tokens
         self.max_message_tokens = max_message_tokens
         self.on_event = tuple(on_event)
         self.rng = rng
         self.settings = ModelSettings(max_tokens=max_output_tokens)
+        self._clock = clock
 
     @property
     def model_name(self) -> str:
@@ -271,6 +298,43 @@ class _SummarizerCore:
             chunk, prompts=self.prompts, previous_summary=previous, focus=focus
         )
 
+    def flow(
+        self,
+        messages: Sequence[Mapping[str, Any]],
+        *,
+        previous_summary: str | None = None,
+        session_id: str | None = None,
+        focus: str | None = None,
+    ) -> Flow[Any, SummaryResult]:
+        """Summarizing as a flow: each chunk updates the running summary (rolling).
+
+        Each chunk's request goes through the retry + failover chain; an answer
+        :func:`validate_summary_response` rejects is a failed, retried attempt. Steps:
+        ``CallModel``, ``Pause``, ``ReadClock`` (see :mod:`synopsis.models.retry`) and
+        :class:`Emit` for each attempt's ``generate_summary`` event.
+        """
+
+        def announce(record: AttemptRecord) -> Emit:
+            return Emit(record.to_event(session_id=session_id))
+
+        running, attempts, model = previous_summary, 0, self.model_name
+        rng = self.rng or random.Random()
+        for chunk in self.chunks(messages, previous_summary):
+            result = yield from failover_flow(
+                self.models,
+                partial(
+                    CallModel, messages=self.request(chunk, running, focus), settings=self.settings
+                ),
+                policy=self.retry,
+                rng=rng,
+                cooldown=self.cooldown,
+                check=validate_summary_response,
+                notify=announce,
+            )
+            running, model = extract_summary(result.value), result.model
+            attempts += result.attempts
+        return SummaryResult(text=running or "", model=model, attempts=attempts)
+
 
 class Summarizer(_SummarizerCore):
     """Turns messages into a validated summary text with retries and failover (sync).
@@ -282,6 +346,8 @@ class Summarizer(_SummarizerCore):
     (``window``, or the smallest ``context_window`` the models declare) are summarized in
     chunks, each chunk updating the summary of the ones before (rolling).
     """
+
+    _async = False
 
     def __init__(
         self,
@@ -302,18 +368,11 @@ class Summarizer(_SummarizerCore):
     ) -> None:
         check_sync_handlers(on_event)
         super().__init__(
-            models=_resolve_models(model, failover, async_=False),
-            retry=retry or RetryPolicy(),
-            cooldown=cooldown,
-            prompts=prompts,
-            counter=counter,
-            window=window,
-            max_output_tokens=max_output_tokens,
-            max_message_tokens=max_message_tokens,
-            on_event=on_event,
-            rng=rng,
-        )
-        self._sleep, self._clock = sleep, clock
+            model=model, failover=failover, retry=retry, cooldown=cooldown, prompts=prompts,
+            counter=counter, window=window, max_output_tokens=max_output_tokens,
+            max_message_tokens=max_message_tokens, on_event=on_event, clock=clock, rng=rng,
+        )  # fmt: skip
+        self._sleep = sleep
 
     def summarize(
         self,
@@ -324,30 +383,21 @@ class Summarizer(_SummarizerCore):
         focus: str | None = None,
     ) -> SummaryResult:
         """Summarize ``messages`` (context only, no leading system messages)."""
-        running, attempts, model = previous_summary, 0, self.model_name
-        for chunk in self.chunks(messages, previous_summary):
-            request = self.request(chunk, running, focus)
+        flow = self.flow(
+            messages, previous_summary=previous_summary, session_id=session_id, focus=focus
+        )
+        return drive(flow, self._perform)
 
-            def attempt(m: Any, request: list[dict[str, Any]] = request) -> str:
-                return validate_summary_response(m.complete(request, settings=self.settings))
-
-            result = run_with_failover(
-                self.models,
-                attempt,
-                policy=self.retry,
-                cooldown=self.cooldown,
-                on_attempt=lambda r: emit(self.on_event, r.to_event(session_id=session_id)),
-                sleep=self._sleep,
-                clock=self._clock,
-                rng=self.rng,
-            )
-            running, model = extract_summary(result.value), result.model
-            attempts += result.attempts
-        return SummaryResult(text=running or "", model=model, attempts=attempts)
+    def _perform(self, step: Any) -> Any:
+        if isinstance(step, Emit):
+            return emit(self.on_event, step.event)
+        return perform(step, sleep=self._sleep, clock=self._clock)
 
 
 class AsyncSummarizer(_SummarizerCore):
     """The async twin of :class:`Summarizer`; same options, ``await summarize(...)``."""
+
+    _async = True
 
     def __init__(
         self,
@@ -367,18 +417,11 @@ class AsyncSummarizer(_SummarizerCore):
         rng: random.Random | None = None,
     ) -> None:
         super().__init__(
-            models=_resolve_models(model, failover, async_=True),
-            retry=retry or RetryPolicy(),
-            cooldown=cooldown,
-            prompts=prompts,
-            counter=counter,
-            window=window,
-            max_output_tokens=max_output_tokens,
-            max_message_tokens=max_message_tokens,
-            on_event=on_event,
-            rng=rng,
-        )
-        self._sleep, self._clock = sleep, clock
+            model=model, failover=failover, retry=retry, cooldown=cooldown, prompts=prompts,
+            counter=counter, window=window, max_output_tokens=max_output_tokens,
+            max_message_tokens=max_message_tokens, on_event=on_event, clock=clock, rng=rng,
+        )  # fmt: skip
+        self._sleep = sleep
 
     async def summarize(
         self,
@@ -389,30 +432,12 @@ class AsyncSummarizer(_SummarizerCore):
         focus: str | None = None,
     ) -> SummaryResult:
         """Summarize ``messages`` (context only, no leading system messages)."""
-        running, attempts, model = previous_summary, 0, self.model_name
-        records: list[Any] = []
-        for chunk in self.chunks(messages, previous_summary):
-            request = self.request(chunk, running, focus)
+        flow = self.flow(
+            messages, previous_summary=previous_summary, session_id=session_id, focus=focus
+        )
+        return await adrive(flow, self._perform)
 
-            async def attempt(m: Any, request: list[dict[str, Any]] = request) -> str:
-                response = await m.complete(request, settings=self.settings)
-                return validate_summary_response(response)
-
-            try:
-                result = await arun_with_failover(
-                    self.models,
-                    attempt,
-                    policy=self.retry,
-                    cooldown=self.cooldown,
-                    on_attempt=records.append,
-                    sleep=self._sleep,
-                    clock=self._clock,
-                    rng=self.rng,
-                )
-            finally:
-                for record in records:
-                    await aemit(self.on_event, record.to_event(session_id=session_id))
-                records.clear()
-            running, model = extract_summary(result.value), result.model
-            attempts += result.attempts
-        return SummaryResult(text=running or "", model=model, attempts=attempts)
+    async def _perform(self, step: Any) -> Any:
+        if isinstance(step, Emit):
+            return await aemit(self.on_event, step.event)
+        return await aperform(step, sleep=self._sleep, clock=self._clock)

@@ -12,17 +12,17 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from synopsis.convert.anthropic import from_anthropic, to_anthropic
-from synopsis.errors import (
-    ConfigError,
-    InvalidSummary,
-    ModelError,
-    ModelTimeout,
-    PermanentModelError,
-    ProviderUnavailable,
-)
+from synopsis.errors import ConfigError, InvalidSummary, ModelError
 from synopsis.messages import strip_extensions
 from synopsis.models._base import ModelResponse, ModelSettings, Usage
-from synopsis.models._http import error_for_status
+from synopsis.models._provider import (
+    AsyncClientModel,
+    ProviderModel,
+    SyncClientModel,
+    import_sdk,
+    settings_body,
+    translate_sdk_error,
+)
 
 __all__ = ["DEFAULT_MAX_TOKENS", "AnthropicModel", "AsyncAnthropicModel"]
 
@@ -32,13 +32,7 @@ _FORBIDDEN_EXTRA = frozenset({"tools", "tool_choice", "messages", "system"})
 
 
 def _sdk() -> Any:
-    try:
-        import anthropic
-    except ImportError as exc:  # pragma: no cover - the dev environment has the SDK
-        raise ConfigError(
-            "the Anthropic models need the anthropic SDK: pip install 'synopsis[anthropic]'"
-        ) from exc
-    return anthropic
+    return import_sdk("anthropic", "Anthropic")
 
 
 def request_body(
@@ -53,18 +47,7 @@ def request_body(
     body: dict[str, Any] = {"model": model, "messages": converted, "max_tokens": max_tokens}
     if system:
         body["system"] = system
-    if settings is None:
-        return body
-    if settings.max_tokens is not None:
-        body["max_tokens"] = settings.max_tokens
-    if settings.temperature is not None:
-        body["temperature"] = settings.temperature
-    if settings.timeout is not None:
-        body["timeout"] = settings.timeout
-    extra = {k: v for k, v in settings.extra.items() if k not in _FORBIDDEN_EXTRA}
-    if extra:
-        body["extra_body"] = extra
-    return body
+    return settings_body(body, settings, forbidden=_FORBIDDEN_EXTRA)
 
 
 def _block_dict(block: Any) -> dict[str, Any]:
@@ -96,44 +79,40 @@ def to_response(message: Any, name: str) -> ModelResponse:
 
 def translate_error(exc: Exception, name: str) -> ModelError:
     """Our error for an exception the anthropic SDK raised."""
-    anthropic = _sdk()
-    if isinstance(exc, anthropic.APITimeoutError):
-        return ModelTimeout(f"{name}: request timed out", model=name)
-    if isinstance(exc, anthropic.APIConnectionError):
-        return ProviderUnavailable(f"{name}: connection failed: {exc}", model=name)
-    if isinstance(exc, anthropic.APIStatusError):
-        return error_for_status(
-            exc.status_code,
-            str(getattr(exc, "message", exc)),
-            model=name,
-            headers=exc.response.headers,
-        )
-    return PermanentModelError(f"{name}: {exc}", model=name)
+    return translate_sdk_error(exc, name, _sdk())
 
 
-class _AnthropicBase:
+class _AnthropicBase(ProviderModel):
+    """A Claude model, sync or async: everything but the SDK call."""
+
+    provider = "Anthropic"
+    example = "claude-sonnet-4-5"
+    key_variable = "ANTHROPIC_API_KEY"
+    sdk_module = "anthropic"
+    sdk_error = "AnthropicError"
+
     def __init__(
         self,
         model: str,
         *,
-        client: Any,
-        max_tokens: int,
-        context_window: int | None,
-        name: str | None,
+        client: Any = None,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        timeout: float = 60.0,
+        max_tokens: int = DEFAULT_MAX_TOKENS,
+        context_window: int | None = None,
+        name: str | None = None,
     ) -> None:
-        if not model:
-            raise ConfigError("an Anthropic model needs a model id, e.g. 'claude-sonnet-4-5'")
+        super().__init__(
+            model, client=client, base_url=base_url, api_key=api_key, timeout=timeout,
+            context_window=context_window, name=name,
+        )  # fmt: skip
         if max_tokens < 1:
             raise ConfigError(f"max_tokens must be >= 1, got {max_tokens}")
-        self.model = model
         self.max_tokens = max_tokens
-        self.context_window = context_window
-        self._name = name or f"anthropic:{model}"
-        self._client = client
 
-    @property
-    def name(self) -> str:
-        return self._name
+    def _translate(self, exc: Exception) -> ModelError:
+        return translate_error(exc, self.name)
 
     def _body(
         self, messages: Sequence[Mapping[str, Any]], settings: ModelSettings | None
@@ -141,91 +120,29 @@ class _AnthropicBase:
         return request_body(self.model, messages, settings, max_tokens=self.max_tokens)
 
 
-def _client_options(base_url: str | None, api_key: str | None, timeout: float) -> dict[str, Any]:
-    # Only what was given, so that the SDK reads ANTHROPIC_API_KEY / ANTHROPIC_BASE_URL.
-    options: dict[str, Any] = {"timeout": timeout, "max_retries": 0}
-    if base_url is not None:
-        options["base_url"] = base_url
-    if api_key is not None:
-        options["api_key"] = api_key
-    return options
-
-
-class AnthropicModel(_AnthropicBase):
+class AnthropicModel(_AnthropicBase, SyncClientModel):
     """A synchronous Claude model. ``client=`` takes a configured ``anthropic.Anthropic``."""
 
-    def __init__(
-        self,
-        model: str,
-        *,
-        client: Any = None,
-        base_url: str | None = None,
-        api_key: str | None = None,
-        timeout: float = 60.0,
-        max_tokens: int = DEFAULT_MAX_TOKENS,
-        context_window: int | None = None,
-        name: str | None = None,
-    ) -> None:
-        self._owns_client = client is None
-        if client is None:
-            client = _sdk().Anthropic(**_client_options(base_url, api_key, timeout))
-        else:
-            client = client.with_options(max_retries=0)
-        super().__init__(
-            model, client=client, max_tokens=max_tokens, context_window=context_window, name=name
-        )
+    client_class = "Anthropic"
 
     def complete(
         self, messages: Sequence[Mapping[str, Any]], *, settings: ModelSettings | None = None
     ) -> ModelResponse:
         """One Messages API call; SDK errors come out as :mod:`synopsis.errors`."""
-        try:
+        with self._translated():
             message = self._client.messages.create(**self._body(messages, settings))
-        except _sdk().AnthropicError as exc:
-            raise translate_error(exc, self.name) from exc
         return to_response(message, self.name)
 
-    def close(self) -> None:
-        """Close the HTTP client if this model created it."""
-        if self._owns_client:
-            self._client.close()
 
-
-class AsyncAnthropicModel(_AnthropicBase):
+class AsyncAnthropicModel(_AnthropicBase, AsyncClientModel):
     """The async twin of :class:`AnthropicModel`, on ``anthropic.AsyncAnthropic``."""
 
-    def __init__(
-        self,
-        model: str,
-        *,
-        client: Any = None,
-        base_url: str | None = None,
-        api_key: str | None = None,
-        timeout: float = 60.0,
-        max_tokens: int = DEFAULT_MAX_TOKENS,
-        context_window: int | None = None,
-        name: str | None = None,
-    ) -> None:
-        self._owns_client = client is None
-        if client is None:
-            client = _sdk().AsyncAnthropic(**_client_options(base_url, api_key, timeout))
-        else:
-            client = client.with_options(max_retries=0)
-        super().__init__(
-            model, client=client, max_tokens=max_tokens, context_window=context_window, name=name
-        )
+    client_class = "AsyncAnthropic"
 
     async def complete(
         self, messages: Sequence[Mapping[str, Any]], *, settings: ModelSettings | None = None
     ) -> ModelResponse:
         """One Messages API call; SDK errors come out as :mod:`synopsis.errors`."""
-        try:
+        with self._translated():
             message = await self._client.messages.create(**self._body(messages, settings))
-        except _sdk().AnthropicError as exc:
-            raise translate_error(exc, self.name) from exc
         return to_response(message, self.name)
-
-    async def aclose(self) -> None:
-        """Close the HTTP client if this model created it."""
-        if self._owns_client:
-            await self._client.close()

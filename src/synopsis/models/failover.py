@@ -2,7 +2,8 @@
 
 Each satisfies the model protocol it wraps, so they stack in any order with any other wrapper
 (a compacting model, a provider model). The retry and failover decisions live in
-:mod:`synopsis.models.retry`; these classes only bind them to ``complete()``.
+:func:`synopsis.models.retry.failover_flow`; ``_Chain`` binds that flow to one ``complete()``
+request, and the four classes only choose how to drive it (sync or async).
 """
 
 from __future__ import annotations
@@ -11,20 +12,25 @@ import asyncio
 import random
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from functools import partial
+from typing import Any, ClassVar
 
+from synopsis._flow import Flow, adrive, drive
 from synopsis.errors import AllModelsFailed, ConfigError, InvalidSummary
 from synopsis.models._base import AsyncModel, Model, ModelResponse, ModelSettings
 from synopsis.models.retry import (
     AsyncSleep,
     AttemptRecord,
+    CallModel,
     Clock,
     Cooldown,
+    FailoverResult,
     RetryPolicy,
     Sleep,
-    arun_with_failover,
+    aperform,
+    failover_flow,
     model_name,
-    run_with_failover,
+    perform,
 )
 
 __all__ = [
@@ -54,37 +60,77 @@ def _validated(validate: Validator | None, response: ModelResponse) -> ModelResp
     return response
 
 
-class _Options:
-    """Options shared by the wrappers; kept in one place so the four stay in step."""
+def _sole_failure(group: AllModelsFailed) -> Exception:
+    # A one-model chain reports its RetryExhausted directly, not wrapped in a group of one.
+    return group.exceptions[0] if len(group.exceptions) == 1 else group
+
+
+def _unwrapped(flow: Flow[Any, FailoverResult[ModelResponse]]) -> Flow[Any, ModelResponse]:
+    return (yield from flow).value
+
+
+def _sole(flow: Flow[Any, ModelResponse]) -> Flow[Any, ModelResponse]:
+    try:
+        return (yield from flow)
+    except AllModelsFailed as group:
+        raise _sole_failure(group) from None
+
+
+class _Chain:
+    """Everything the wrappers share: the models, the options, and the flow of a call.
+
+    A retrying model is a chain of one (``_lone``): it is named after its model and reports
+    that model's :class:`~synopsis.errors.RetryExhausted` rather than a group of one.
+    """
+
+    _lone: ClassVar[bool] = False
 
     def __init__(
         self,
+        models: Sequence[Any],
+        *,
         policy: RetryPolicy,
+        sleep: Any,
         validate: Validator | None,
         on_attempt: Callable[[AttemptRecord], None] | None,
         clock: Clock,
         rng: random.Random | None,
         cooldown: Cooldown | None,
     ) -> None:
-        self.policy, self.validate, self.on_attempt = policy, validate, on_attempt
-        self.clock, self.rng, self.cooldown = clock, rng, cooldown
+        if not models:
+            raise ConfigError(f"{type(self).__name__} needs at least one model")
+        self.models = tuple(models)
+        self._policy, self._validate, self._rng, self._cooldown = policy, validate, rng, cooldown
+        self._effects = {"sleep": sleep, "clock": clock, "on_attempt": on_attempt}
 
-    def driver_kwargs(self) -> dict[str, Any]:
-        return {
-            "policy": self.policy,
-            "on_attempt": self.on_attempt,
-            "clock": self.clock,
-            "rng": self.rng,
-            "cooldown": self.cooldown,
-        }
+    @property
+    def name(self) -> str:
+        if self._lone:
+            return model_name(self.models[0])
+        return "failover:" + ",".join(model_name(m) for m in self.models)
+
+    @property
+    def context_window(self) -> int | None:
+        """The smallest window of the chain: a request must fit whichever model answers."""
+        windows = [getattr(m, "context_window", None) for m in self.models]
+        known = [w for w in windows if isinstance(w, int)]
+        return min(known) if known else None
+
+    def _flow(
+        self, messages: Sequence[Mapping[str, Any]], settings: ModelSettings | None
+    ) -> Flow[Any, ModelResponse]:
+        chain = failover_flow(
+            self.models,
+            partial(CallModel, messages=messages, settings=settings),
+            policy=self._policy,
+            rng=self._rng or random.Random(),
+            cooldown=self._cooldown,
+            check=partial(_validated, self._validate),
+        )
+        return _sole(_unwrapped(chain)) if self._lone else _unwrapped(chain)
 
 
-def _sole_failure(group: AllModelsFailed) -> Exception:
-    # A one-model chain reports its RetryExhausted directly, not wrapped in a group of one.
-    return group.exceptions[0] if len(group.exceptions) == 1 else group
-
-
-class FailoverModel:
+class FailoverModel(_Chain):
     """A chain of models tried in order, each with its own retries; itself a :class:`Model`.
 
     ``validate(response)`` may raise :class:`~synopsis.errors.InvalidSummary` to reject a
@@ -102,34 +148,15 @@ class FailoverModel:
         rng: random.Random | None = None,
         cooldown: Cooldown | None = None,
     ) -> None:
-        if not models:
-            raise ConfigError("FailoverModel needs at least one model")
-        self.models = tuple(models)
-        self._sleep = sleep
-        self._options = _Options(policy, validate, on_attempt, clock, rng, cooldown)
-
-    @property
-    def name(self) -> str:
-        return "failover:" + ",".join(model_name(m) for m in self.models)
-
-    @property
-    def context_window(self) -> int | None:
-        """The smallest window of the chain: a request must fit whichever model answers."""
-        windows = [getattr(m, "context_window", None) for m in self.models]
-        known = [w for w in windows if isinstance(w, int)]
-        return min(known) if known else None
+        super().__init__(
+            models, policy=policy, sleep=sleep, validate=validate, on_attempt=on_attempt,
+            clock=clock, rng=rng, cooldown=cooldown,
+        )  # fmt: skip
 
     def complete(
         self, messages: Sequence[Mapping[str, Any]], *, settings: ModelSettings | None = None
     ) -> ModelResponse:
-        def call(model: Model) -> ModelResponse:
-            response = model.complete(messages, settings=settings)
-            return _validated(self._options.validate, response)
-
-        result = run_with_failover(
-            self.models, call, sleep=self._sleep, **self._options.driver_kwargs()
-        )
-        return result.value
+        return drive(self._flow(messages, settings), partial(perform, **self._effects))
 
 
 class RetryingModel(FailoverModel):
@@ -152,20 +179,10 @@ class RetryingModel(FailoverModel):
             clock=clock, rng=rng, cooldown=cooldown,
         )  # fmt: skip
 
-    @property
-    def name(self) -> str:
-        return model_name(self.models[0])
-
-    def complete(
-        self, messages: Sequence[Mapping[str, Any]], *, settings: ModelSettings | None = None
-    ) -> ModelResponse:
-        try:
-            return super().complete(messages, settings=settings)
-        except AllModelsFailed as group:
-            raise _sole_failure(group) from None
+    _lone = True
 
 
-class AsyncFailoverModel:
+class AsyncFailoverModel(_Chain):
     """The async twin of :class:`FailoverModel`; itself an :class:`AsyncModel`."""
 
     def __init__(
@@ -179,34 +196,15 @@ class AsyncFailoverModel:
         rng: random.Random | None = None,
         cooldown: Cooldown | None = None,
     ) -> None:
-        if not models:
-            raise ConfigError("AsyncFailoverModel needs at least one model")
-        self.models = tuple(models)
-        self._sleep = sleep
-        self._options = _Options(policy, validate, on_attempt, clock, rng, cooldown)
-
-    @property
-    def name(self) -> str:
-        return "failover:" + ",".join(model_name(m) for m in self.models)
-
-    @property
-    def context_window(self) -> int | None:
-        """The smallest window of the chain: a request must fit whichever model answers."""
-        windows = [getattr(m, "context_window", None) for m in self.models]
-        known = [w for w in windows if isinstance(w, int)]
-        return min(known) if known else None
+        super().__init__(
+            models, policy=policy, sleep=sleep, validate=validate, on_attempt=on_attempt,
+            clock=clock, rng=rng, cooldown=cooldown,
+        )  # fmt: skip
 
     async def complete(
         self, messages: Sequence[Mapping[str, Any]], *, settings: ModelSettings | None = None
     ) -> ModelResponse:
-        async def call(model: AsyncModel) -> ModelResponse:
-            response = await model.complete(messages, settings=settings)
-            return _validated(self._options.validate, response)
-
-        result = await arun_with_failover(
-            self.models, call, sleep=self._sleep, **self._options.driver_kwargs()
-        )
-        return result.value
+        return await adrive(self._flow(messages, settings), partial(aperform, **self._effects))
 
 
 class AsyncRetryingModel(AsyncFailoverModel):
@@ -229,14 +227,4 @@ class AsyncRetryingModel(AsyncFailoverModel):
             clock=clock, rng=rng, cooldown=cooldown,
         )  # fmt: skip
 
-    @property
-    def name(self) -> str:
-        return model_name(self.models[0])
-
-    async def complete(
-        self, messages: Sequence[Mapping[str, Any]], *, settings: ModelSettings | None = None
-    ) -> ModelResponse:
-        try:
-            return await super().complete(messages, settings=settings)
-        except AllModelsFailed as group:
-            raise _sole_failure(group) from None
+    _lone = True

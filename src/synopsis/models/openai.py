@@ -14,17 +14,17 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from synopsis.errors import (
-    ConfigError,
-    InvalidSummary,
-    ModelError,
-    ModelTimeout,
-    PermanentModelError,
-    ProviderUnavailable,
-)
+from synopsis.errors import InvalidSummary, ModelError
 from synopsis.messages import strip_extensions
 from synopsis.models._base import ModelResponse, ModelSettings, Usage
-from synopsis.models._http import error_for_status
+from synopsis.models._provider import (
+    AsyncClientModel,
+    ProviderModel,
+    SyncClientModel,
+    import_sdk,
+    settings_body,
+    translate_sdk_error,
+)
 
 __all__ = ["AsyncOpenAIModel", "OpenAIModel"]
 
@@ -33,54 +33,15 @@ _FORBIDDEN_EXTRA = frozenset({"tools", "tool_choice", "functions", "function_cal
 
 
 def _sdk() -> Any:
-    try:
-        import openai
-    except ImportError as exc:  # pragma: no cover - the dev environment has the SDK
-        raise ConfigError(
-            "the OpenAI models need the openai SDK: pip install 'synopsis[openai]'"
-        ) from exc
-    return openai
-
-
-def _client_options(base_url: str | None, api_key: str | None, timeout: float) -> dict[str, Any]:
-    # Only pass what was given, so that the SDK falls back to its environment variables.
-    options: dict[str, Any] = {"timeout": timeout, "max_retries": 0}
-    if base_url is not None:
-        options["base_url"] = base_url
-    if api_key is not None:
-        options["api_key"] = api_key
-    return options
-
-
-def _make_client(factory: Any, options: dict[str, Any]) -> Any:
-    try:
-        return factory(**options)
-    except _sdk().OpenAIError as exc:
-        raise ConfigError(
-            f"cannot create the OpenAI client ({exc}); pass api_key=... or set OPENAI_API_KEY"
-        ) from exc
+    return import_sdk("openai", "OpenAI")
 
 
 def request_body(
     model: str, messages: Sequence[Mapping[str, Any]], settings: ModelSettings | None
 ) -> dict[str, Any]:
     """The keyword arguments of ``chat.completions.create``: no tools, no extension keys."""
-    body: dict[str, Any] = {
-        "model": model,
-        "messages": [strip_extensions(m) for m in messages],
-    }
-    if settings is None:
-        return body
-    if settings.max_tokens is not None:
-        body["max_tokens"] = settings.max_tokens
-    if settings.temperature is not None:
-        body["temperature"] = settings.temperature
-    if settings.timeout is not None:
-        body["timeout"] = settings.timeout
-    extra = {k: v for k, v in settings.extra.items() if k not in _FORBIDDEN_EXTRA}
-    if extra:
-        body["extra_body"] = extra
-    return body
+    body: dict[str, Any] = {"model": model, "messages": [strip_extensions(m) for m in messages]}
+    return settings_body(body, settings, forbidden=_FORBIDDEN_EXTRA)
 
 
 def _tool_call(call: Any) -> dict[str, Any]:
@@ -122,47 +83,28 @@ def to_response(completion: Any, name: str) -> ModelResponse:
 
 def translate_error(exc: Exception, name: str) -> ModelError:
     """Our error for an exception the openai SDK raised."""
-    openai = _sdk()
-    if isinstance(exc, openai.APITimeoutError):
-        return ModelTimeout(f"{name}: request timed out", model=name)
-    if isinstance(exc, openai.APIConnectionError):
-        return ProviderUnavailable(f"{name}: connection failed: {exc}", model=name)
-    if isinstance(exc, openai.APIStatusError):
-        return error_for_status(
-            exc.status_code,
-            str(getattr(exc, "message", exc)),
-            model=name,
-            headers=exc.response.headers,
-            code=getattr(exc, "code", None),
-        )
-    return PermanentModelError(f"{name}: {exc}", model=name)
+    return translate_sdk_error(exc, name, _sdk(), code=getattr(exc, "code", None))
 
 
-class _OpenAIBase:
-    def __init__(
-        self,
-        model: str,
-        *,
-        client: Any,
-        context_window: int | None,
-        name: str | None,
-    ) -> None:
-        if not model:
-            raise ConfigError("an OpenAI model needs a model id, e.g. 'gpt-4o-mini'")
-        self.model = model
-        self.context_window = context_window
-        self._name = name or f"openai:{model}"
-        self._client = client
+class _OpenAIBase(ProviderModel):
+    """An OpenAI chat model, sync or async: everything but the SDK call."""
 
-    @property
-    def name(self) -> str:
-        return self._name
+    provider = "OpenAI"
+    example = "gpt-4o-mini"
+    key_variable = "OPENAI_API_KEY"
+    sdk_module = "openai"
+    sdk_error = "OpenAIError"
 
-    def __repr__(self) -> str:
-        return f"{type(self).__name__}({self.model!r})"
+    def _translate(self, exc: Exception) -> ModelError:
+        return translate_error(exc, self.name)
+
+    def _body(
+        self, messages: Sequence[Mapping[str, Any]], settings: ModelSettings | None
+    ) -> dict[str, Any]:
+        return request_body(self.model, messages, settings)
 
 
-class OpenAIModel(_OpenAIBase):
+class OpenAIModel(_OpenAIBase, SyncClientModel):
     """A synchronous OpenAI (or OpenAI-compatible) chat model.
 
     Pass ``client=`` to use a configured ``openai.OpenAI`` (its retries are switched off on a
@@ -170,74 +112,28 @@ class OpenAIModel(_OpenAIBase):
     with the SDK's environment variables filling what is not given.
     """
 
-    def __init__(
-        self,
-        model: str,
-        *,
-        client: Any = None,
-        base_url: str | None = None,
-        api_key: str | None = None,
-        timeout: float = 60.0,
-        context_window: int | None = None,
-        name: str | None = None,
-    ) -> None:
-        self._owns_client = client is None
-        if client is None:
-            client = _make_client(_sdk().OpenAI, _client_options(base_url, api_key, timeout))
-        else:
-            client = client.with_options(max_retries=0)
-        super().__init__(model, client=client, context_window=context_window, name=name)
+    client_class = "OpenAI"
 
     def complete(
         self, messages: Sequence[Mapping[str, Any]], *, settings: ModelSettings | None = None
     ) -> ModelResponse:
         """One chat completion; SDK errors come out as :mod:`synopsis.errors`."""
-        body = request_body(self.model, messages, settings)
-        try:
-            completion = self._client.chat.completions.create(**body)
-        except _sdk().OpenAIError as exc:
-            raise translate_error(exc, self.name) from exc
+        with self._translated():
+            completion = self._client.chat.completions.create(**self._body(messages, settings))
         return to_response(completion, self.name)
 
-    def close(self) -> None:
-        """Close the HTTP client if this model created it."""
-        if self._owns_client:
-            self._client.close()
 
-
-class AsyncOpenAIModel(_OpenAIBase):
+class AsyncOpenAIModel(_OpenAIBase, AsyncClientModel):
     """The async twin of :class:`OpenAIModel`, on ``openai.AsyncOpenAI``."""
 
-    def __init__(
-        self,
-        model: str,
-        *,
-        client: Any = None,
-        base_url: str | None = None,
-        api_key: str | None = None,
-        timeout: float = 60.0,
-        context_window: int | None = None,
-        name: str | None = None,
-    ) -> None:
-        self._owns_client = client is None
-        if client is None:
-            client = _make_client(_sdk().AsyncOpenAI, _client_options(base_url, api_key, timeout))
-        else:
-            client = client.with_options(max_retries=0)
-        super().__init__(model, client=client, context_window=context_window, name=name)
+    client_class = "AsyncOpenAI"
 
     async def complete(
         self, messages: Sequence[Mapping[str, Any]], *, settings: ModelSettings | None = None
     ) -> ModelResponse:
         """One chat completion; SDK errors come out as :mod:`synopsis.errors`."""
-        body = request_body(self.model, messages, settings)
-        try:
-            completion = await self._client.chat.completions.create(**body)
-        except _sdk().OpenAIError as exc:
-            raise translate_error(exc, self.name) from exc
+        with self._translated():
+            completion = await self._client.chat.completions.create(
+                **self._body(messages, settings)
+            )
         return to_response(completion, self.name)
-
-    async def aclose(self) -> None:
-        """Close the HTTP client if this model created it."""
-        if self._owns_client:
-            await self._client.close()

@@ -4,11 +4,16 @@ The pieces, from small to large:
 
 - :class:`RetryPolicy` says *whether* to retry an error and *how long* to wait (exponential
   backoff with jitter, capped, honouring a provider's ``Retry-After``). It is a pure value.
-- :func:`run_with_failover` / :func:`arun_with_failover` drive one call across an ordered list
-  of models (primary first, then failover models), each model with its own retries. Every
-  attempt is reported as an :class:`AttemptRecord`; the caller's ``attempt`` function is where
-  a response is validated (raise :class:`~synopsis.errors.InvalidSummary` to have it retried).
-- :mod:`synopsis.models.failover` binds them to wrappers that *are* models.
+- :func:`failover_flow` is the chain written once: a pure generator (see :mod:`synopsis._flow`)
+  that walks an ordered list of models (primary first, then failover models), asks tenacity's
+  sans-I/O core (``Retrying.iter``) after each attempt whether to retry, sleep or give up, and
+  *yields* what is to be done: :class:`CallModel` / :class:`RunAttempt`, :class:`Pause`,
+  :class:`ReadClock`, and a notification per attempt (:class:`Attempted` by default).
+- :func:`run_with_failover` / :func:`arun_with_failover` drive that flow with a caller's
+  ``attempt`` function; every attempt is reported as an :class:`AttemptRecord`, and the
+  ``attempt`` function is where a response is validated (raise
+  :class:`~synopsis.errors.InvalidSummary` to have it retried).
+- :mod:`synopsis.models.failover` and :mod:`synopsis.summarizer` drive the same flow.
 - :class:`Cooldown` stops retry storms: after a number of complete failures in a row it refuses
   further calls for a while.
 
@@ -24,12 +29,20 @@ import logging
 import random
 import threading
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, Literal, TypeVar
 
-from tenacity import AsyncRetrying, RetryCallState, Retrying, retry_if_exception, stop_after_attempt
+from tenacity import (
+    DoAttempt,
+    DoSleep,
+    RetryCallState,
+    Retrying,
+    retry_if_exception,
+    stop_after_attempt,
+)
 
+from synopsis._flow import Flow, adrive, drive
 from synopsis.errors import (
     AllModelsFailed,
     ConfigError,
@@ -41,19 +54,27 @@ from synopsis.errors import (
     describe_error,
 )
 from synopsis.events import GenerateSummary
-from synopsis.models._base import AsyncModel, Model
+from synopsis.models._base import AsyncModel, Model, ModelSettings
 
 __all__ = [
     "AsyncSleep",
     "AttemptRecord",
+    "Attempted",
+    "CallModel",
     "Clock",
     "Cooldown",
     "FailoverResult",
+    "Pause",
+    "ReadClock",
     "RetryPolicy",
+    "RunAttempt",
     "Sleep",
+    "aperform",
     "arun_with_failover",
+    "failover_flow",
     "is_retryable",
     "model_name",
+    "perform",
     "run_with_failover",
 ]
 
@@ -200,45 +221,50 @@ class Cooldown:
 
 
 # ---------------------------------------------------------------------------------------------
-# The driver
+# The steps of the chain
 
 
-class _Attempts:
-    """Per-call bookkeeping: times attempts, numbers them per model and reports them."""
+@dataclass(frozen=True, slots=True)
+class CallModel:
+    """Call ``model.complete(messages, settings=settings)``; the result is the response."""
 
-    def __init__(self, on_attempt: Callable[[AttemptRecord], None] | None, clock: Clock):
-        self._on_attempt = on_attempt
-        self._clock = clock
-        self.records: list[AttemptRecord] = []
-        self.per_model = 0
+    model: Any
+    messages: Sequence[Mapping[str, Any]] = ()
+    settings: ModelSettings | None = None
 
-    def start_model(self) -> None:
-        self.per_model = 0
 
-    def begin(self) -> float:
-        self.per_model += 1
-        return self._clock()
+@dataclass(frozen=True, slots=True)
+class RunAttempt:
+    """Run the caller's ``attempt(model)`` (used by :func:`run_with_failover`)."""
 
-    def end(self, started: float, phase: Phase, model: str, error: BaseException | None) -> None:
-        record = AttemptRecord(
-            attempt=self.per_model,
-            phase=phase,
-            model=model,
-            latency_s=max(self._clock() - started, 0.0),
-            error=error,
-        )
-        self.records.append(record)
-        if self._on_attempt is None:
-            return
-        try:
-            self._on_attempt(record)
-        except Exception:  # an observer must never break the call it observes
-            _log.exception("on_attempt callback %r failed", self._on_attempt)
+    model: Any
 
-    def result(self, value: T, model: str) -> FailoverResult[T]:
-        return FailoverResult(
-            value=value, model=model, attempts=len(self.records), records=tuple(self.records)
-        )
+
+@dataclass(frozen=True, slots=True)
+class Pause:
+    """Sleep ``seconds`` before the next attempt (the backoff tenacity chose)."""
+
+    seconds: float
+
+
+@dataclass(frozen=True, slots=True)
+class ReadClock:
+    """Read the clock: attempts are timed by the driver's clock, never the flow's."""
+
+
+@dataclass(frozen=True, slots=True)
+class Attempted:
+    """Tell the observer about one finished attempt (its errors are logged, never raised)."""
+
+    record: AttemptRecord
+
+
+#: The steps :func:`failover_flow` yields with its default notification.
+ChainStep = CallModel | RunAttempt | Pause | ReadClock | Attempted
+
+
+# ---------------------------------------------------------------------------------------------
+# The flow
 
 
 def _retry_options(policy: RetryPolicy, rng: random.Random) -> dict[str, Any]:
@@ -274,12 +300,6 @@ def _check(models: Sequence[object], cooldown: Cooldown | None) -> None:
         )
 
 
-def _exhausted(name: str, attempts: int, error: Exception) -> RetryExhausted:
-    exhausted = RetryExhausted(model=name, attempts=attempts, last_error=error)
-    exhausted.__cause__ = error
-    return exhausted
-
-
 def _all_failed(failures: list[Exception], cooldown: Cooldown | None) -> AllModelsFailed:
     if cooldown is not None:
         cooldown.record_failure()
@@ -287,31 +307,169 @@ def _all_failed(failures: list[Exception], cooldown: Cooldown | None) -> AllMode
     return AllModelsFailed(f"all {len(failures)} model(s) failed: {names}", failures)
 
 
-def _succeeded(cooldown: Cooldown | None) -> None:
-    if cooldown is not None:
-        cooldown.record_success()
+def _as_is(value: Any) -> Any:
+    return value
 
 
-def _retry_one(
-    model: Model, attempt: Callable[[Model], T], phase: Phase, run: _Attempts, retrying: Retrying
-) -> T:
-    name = model_name(model)
+@dataclass(frozen=True, slots=True)
+class _AttemptRules:
+    """How every attempt of one run is made, checked, announced and retried."""
 
-    def once() -> T:
-        started = run.begin()
+    call: Callable[[Any], Any]
+    check: Callable[[Any], Any]
+    notify: Callable[[AttemptRecord], Any]
+    policy: RetryPolicy
+    rng: random.Random
+
+
+def failover_flow(
+    models: Sequence[Any],
+    call: Callable[[Any], Any],
+    *,
+    policy: RetryPolicy,
+    rng: random.Random,
+    cooldown: Cooldown | None = None,
+    check: Callable[[Any], T] = _as_is,
+    notify: Callable[[AttemptRecord], Any] = Attempted,
+) -> Flow[Any, FailoverResult[T]]:
+    """The retry + failover chain as a flow: try each model in order until one succeeds.
+
+    ``call(model)`` is the step that calls a model (e.g. ``CallModel`` with the request);
+    ``check(result)`` validates what it returned, raising an error ``policy.retry_on`` accepts
+    (e.g. ``InvalidSummary``) to retry the same model, any other error to move on. Each
+    attempt is timed with :class:`ReadClock` steps and announced with ``notify(record)`` (an
+    :class:`Attempted` step unless the caller turns it into its own, such as an event) before
+    the chain goes on. When all models fail, :class:`~synopsis.errors.AllModelsFailed` holds
+    one :class:`~synopsis.errors.RetryExhausted` per model; a ``cooldown`` that refuses raises
+    :class:`~synopsis.errors.CoolingDown` before any step.
+    """
+    _check(models, cooldown)
+    rules = _AttemptRules(call, check, notify, policy, rng)
+    records: list[AttemptRecord] = []
+    failures: list[Exception] = []
+    for index, model in enumerate(models):
         try:
-            value = attempt(model)
-        except Exception as exc:
-            run.end(started, phase, name, exc)
-            raise
-        run.end(started, phase, name, None)
-        return value
+            value = yield from _retry_model(model, _phase(index), rules, records)
+        except RetryExhausted as exc:
+            failures.append(exc)
+            continue
+        if cooldown is not None:
+            cooldown.record_success()
+        return FailoverResult(
+            value=value, model=model_name(model), attempts=len(records), records=tuple(records)
+        )
+    raise _all_failed(failures, cooldown)
 
-    run.start_model()
+
+def _retry_model(
+    model: Any, phase: Phase, rules: _AttemptRules, records: list[AttemptRecord]
+) -> Flow[Any, Any]:
+    """One model's attempts, as tenacity decides them; RetryExhausted when it gives up."""
+    retrying = Retrying(**_retry_options(rules.policy, rules.rng))
+    retrying.begin()
+    state = RetryCallState(retrying, fn=None, args=(), kwargs={})
+    while True:
+        try:
+            action = retrying.iter(state)
+        except Exception as exc:  # tenacity re-raises the final error: the model is done
+            exhausted = RetryExhausted(
+                model=model_name(model), attempts=state.attempt_number, last_error=exc
+            )
+            raise exhausted from exc
+        if isinstance(action, DoAttempt):
+            value, error = yield from _attempt(model, phase, state.attempt_number, rules, records)
+            if error is None:
+                state.set_result(value)
+            else:
+                state.set_exception((type(error), error, error.__traceback__))
+        elif isinstance(action, DoSleep):
+            state.prepare_for_next_attempt()
+            yield Pause(float(action))
+        else:
+            return action
+
+
+def _attempt(
+    model: Any, phase: Phase, number: int, rules: _AttemptRules, records: list[AttemptRecord]
+) -> Flow[Any, tuple[Any, Exception | None]]:
+    """One timed, checked call, announced before the chain decides what comes next."""
+    started = yield ReadClock()
+    value, error = None, None
     try:
-        return retrying(once)
-    except Exception as exc:
-        raise _exhausted(name, run.per_model, exc) from exc
+        value = rules.check((yield rules.call(model)))
+    except Exception as exc:  # every failure is an outcome for tenacity to judge
+        error = exc
+    ended = yield ReadClock()
+    record = AttemptRecord(
+        attempt=number,
+        phase=phase,
+        model=model_name(model),
+        latency_s=max(ended - started, 0.0),
+        error=error,
+    )
+    records.append(record)
+    yield rules.notify(record)
+    return value, error
+
+
+# ---------------------------------------------------------------------------------------------
+# Carrying the steps out
+
+
+def _observe(on_attempt: Callable[[AttemptRecord], None] | None, record: AttemptRecord) -> None:
+    if on_attempt is None:
+        return
+    try:
+        on_attempt(record)
+    except Exception:  # an observer must never break the call it observes
+        _log.exception("on_attempt callback %r failed", on_attempt)
+
+
+def perform(
+    step: Any,
+    *,
+    sleep: Sleep,
+    clock: Clock,
+    on_attempt: Callable[[AttemptRecord], None] | None = None,
+    attempt: Callable[[Any], Any] | None = None,
+) -> Any:
+    """Carry out one chain step synchronously."""
+    if isinstance(step, CallModel):
+        return step.model.complete(step.messages, settings=step.settings)
+    if isinstance(step, RunAttempt) and attempt is not None:
+        return attempt(step.model)
+    if isinstance(step, Pause):
+        return sleep(step.seconds)
+    return _perform_instant(step, clock, on_attempt)
+
+
+async def aperform(
+    step: Any,
+    *,
+    sleep: AsyncSleep,
+    clock: Clock,
+    on_attempt: Callable[[AttemptRecord], None] | None = None,
+    attempt: Callable[[Any], Awaitable[Any]] | None = None,
+) -> Any:
+    """The async twin of :func:`perform`: model calls and sleeps are awaited."""
+    if isinstance(step, CallModel):
+        return await step.model.complete(step.messages, settings=step.settings)
+    if isinstance(step, RunAttempt) and attempt is not None:
+        return await attempt(step.model)
+    if isinstance(step, Pause):
+        return await sleep(step.seconds)
+    return _perform_instant(step, clock, on_attempt)
+
+
+def _perform_instant(
+    step: Any, clock: Clock, on_attempt: Callable[[AttemptRecord], None] | None
+) -> Any:
+    """The steps that never wait, carried out the same way by both drivers."""
+    if isinstance(step, ReadClock):
+        return clock()
+    if isinstance(step, Attempted):
+        return _observe(on_attempt, step.record)
+    raise TypeError(f"no way to perform {step!r}")
 
 
 def run_with_failover(
@@ -334,45 +492,15 @@ def run_with_failover(
     :class:`~synopsis.errors.RetryExhausted` per model (its ``last_error`` the final failure).
     With a ``cooldown``, a refused call raises :class:`CoolingDown` without calling anything.
     """
-    _check(models, cooldown)
-    run, rng = _Attempts(on_attempt, clock), rng or random.Random()
-    failures: list[Exception] = []
-    for index, model in enumerate(models):
-        retrying = Retrying(sleep=sleep, **_retry_options(policy, rng))
-        try:
-            value = _retry_one(model, attempt, _phase(index), run, retrying)
-        except RetryExhausted as exc:
-            failures.append(exc)
-            continue
-        _succeeded(cooldown)
-        return run.result(value, model_name(model))
-    raise _all_failed(failures, cooldown)
-
-
-async def _aretry_one(
-    model: AsyncModel,
-    attempt: Callable[[AsyncModel], Awaitable[T]],
-    phase: Phase,
-    run: _Attempts,
-    retrying: AsyncRetrying,
-) -> T:
-    name = model_name(model)
-
-    async def once() -> T:
-        started = run.begin()
-        try:
-            value = await attempt(model)
-        except Exception as exc:
-            run.end(started, phase, name, exc)
-            raise
-        run.end(started, phase, name, None)
-        return value
-
-    run.start_model()
-    try:
-        return await retrying(once)
-    except Exception as exc:
-        raise _exhausted(name, run.per_model, exc) from exc
+    flow: Flow[Any, FailoverResult[T]] = failover_flow(
+        models, RunAttempt, policy=policy, rng=rng or random.Random(), cooldown=cooldown
+    )
+    return drive(
+        flow,
+        lambda step: perform(
+            step, sleep=sleep, clock=clock, on_attempt=on_attempt, attempt=attempt
+        ),
+    )
 
 
 async def arun_with_failover(
@@ -387,16 +515,12 @@ async def arun_with_failover(
     cooldown: Cooldown | None = None,
 ) -> FailoverResult[T]:
     """The async twin of :func:`run_with_failover` (``attempt`` and ``sleep`` are awaited)."""
-    _check(models, cooldown)
-    run, rng = _Attempts(on_attempt, clock), rng or random.Random()
-    failures: list[Exception] = []
-    for index, model in enumerate(models):
-        retrying = AsyncRetrying(sleep=sleep, **_retry_options(policy, rng))
-        try:
-            value = await _aretry_one(model, attempt, _phase(index), run, retrying)
-        except RetryExhausted as exc:
-            failures.append(exc)
-            continue
-        _succeeded(cooldown)
-        return run.result(value, model_name(model))
-    raise _all_failed(failures, cooldown)
+    flow: Flow[Any, FailoverResult[T]] = failover_flow(
+        models, RunAttempt, policy=policy, rng=rng or random.Random(), cooldown=cooldown
+    )
+    return await adrive(
+        flow,
+        lambda step: aperform(
+            step, sleep=sleep, clock=clock, on_attempt=on_attempt, attempt=attempt
+        ),
+    )
