@@ -38,8 +38,23 @@ _INSTRUCTION_HEAD = f"<summary> {USER_MESSAGES_TAG} "
 @dataclass(frozen=True, slots=True)
 class Case:
     name: str
-    unit: str  # repeated to the wanted size
+    unit: str  # repeated to the wanted size, unless ``make`` builds the input
     run: Callable[[str], object]
+    make: Callable[[int], str] | None = None
+
+    def text(self, size: int) -> str:
+        if self.make is not None:
+            return self.make(size)
+        return (self.unit * (size // len(self.unit) + 1))[:size]
+
+
+def _few_ideographs(size: int) -> str:
+    """Chinese-looking text over 50 characters: many distinct, repeated 2- to 4-grams."""
+    state, chars = 12345, []
+    for _ in range(size):
+        state = (state * 1103515245 + 12345) % 2**31  # a fixed LCG: the same text every run
+        chars.append(chr(0x4E00 + state % 50))
+    return "".join(chars)
 
 
 def _scan(pattern: re.Pattern[str]) -> Callable[[str], object]:
@@ -98,6 +113,7 @@ def cases() -> list[Case]:
         Case("memory._terms._TOKEN", "a'", _scan(_terms._TOKEN)),
         Case("end to end: extractive summary @", "@", _summarize_user),
         Case("end to end: extractive summary 中文", "的用户消息中文", _summarize_user),
+        Case("end to end: extractive summary 50 ideographs", "", _summarize_user, _few_ideographs),
         Case("end to end: compact @", "@", _compact),
         Case("end to end: compact <analysis>", "<analysis>", _compact),
     ]
@@ -129,7 +145,7 @@ def _count_baseline(text: str) -> object:
 def measure(case: Case, sizes: list[int]) -> tuple[list[float], list[float]]:
     times, baselines = [], []
     for size in sizes:
-        text = (case.unit * (size // len(case.unit) + 1))[:size]
+        text = case.text(size)
         times.append(best_time(case.run, text))
         baselines.append(best_time(_count_baseline, text))
     return times, baselines

@@ -23,6 +23,7 @@ from synopsis.errors import InvalidMessage
 __all__ = [
     "EXTENSION_KEYS",
     "INTERNAL_CONTENT_TYPES",
+    "MAX_NESTING",
     "ROLES",
     "Message",
     "ToolCall",

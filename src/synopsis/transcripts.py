@@ -199,7 +199,10 @@ def write_atomically(path: str | Path, text: str) -> None:
         with open(target, "wb") as handle:
             handle.write(data)
         return
-    temporary, descriptor = _create_beside(target)
+    try:
+        temporary, descriptor = _create_beside(target)
+    except OSError as exc:  # name the file asked for, not the temporary one
+        raise OSError(exc.errno, f"cannot write {path}: {exc.strerror}") from None
     try:
         with os.fdopen(descriptor, "wb") as handle:
             if existing is not None:

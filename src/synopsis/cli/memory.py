@@ -63,6 +63,7 @@ _BATCH = 500
 #: The longest ``--ttl``: a hundred years, in seconds.
 MAX_TTL_SECONDS = 100 * 365.25 * 24 * 3600
 
+
 def _fail(message: str) -> NoReturn:
     raise BadInput(message)
 
