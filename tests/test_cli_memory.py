@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner, Result
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from synopsis.cli.memory import memory
@@ -342,6 +342,7 @@ def test_line_separators_survive_put_export_import(db: str, tmp_path: Path) -> N
         max_size=40,
     ).filter(str.strip)
 )
+@example("line\u2028separator")
 def test_export_import_round_trips_any_text(text: str) -> None:
     """Whatever text a memory holds, export | import gives the same export back."""
     with tempfile.TemporaryDirectory() as folder:

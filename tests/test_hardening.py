@@ -108,7 +108,7 @@ def _ideographs(size: int) -> str:
     ("run", "check"),
     [
         (lambda: extractive._PATH.findall("@" * 40_000), lambda r: r == []),
-        (lambda: extractive._PATH.findall("f@" * 20_000 + ".py"), lambda r: len(r) == 1),
+        (lambda: extractive._PATH.findall("f@" * 30_000), lambda r: r == []),
         (
             lambda: extractive.extractive_summary([{"role": "user", "content": "@" * 40_000}]),
             lambda r: r.startswith("<summary>"),
@@ -124,7 +124,7 @@ def _ideographs(size: int) -> str:
             lambda r: r.startswith("<summary>"),
         ),
         (lambda: post._heading(6, " " * 150_000, ENGLISH), lambda r: r is None),
-        (lambda: post._heading(6, "\t " * 75_000 + "6. x", ENGLISH), lambda r: r is None),
+        (lambda: post._heading(6, "\t " * 75_000 + "x", ENGLISH), lambda r: r is None),
         (lambda: extract_summary("<analysis>" * 25_000), lambda r: r.startswith("<analysis>")),
         (lambda: extract_summary("<summary>" * 25_000), lambda r: r == ""),
         (lambda: extract_summary("<analysis><summary>" * 12_000), lambda r: r == ""),

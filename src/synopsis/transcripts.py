@@ -4,7 +4,7 @@ Loading validates every message (see :func:`synopsis.messages.validate_messages`
 the first problem with its line or index. Dumping writes the same format that was read, so
 ``synopsis compact`` returns a file of the shape it was given.
 
-JSON Lines are split on ``\n`` only (a trailing ``\r`` is dropped), and :func:`json_line`
+JSON Lines are split on ``\\n`` only (a trailing ``\\r`` is dropped), and :func:`json_line`
 escapes U+2028, U+2029 and U+0085: ``str.splitlines`` and many other readers break lines at
 those characters, which ``json.dumps(..., ensure_ascii=False)`` leaves raw inside strings.
 :func:`write_atomically` writes a file through a temporary file in the same directory, so a
@@ -122,7 +122,7 @@ def _load_json(text: str, source: str) -> Any:
 
 
 def split_json_lines(text: str) -> list[str]:
-    """The lines of JSON Lines ``text``: split at ``\n`` only, one trailing ``\r`` dropped.
+    """The lines of JSON Lines ``text``: split at ``\\n`` only, one trailing ``\\r`` dropped.
 
     Not ``str.splitlines``, which also breaks at U+2028, U+2029, U+0085 and other characters
     that JSON strings may hold raw.

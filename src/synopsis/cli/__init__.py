@@ -17,7 +17,7 @@ import click
 
 from synopsis.errors import ConfigError, SynopsisError
 
-__all__ = ["BadInput", "OneLineGroup", "main"]
+__all__ = ["BadInput", "OneLineGroup", "main", "one_line_errors"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 ESTIMATORS = ["default", "adk", "tiktoken", "tiktoken:cl100k_base"]

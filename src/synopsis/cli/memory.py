@@ -16,7 +16,7 @@ It checks the whole file before writing anything: a bad line is reported as
 batches of 500, one transaction each; should the store still refuse a line at write time,
 the error names that line and the batches before it stay imported.
 ``export`` writes the same shape, so ``export | import`` round-trips (expiry times are not
-exported): lines are split at ``\n`` only, and U+2028, U+2029 and U+0085 are written
+exported): lines are split at ``\\n`` only, and U+2028, U+2029 and U+0085 are written
 escaped. A memory without a key gets one derived from its kind and text, so importing or
 putting the same memory twice is a no-op.
 
