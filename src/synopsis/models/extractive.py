@@ -39,9 +39,8 @@ _CJK_STOP: Final = frozenset("的了是在我你他她它们这那就也和与�
 _PREVIOUS_OPEN: Final = "<previous_summary>"
 _PREVIOUS_CLOSE: Final = "</previous_summary>"
 _SUMMARY_TAG: Final = re.compile(r"</?summary>", re.IGNORECASE)
-# A path starts where a run of path characters starts: the look-behind includes every character
-# a path may contain, so each run is tried once and the scan is linear. (Allowing a start after
-# an ``@`` inside a run made every ``@`` a new start, each rescanning the rest of the run.)
+# A path starts only where a run of path characters starts (``@`` included), so each run is
+# tried once; a start after every inner ``@`` made the scan quadratic.
 _PATH: Final = re.compile(
     r"(?<![\w/.~@-])(?:~?/|\.{1,2}/)?(?:[\w.@-]+/)*[\w@-]+(?:\.[\w-]+)*"
     r"\.(?:py|pyi|ipynb|js|jsx|ts|tsx|mjs|cjs|go|rs|java|kt|kts|scala|rb|php|cs|c|h|cc|cpp|hpp"
@@ -105,16 +104,11 @@ def _is_instruction(message: Mapping[str, Any]) -> bool:
 def _previous_block(instruction: str) -> str:
     """The text of the first complete ``<previous_summary>`` block ("" if there is none).
 
-    Two ``str.find`` calls, not a lazy regex: a regex would rescan the rest of the text from
-    every unclosed opening tag. The first opening tag has a closing tag after it whenever any
-    later one does, so looking past it is never needed.
+    ``str.find``, not a lazy regex, which rescans the rest from every unclosed opening tag.
     """
     start = instruction.find(_PREVIOUS_OPEN)
-    if start < 0:
-        return ""
-    start += len(_PREVIOUS_OPEN)
-    end = instruction.find(_PREVIOUS_CLOSE, start)
-    return instruction[start:end] if end >= 0 else ""
+    end = instruction.find(_PREVIOUS_CLOSE, start + len(_PREVIOUS_OPEN)) if start >= 0 else -1
+    return instruction[start + len(_PREVIOUS_OPEN) : end] if end >= 0 else ""
 
 
 def _strip_wrapping(text: str) -> str | None:
@@ -248,8 +242,7 @@ def _concepts(t: _Transcript) -> list[str]:
 def _maximal(counts: Counter[str]) -> dict[str, int]:
     """Repeated Chinese chunks, minus those that only occur inside a longer repeated one."""
     repeated = {term: n for term, n in counts.items() if n >= 2}
-    # The count of the most frequent longer chunk around each substring: one pass over the
-    # (short) chunks' substrings instead of testing every pair of chunks.
+    # The count of the most frequent longer chunk around each substring, not a pairwise test.
     around: dict[str, int] = {}
     for other, m in repeated.items():
         for size in range(1, len(other)):
