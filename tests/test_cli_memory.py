@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import json
+import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 import pytest
 from click.testing import CliRunner, Result
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 
 from synopsis.cli.memory import memory
 from synopsis.errors import InvalidInput
@@ -312,3 +315,48 @@ def test_vector_search_through_the_cli_with_the_bundled_model(db: str) -> None:
 def test_vector_mode_without_an_embedder_is_one_line(db: str) -> None:
     """--mode vector needs --embedder: one clear line, exit code 2."""
     assert_one_line_error(run(db, "search", "--mode", "hybrid", "coffee"), "embedder")
+
+
+def test_line_separators_survive_put_export_import(db: str, tmp_path: Path) -> None:
+    """U+2028, U+2029 and U+0085 in a memory are exported escaped and imported back intact."""
+    text = "a\u2028b\u2029c\u0085d"
+    assert run(db, "put", "--namespace", "user/u1", text).exit_code == 0
+    exported = run(db, "export").stdout
+    assert not any(char in exported for char in "\u2028\u2029\u0085")
+    dump = tmp_path / "dump.jsonl"
+    dump.write_text(exported, encoding="utf-8")
+    other = str(tmp_path / "other.db")
+    assert run(other, "import", str(dump)).exit_code == 0
+    assert run(other, "export").stdout == exported
+    assert json.loads(exported)["text"] == text
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    st.text(
+        alphabet=st.one_of(
+            st.sampled_from("\u2028\u2029\u0085\r\n\x0b\x1c"),
+            st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"),
+        ),
+        min_size=1,
+        max_size=40,
+    ).filter(str.strip)
+)
+@example("line\u2028separator")
+def test_export_import_round_trips_any_text(text: str) -> None:
+    """Whatever text a memory holds, export | import gives the same export back."""
+    with tempfile.TemporaryDirectory() as folder:
+        first, second = f"{folder}/a.db", f"{folder}/b.db"
+        put = run(first, "put", "--namespace", "user/u1", "-", input=text)
+        assert put.exit_code == 0, put.output
+        exported = run(first, "export").stdout
+        imported = run(second, "import", "-", input=exported)
+        assert imported.exit_code == 0, imported.output
+        assert run(second, "export").stdout == exported
+
+
+@pytest.mark.parametrize("ttl", ["1e12", "1e300", "nan", "inf", "-1", "0"])
+def test_ttl_is_checked_at_the_command_line(db: str, ttl: str) -> None:
+    """A TTL must be finite, positive and at most 100 years: one line, exit code 2."""
+    result = run(db, "put", "--namespace", "user/u1", "--ttl", ttl, "text")
+    assert_one_line_error(result, "--ttl")

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import copy
+from typing import Any
 
 import pytest
 from hypothesis import given
 
+from synopsis import messages as messages_module
 from synopsis.errors import InvalidMessage
 from synopsis.messages import (
     is_internal,
@@ -153,3 +155,105 @@ def test_every_safe_cut_leaves_no_orphans(history: list) -> None:
     for point in safe_cut_points(history):
         assert not open_tool_calls(history[:point])
         validate_messages(history[point:])
+
+
+def _tool_turn(**function: object) -> list[dict[str, Any]]:
+    call = {
+        "id": "c1",
+        "type": "function",
+        "function": {"name": "f", "arguments": "{}", **function},
+    }
+    return [
+        {"role": "assistant", "content": None, "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": "c1", "content": "ok"},
+    ]
+
+
+class _Odd:
+    pass
+
+
+@pytest.mark.parametrize(
+    ("history", "index", "field"),
+    [
+        (_tool_turn(name="\ud800"), 0, "tool_calls[0].function.name"),
+        (_tool_turn(arguments='{"a": "\udcff"}'), 0, "tool_calls[0].function.arguments"),
+        ([{"role": "user", "content": "x", "name": "n\ud800"}], 0, "name"),
+        ([{"role": "user", "content": "x", "extra": "\ud800"}], 0, "extra"),
+        ([{"role": "user", "content": "x", "meta": {"tags": ["a", "\udc80"]}}], 0, "meta.tags[1]"),
+        ([{"role": "user", "content": "x", "meta": {"odd key": "\ud800"}}], 0, 'meta["odd key"]'),
+        ([{"role": "user", "content": "x", "meta": {"\ud800": 1}}], 0, 'meta["\\ud800"]'),
+        ([{"role": "user", "content": "x", "meta": {1: "one"}}], 0, "meta"),
+        ([{"role": "user", "content": "x", "extra": {1, 2}}], 0, "extra"),
+        ([{"role": "user", "content": "x", "extra": b"raw"}], 0, "extra"),
+        ([{"role": "user", "content": "x", "meta": {"when": _Odd()}}], 0, "meta.when"),
+        ([{"role": "user", "content": "x", "meta": {"n": 10**5000}}], 0, "meta.n"),
+        (
+            [
+                {"role": "user", "content": "x"},
+                {"role": "user", "content": [{"type": "text", "text": "t", "x": {1}}]},
+            ],
+            1,
+            "content[0].x",
+        ),
+    ],
+    ids=[
+        "function-name-surrogate",
+        "arguments-surrogate",
+        "name-surrogate",
+        "extra-key-surrogate",
+        "nested-list-surrogate",
+        "odd-key-path",
+        "surrogate-in-key",
+        "non-string-key",
+        "set",
+        "bytes",
+        "object",
+        "integer-too-long-for-text",
+        "extra-part-key",
+    ],
+)
+def test_every_field_is_checked_and_named(
+    history: list[dict[str, Any]], index: int, field: str
+) -> None:
+    """Fields validation did not look at before are checked too, the path naming the culprit."""
+    with pytest.raises(InvalidMessage) as info:
+        validate_messages(history)
+    assert (info.value.index, info.value.field) == (index, field)
+    str(info.value).encode("ascii")  # printable on any terminal, even with a surrogate key
+
+
+def test_nesting_is_bounded_without_exhausting_the_stack() -> None:
+    """Nesting beyond MAX_NESTING is an InvalidMessage; checking it never recurses."""
+    deep: Any = "leaf"
+    for _ in range(50_000):
+        deep = {"a": deep}
+    with pytest.raises(
+        InvalidMessage, match=f"nested more than {messages_module.MAX_NESTING} levels"
+    ) as info:
+        validate_messages([{"role": "user", "content": "x", "meta": deep}])
+    assert info.value.field is not None and len(info.value.field) <= 80
+    shallow: Any = "leaf"
+    for _ in range(messages_module.MAX_NESTING - 2):
+        shallow = [shallow]
+    validate_messages([{"role": "user", "content": "x", "meta": {"deep": shallow}}])
+
+
+@pytest.mark.parametrize("role", [["user"], {"r": 1}, 3, None])
+def test_a_role_of_the_wrong_type_is_an_invalid_message(role: object) -> None:
+    with pytest.raises(InvalidMessage) as info:
+        validate_messages([{"role": role, "content": "x"}])
+    assert info.value.field == "role"
+
+
+def test_json_values_of_every_kind_are_accepted() -> None:
+    """NaN and infinities, tuples, booleans, null and large (but printable) integers pass."""
+    meta = {"nan": float("nan"), "inf": float("-inf"), "pair": (1, "b"), "ok": True, "no": None}
+    history = [{"role": "user", "content": "x", "meta": {**meta, "big": 10**600}}]
+    assert validate_messages(history) == history
+
+
+def test_usage_with_a_non_string_key_is_an_invalid_message() -> None:
+    with pytest.raises(InvalidMessage) as info:
+        validate_messages([{"role": "assistant", "content": "x", "usage": {1: 2}}])
+    assert info.value.field == "usage"

@@ -14,6 +14,7 @@ whether to compact at all. Everything here is pure: no I/O, no clock.
 from __future__ import annotations
 
 import copy
+import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Final, Literal, NotRequired, TypedDict
 
@@ -22,6 +23,7 @@ from synopsis.errors import InvalidMessage
 __all__ = [
     "EXTENSION_KEYS",
     "INTERNAL_CONTENT_TYPES",
+    "MAX_NESTING",
     "ROLES",
     "Message",
     "ToolCall",
@@ -67,6 +69,14 @@ _TEXT_PART_TYPES: Final = frozenset({"text", "input_text", "output_text", "refus
 _MEDIA_PART_TYPES: Final = frozenset(
     {"image_url", "input_image", "image", "input_audio", "audio", "file", "input_file", "video"}
 )
+#: The deepest nesting of objects and lists accepted inside a message. Real messages nest a
+#: few levels; the bound keeps later recursive steps (deep copies, JSON encoding) well below
+#: Python's recursion limit.
+MAX_NESTING: Final = 100
+# An integer of at most this many bits always converts to text (Python refuses beyond 4,300
+# digits by default, and never allows a limit below 640 digits, about 2,126 bits).
+_SAFE_INT_BITS: Final = 2_000
+_FIELD_CHARS: Final = 80
 
 
 class FunctionCall(TypedDict):
@@ -251,9 +261,12 @@ def validate_messages(
 
     Raises :class:`~synopsis.errors.InvalidMessage` naming the index and field at fault:
     an unknown role, content of the wrong type, malformed tool calls, a tool result whose
-    call is not earlier in the history, text that is not valid UTF-8 (lone surrogates),
-    bad ``usage`` or ``meta``. ``start`` offsets the reported index and ``pending`` carries
-    open tool-call ids across calls, so a growing history can be validated incrementally.
+    call is not earlier in the history, bad ``usage`` or ``meta``. Every value, extra keys
+    included, must be JSON (objects with string keys, lists, strings, numbers, booleans,
+    null) nested at most :data:`MAX_NESTING` levels, and every string and key valid UTF-8
+    (no lone surrogates), so whatever is accepted can be archived and written back out.
+    ``start`` offsets the reported index and ``pending`` carries open tool-call ids across
+    calls, so a growing history can be validated incrementally.
     """
     if not isinstance(messages, list | tuple):
         raise InvalidMessage(
@@ -269,10 +282,11 @@ def _validate_one(message: object, index: int, open_calls: set[str]) -> None:
     if not isinstance(message, Mapping):
         raise InvalidMessage(f"expected an object, got {type(message).__name__}", index=index)
     role = message.get("role")
-    if role not in ROLES:
+    if not isinstance(role, str) or role not in ROLES:
         allowed = ", ".join(sorted(ROLES))
+        shown = repr(role) if isinstance(role, str | None) else f"of type {type(role).__name__}"
         raise InvalidMessage(
-            f"unknown role {role!r} (expected one of {allowed})", index=index, field="role"
+            f"unknown role {shown} (expected one of {allowed})", index=index, field="role"
         )
     _validate_content(message, index)
     if role == "assistant":
@@ -290,6 +304,7 @@ def _validate_one(message: object, index: int, open_calls: set[str]) -> None:
     for key in ("name",):
         if key in message and message[key] is not None and not isinstance(message[key], str):
             raise InvalidMessage("must be a string", index=index, field=key)
+    _check_values(message, index)
 
 
 def _check_text(text: str, index: int, field: str) -> None:
@@ -382,8 +397,10 @@ def _validate_extensions(message: Mapping[str, Any], index: int) -> None:
         if not isinstance(usage, Mapping):
             raise InvalidMessage("usage must be an object", index=index, field="usage")
         for key, value in usage.items():
-            if key.endswith("_tokens") and (
-                not isinstance(value, int) or isinstance(value, bool) or value < 0
+            if (
+                isinstance(key, str)
+                and key.endswith("_tokens")
+                and (not isinstance(value, int) or isinstance(value, bool) or value < 0)
             ):
                 raise InvalidMessage(
                     "token counts must be non-negative integers", index=index, field=f"usage.{key}"
@@ -391,3 +408,80 @@ def _validate_extensions(message: Mapping[str, Any], index: int) -> None:
     meta = message.get("meta")
     if meta is not None and not isinstance(meta, Mapping):
         raise InvalidMessage("meta must be an object", index=index, field="meta")
+
+
+def _check_values(message: Mapping[str, Any], index: int) -> None:
+    """Every value in ``message`` is JSON with valid UTF-8 text, nested at most MAX_NESTING deep.
+
+    Iterative, so no input can exhaust the stack while it is being checked; the first fault
+    in document order is reported with its path (``tool_calls[0].function.name``).
+    """
+    stack: list[tuple[str, object, int]] = []
+    _push_items(stack, "", message, 1, index)
+    while stack:
+        path, value, depth = stack.pop()
+        if isinstance(value, str):
+            _check_text(value, index, path)
+        elif isinstance(value, int):
+            _check_integer(value, index, path)
+        elif value is None or isinstance(value, float):
+            continue
+        elif isinstance(value, dict | list | tuple) and depth >= MAX_NESTING:
+            raise InvalidMessage(
+                f"nested more than {MAX_NESTING} levels deep", index=index, field=_clip(path)
+            )
+        elif isinstance(value, dict):
+            _push_items(stack, path, value, depth + 1, index)
+        elif isinstance(value, list | tuple):
+            items = [(f"{path}[{i}]", item, depth + 1) for i, item in enumerate(value)]
+            stack.extend(reversed(items))
+        else:
+            raise InvalidMessage(
+                f"a value of type {type(value).__name__} is not JSON (use an object, list, "
+                "string, number, boolean or null)",
+                index=index,
+                field=path,
+            )
+
+
+def _push_items(
+    stack: list[tuple[str, object, int]],
+    path: str,
+    mapping: Mapping[Any, Any],
+    depth: int,
+    index: int,
+) -> None:
+    items = []
+    for key, value in mapping.items():
+        if not isinstance(key, str):
+            raise InvalidMessage(
+                f"object keys must be strings, got {type(key).__name__}",
+                index=index,
+                field=path or None,
+            )
+        child = _child_path(path, key)
+        _check_text(key, index, child)
+        items.append((child, value, depth))
+    stack.extend(reversed(items))
+
+
+def _child_path(path: str, key: str) -> str:
+    """``path.key``, or ``path["odd key"]`` (escaped to ASCII) when the key is not a plain name."""
+    if key.isascii() and key.isidentifier():
+        return f"{path}.{key}" if path else key
+    return f"{path}[{json.dumps(key)}]"
+
+
+def _check_integer(value: int, index: int, field: str) -> None:
+    if value.bit_length() <= _SAFE_INT_BITS:
+        return
+    try:
+        str(value)
+    except ValueError:
+        raise InvalidMessage(
+            "integer has too many digits to write as JSON", index=index, field=field
+        ) from None
+
+
+def _clip(path: str) -> str:
+    return path if len(path) <= _FIELD_CHARS else path[: _FIELD_CHARS - 3] + "..."

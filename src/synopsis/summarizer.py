@@ -86,12 +86,12 @@ class AsyncSummarizerLike(Protocol):
 #: Without a ``<summary>`` part, an answer needs this many non-space characters to count.
 _MIN_CONTENT_CHARS: Final = 20
 
-_FLAGS: Final = re.IGNORECASE | re.DOTALL
-_ANALYSIS_BLOCK: Final = re.compile(r"<analysis>.*?</analysis>", _FLAGS)
-# An <analysis> the model never closed: drop it up to the <summary> that follows, if any.
-_UNCLOSED_ANALYSIS: Final = re.compile(r"<analysis>.*?(?=<summary>)", _FLAGS)
-_SUMMARY_BLOCK: Final = re.compile(r"<summary>(.*?)</summary>", _FLAGS)
+# Tags only: blocks are paired by _spans, never by a lazy ``<a>.*?</a>``, which rescans the rest
+# of the text from every unclosed opening tag (quadratic on an answer full of them).
+_ANALYSIS_OPEN: Final = re.compile(r"<analysis>", re.IGNORECASE)
+_ANALYSIS_CLOSE: Final = re.compile(r"</analysis>", re.IGNORECASE)
 _SUMMARY_OPEN: Final = re.compile(r"<summary>", re.IGNORECASE)
+_SUMMARY_CLOSE: Final = re.compile(r"</summary>", re.IGNORECASE)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -111,7 +111,7 @@ def validate_summary_response(response: ModelResponse) -> str:
     if not text.strip():
         raise InvalidSummary("the summarizer returned empty text", model=response.model)
     summary = extract_summary(text)
-    has_part = _SUMMARY_OPEN.search(_ANALYSIS_BLOCK.sub("", text)) is not None
+    has_part = _SUMMARY_OPEN.search(_cut(text, _ANALYSIS_OPEN, _ANALYSIS_CLOSE)) is not None
     if not summary.strip() or (not has_part and len("".join(summary.split())) < _MIN_CONTENT_CHARS):
         raise InvalidSummary(
             "the summarizer's answer has no <summary> part and too little content",
@@ -135,14 +135,47 @@ def extract_summary(text: str) -> str:
     With several complete ``<summary>`` parts the last wins; an unclosed one runs to the end
     of the text. Without any, the whole text minus ``<analysis>`` blocks is returned.
     """
-    text = _UNCLOSED_ANALYSIS.sub("", _ANALYSIS_BLOCK.sub("", text))
-    complete = _SUMMARY_BLOCK.findall(text)
+    text = _cut(text, _ANALYSIS_OPEN, _ANALYSIS_CLOSE)
+    # An <analysis> the model never closed: drop it up to the <summary> that follows, if any.
+    text = _cut(text, _ANALYSIS_OPEN, _SUMMARY_OPEN, keep_closing=True)
+    complete = list(_spans(text, _SUMMARY_OPEN, _SUMMARY_CLOSE))
     if complete:
-        return str(complete[-1]).strip()
+        start, end = complete[-1]
+        return text[start.end() : end.start()].strip()
     opening = list(_SUMMARY_OPEN.finditer(text))
     if opening:
         return text[opening[-1].end() :].strip()
     return text.strip()
+
+
+def _spans(
+    text: str, opening: re.Pattern[str], closing: re.Pattern[str]
+) -> Iterable[tuple[re.Match[str], re.Match[str]]]:
+    """Each opening tag with the first closing tag after it, left to right (``open.*?close``).
+
+    Linear: every character is scanned once. When an opening tag has no closing tag after
+    it, no later one has either, so the search stops there.
+    """
+    position = 0
+    while (start := opening.search(text, position)) is not None:
+        end = closing.search(text, start.end())
+        if end is None:
+            return
+        yield start, end
+        position = end.end()
+
+
+def _cut(
+    text: str, opening: re.Pattern[str], closing: re.Pattern[str], *, keep_closing: bool = False
+) -> str:
+    """``text`` without the spans of :func:`_spans` (keeping each closing tag if asked)."""
+    parts: list[str] = []
+    position = 0
+    for start, end in _spans(text, opening, closing):
+        parts.append(text[position : start.start()])
+        position = end.start() if keep_closing else end.end()
+    parts.append(text[position:])
+    return "".join(parts)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -1,16 +1,17 @@
 """The ``synopsis`` command line: count, compact, memory.
 
-Every command takes ``--json`` for machine-readable output. Bad input prints one clear line
-on stderr and exits with code 2, never a traceback.
+Every command takes ``--json`` for machine-readable output. Bad input, a usage error (a bad
+option, a directory given as FILE) included, prints one clear line on stderr and exits with
+code 2, never a traceback or a usage screen.
 """
 
 from __future__ import annotations
 
 import json
-import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, NoReturn, TypeVar
+from typing import IO, Any, NoReturn, TypeVar
 
 import click
 
@@ -19,30 +20,72 @@ from synopsis.errors import ConfigError, SynopsisError
 from synopsis.prompts import CHINESE, ENGLISH
 from synopsis.tokens import ESTIMATORS
 
-__all__ = ["main"]
+__all__ = ["BadInput", "OneLineGroup", "main", "one_line_errors"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 #: The library's defaults, shown in --help; a flag left out is not passed, so they apply.
 _LIBRARY = CompactionOptions()
 _LANGUAGES = (ENGLISH.language, CHINESE.language)
+# What bad input can raise on its way through a command: our errors, unreadable or unwritable
+# files, text that is not UTF-8, input nested deeper than Python's recursion limit, and values
+# out of range (a stored expiry beyond the year 9999).
+_INPUT_ERRORS = (SynopsisError, OSError, UnicodeError, RecursionError, ValueError, OverflowError)
+
+
+class BadInput(click.ClickException):
+    """One line on stderr, exit code 2."""
+
+    exit_code = 2
+
+    def show(self, file: IO[Any] | None = None) -> None:
+        click.echo(f"synopsis: error: {self.format_message()}", err=True)
 
 
 def fail(message: str) -> NoReturn:
     """Print one line on stderr and exit with code 2."""
-    click.echo(f"synopsis: error: {message}", err=True)
-    sys.exit(2)
+    raise BadInput(message)
+
+
+def _describe(exc: BaseException) -> str:
+    if isinstance(exc, RecursionError):
+        return "input nested too deeply"
+    return str(exc) or type(exc).__name__
+
+
+@contextmanager
+def one_line_errors() -> Iterator[None]:
+    """Usage errors and bad input raised inside become :class:`BadInput` (one line, exit 2).
+
+    A group called without a command still shows its help.
+    """
+    try:
+        yield
+    except click.exceptions.NoArgsIsHelpError:
+        raise
+    except click.UsageError as exc:
+        raise BadInput(exc.format_message()) from None
+    except _INPUT_ERRORS as exc:
+        raise BadInput(_describe(exc)) from None
+
+
+class OneLineGroup(click.Group):
+    """A group whose own usage errors and those of every command under it are one line."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        with one_line_errors():
+            return super().parse_args(ctx, args)
+
+    def invoke(self, ctx: click.Context) -> Any:
+        with one_line_errors():
+            return super().invoke(ctx)
 
 
 def guarded(fn: F) -> F:
-    """Turn our errors (and unreadable files) into one line and exit code 2."""
+    """Turn our errors (and unreadable files, deep input) into one line and exit code 2."""
 
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        try:
+        with one_line_errors():
             return fn(*args, **kwargs)
-        except SynopsisError as exc:
-            fail(str(exc))
-        except (OSError, UnicodeError) as exc:
-            fail(str(exc))
 
     wrapper.__name__ = fn.__name__
     wrapper.__doc__ = fn.__doc__
@@ -53,7 +96,7 @@ def emit_json(data: Any) -> None:
     click.echo(json.dumps(data, ensure_ascii=False, indent=2))
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=OneLineGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="synopsis")
 def main() -> None:
     """Keep LLM agents working past their context window."""
@@ -192,14 +235,14 @@ def _print_report(report: dict[str, Any]) -> None:
 def compact(file: Path, output: Path | None, force: bool, as_json: bool, **options: Any) -> None:
     """Compact a transcript: old history becomes one structured summary message."""
     from synopsis.compaction.compactor import Compactor
-    from synopsis.transcripts import dump_transcript, load_transcript
+    from synopsis.transcripts import dump_transcript, load_transcript, write_atomically
 
     transcript = load_transcript(file)
     compactor = Compactor(options=compaction_options(options, str(file)))
     result = compactor.compact(transcript.messages, force=force)
     text = dump_transcript(result.messages, transcript.format, extra=transcript.extra)
     if output is not None:
-        output.write_text(text, encoding="utf-8")
+        write_atomically(output, text)
     report = {
         **result.report(),
         "messages_before": len(transcript.messages),

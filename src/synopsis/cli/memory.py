@@ -18,7 +18,8 @@ It checks the whole file before writing anything: a bad line is reported as
 batches of 500, one transaction each; should the store still refuse a line at write time,
 the error names that line and the batches before it stay imported.
 ``export`` writes the same shape, so ``export | import`` round-trips (expiry times are not
-exported). A memory without a key gets one derived from its kind and text, so importing or
+exported): lines are split at ``\\n`` only, and U+2028, U+2029 and U+0085 are written
+escaped. A memory without a key gets one derived from its kind and text, so importing or
 putting the same memory twice is a no-op.
 
 Bad input prints one line on stderr and exits with code 2; there are no tracebacks.
@@ -28,15 +29,17 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import IO, Any, NoReturn, TypeVar
+from typing import Any, NoReturn, TypeVar
 
 import click
 
+from synopsis.cli import BadInput, OneLineGroup, one_line_errors
 from synopsis.config import EMBEDDERS, Settings
 from synopsis.errors import ConfigError, InvalidInput, InvalidNamespace, SynopsisError
 from synopsis.memory._checks import check_tenant, prepare_put
@@ -52,6 +55,7 @@ from synopsis.memory._types import (
     normalize_tags,
 )
 from synopsis.memory.open import open_store
+from synopsis.transcripts import json_line, split_json_lines
 
 __all__ = ["memory"]
 
@@ -60,15 +64,8 @@ _IMPORT_FIELDS = frozenset({"namespace", "kind", "text", "key", "tags"})
 _PAGE = 500
 #: Memories written per ``put_many`` call (one transaction each) by ``import``.
 _BATCH = 500
-
-
-class BadInput(click.ClickException):
-    """One line on stderr, exit code 2."""
-
-    exit_code = 2
-
-    def show(self, file: IO[Any] | None = None) -> None:
-        click.echo(f"synopsis: error: {self.format_message()}", err=True)
+#: The longest ``--ttl``: a hundred years, in seconds.
+MAX_TTL_SECONDS = 100 * 365.25 * 24 * 3600
 
 
 def _fail(message: str) -> NoReturn:
@@ -76,13 +73,35 @@ def _fail(message: str) -> NoReturn:
 
 
 class _OneLineCommand(click.Command):
-    """A command whose usage errors (missing option, bad value) are one line, exit code 2."""
+    """A command whose usage errors (missing option, bad value) and bad input are one line.
+
+    The ``memory`` group does the same for commands called through it; this covers a command
+    invoked on its own.
+    """
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
-        try:
+        with one_line_errors():
             return super().parse_args(ctx, args)
-        except click.UsageError as exc:
-            raise BadInput(exc.format_message()) from None
+
+    def invoke(self, ctx: click.Context) -> Any:
+        with one_line_errors():
+            return super().invoke(ctx)
+
+
+def _check_ttl(ctx: click.Context, param: click.Parameter, value: float | None) -> float | None:
+    """A finite TTL (the range check has already bounded it; NaN slips through a range)."""
+    if value is not None and not math.isfinite(value):
+        raise click.BadParameter("must be a finite number of seconds", ctx, param)
+    return value
+
+
+def _check_utf8(text: str, what: str) -> str:
+    """``text``, or a one-line error if it holds bytes that were not UTF-8 (lone surrogates)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        _fail(f"{what} is not valid UTF-8 (undecodable byte at position {exc.start})")
+    return text
 
 
 @dataclass(frozen=True, slots=True)
@@ -189,14 +208,14 @@ def _namespace(raw: str, *, option: str, allow_empty: bool = False) -> Namespace
 
 def _read_text(text: str) -> str:
     if text != "-":
-        return text
+        return _check_utf8(text, "TEXT")
     try:
-        return sys.stdin.read()
+        return _check_utf8(sys.stdin.read(), "standard input")
     except (OSError, UnicodeError) as exc:
         _fail(f"cannot read stdin: {exc}")
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=OneLineGroup, context_settings={"help_option_names": ["-h", "--help"]})
 def memory() -> None:
     """Long-term memories: put, search, import, export, delete a user."""
 
@@ -210,9 +229,10 @@ def memory() -> None:
 @click.option("--key", default=None, help="Item key (default: a hash of kind and text).")
 @click.option(
     "--ttl",
-    type=click.FloatRange(min=0, min_open=True),
+    type=click.FloatRange(min=0, max=MAX_TTL_SECONDS, min_open=True),
     default=None,
-    help="Expire after this many seconds.",
+    callback=_check_ttl,
+    help="Expire after this many seconds (at most 100 years).",
 )
 @click.argument("text")
 def put(
@@ -230,6 +250,7 @@ def put(
     """Store TEXT (or stdin with -) as one memory and print its key."""
     labels = _namespace(namespace, option="--namespace")
     body, parsed_tags = _read_text(text), _parse_tags(tags)
+    _check_utf8(kind, "--kind")
     item_key = key if key is not None else default_key(kind, body)
     with _opened(db, embedder) as store:
         item = store.put(tenant, labels, item_key, body, kind=kind, tags=parsed_tags, ttl=ttl)
@@ -318,6 +339,10 @@ def parse_record(line: str) -> ImportRecord:
         data = json.loads(line)
     except json.JSONDecodeError as exc:
         raise ValueError(f"malformed JSON ({exc.msg} at column {exc.colno})") from None
+    except RecursionError:
+        raise ValueError("JSON nested too deeply") from None
+    except ValueError as exc:  # an integer of more than 4,300 digits
+        raise ValueError(f"unreadable JSON value: {str(exc).split(';')[0]}") from None
     if not isinstance(data, dict):
         raise ValueError(f"expected a JSON object, got {type(data).__name__}")
     unknown = sorted(set(data) - _IMPORT_FIELDS)
@@ -362,7 +387,7 @@ def _read_records(file: str, tenant: str) -> list[tuple[int, ImportRecord]]:
     try:
         stream = sys.stdin if file == "-" else open(file, encoding="utf-8")  # noqa: SIM115
         with stream:
-            lines = stream.read().splitlines()
+            lines = split_json_lines(stream.read())
     except (OSError, UnicodeError) as exc:
         _fail(f"cannot read {file}: {exc}")
     records: list[tuple[int, ImportRecord]] = []
@@ -447,7 +472,7 @@ def export(db: str, tenant: str, as_json: bool, namespace_prefix: str) -> None:
         while True:
             hits = store.search(tenant, prefix, limit=_PAGE, offset=offset)
             for hit in hits:
-                click.echo(json.dumps(_export_dict(hit.item), ensure_ascii=False))
+                click.echo(json_line(_export_dict(hit.item)))
             if len(hits) < _PAGE:
                 break
             offset += _PAGE

@@ -44,7 +44,9 @@ _USER_BLOCK: Final = re.compile(
 )
 _TAG_IN_TEXT: Final = re.compile(rf"<(/?){USER_MESSAGES_TAG}>", re.IGNORECASE)
 _ESCAPED_TAG: Final = re.compile(rf"&lt;(/?){USER_MESSAGES_TAG}&gt;", re.IGNORECASE)
-_HEADING: Final = r"^[ \t]*(?:#{{1,6}}[ \t]*)?(?:\*\*)?[ \t]*{n}[.、:：)][^\n]*$"
+# Possessive ``*+``: the blanks before and after ``#``/``**`` are never given back, so a long run
+# of blanks is crossed once instead of being split every way between adjacent ``[ \t]*``.
+_HEADING: Final = r"^[ \t]*+(?:#{{1,6}}[ \t]*+)?(?:\*\*)?[ \t]*+{n}[.、:：)][^\n]*$"
 _ITEM_PREFIX: Final = "- "
 _CONTINUATION: Final = "  "
 

@@ -36,14 +36,17 @@ _CJK: Final = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
 _CJK_CHAR: Final = re.compile(f"[{_CJK}]")
 _CJK_RUN: Final = re.compile(f"[{_CJK}]{{2,}}")
 _CJK_STOP: Final = frozenset("的了是在我你他她它们这那就也和与及或把被吗呢吧啊个一不有要会能")
-_PREVIOUS: Final = re.compile(r"<previous_summary>(.*?)</previous_summary>", re.DOTALL)
+_PREVIOUS_OPEN: Final = "<previous_summary>"
+_PREVIOUS_CLOSE: Final = "</previous_summary>"
 _SUMMARY_TAG: Final = re.compile(r"</?summary>", re.IGNORECASE)
+# A path starts only where a run of path characters starts (``@`` included), so each run is
+# tried once; a start after every inner ``@`` made the scan quadratic.
 _PATH: Final = re.compile(
-    r"(?<![\w/.~-])(?:~?/|\.{1,2}/)?(?:[\w.@-]+/)*[\w@-]+(?:\.[\w-]+)*"
+    r"(?<![\w/.~@-])(?:~?/|\.{1,2}/)?(?:[\w.@-]+/)*[\w@-]+(?:\.[\w-]+)*"
     r"\.(?:py|pyi|ipynb|js|jsx|ts|tsx|mjs|cjs|go|rs|java|kt|kts|scala|rb|php|cs|c|h|cc|cpp|hpp"
     r"|m|swift|sh|bash|zsh|ps1|sql|md|rst|txt|json|jsonl|yaml|yml|toml|ini|cfg|conf|env|lock"
     r"|xml|html|css|scss|vue|svelte|proto|gradle|tf|csv|log|dockerfile)\b"
-    r"|(?<![\w/.~-])(?:[\w.@-]+/)*(?:Dockerfile|Makefile|README|LICENSE)\b"
+    r"|(?<![\w/.~@-])(?:[\w.@-]+/)*(?:Dockerfile|Makefile|README|LICENSE)\b"
 )
 _IDENT: Final = re.compile(r"`([^`\n]{2,60})`|\b([A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_]\w*)*)\b")
 _CODE_DEF: Final = re.compile(
@@ -98,6 +101,16 @@ def _is_instruction(message: Mapping[str, Any]) -> bool:
     return message.get("role") == "user" and "<summary>" in text and USER_MESSAGES_TAG in text
 
 
+def _previous_block(instruction: str) -> str:
+    """The text of the first complete ``<previous_summary>`` block ("" if there is none).
+
+    ``str.find``, not a lazy regex, which rescans the rest from every unclosed opening tag.
+    """
+    start = instruction.find(_PREVIOUS_OPEN)
+    end = instruction.find(_PREVIOUS_CLOSE, start + len(_PREVIOUS_OPEN)) if start >= 0 else -1
+    return instruction[start + len(_PREVIOUS_OPEN) : end] if end >= 0 else ""
+
+
 def _strip_wrapping(text: str) -> str | None:
     """The summary inside a summary message's text, or None if ``text`` is not one."""
     for prompts in (ENGLISH, CHINESE):
@@ -124,9 +137,7 @@ def _read(messages: Sequence[Mapping[str, Any]]) -> tuple[_Transcript, str]:
         instruction = text_of(items[-1])
         items = items[:-1]
     transcript = _Transcript()
-    found = _PREVIOUS.search(instruction)
-    if found:
-        transcript.previous = found.group(1).strip()
+    transcript.previous = _previous_block(instruction).strip()
     names: dict[str, str] = {}
     for message in items:
         _add(transcript, message, names)
@@ -231,13 +242,14 @@ def _concepts(t: _Transcript) -> list[str]:
 def _maximal(counts: Counter[str]) -> dict[str, int]:
     """Repeated Chinese chunks, minus those that only occur inside a longer repeated one."""
     repeated = {term: n for term, n in counts.items() if n >= 2}
-    return {
-        term: n
-        for term, n in repeated.items()
-        if not any(
-            term in other and m * 4 >= n * 3 for other, m in repeated.items() if other != term
-        )
-    }
+    # The count of the most frequent longer chunk around each substring, not a pairwise test.
+    around: dict[str, int] = {}
+    for other, m in repeated.items():
+        for size in range(1, len(other)):
+            for start in range(len(other) - size + 1):
+                inner = other[start : start + size]
+                around[inner] = max(around.get(inner, 0), m)
+    return {term: n for term, n in repeated.items() if around.get(term, 0) * 4 < n * 3}
 
 
 def _looks_technical(term: str) -> bool:
@@ -320,17 +332,21 @@ def _error_line(text: str) -> str:
     return _clip_line(lines[0] if lines else text, 240)
 
 
-def _errors(t: _Transcript) -> list[str]:
+def _errors(t: _Transcript, keep: int = 12) -> list[str]:
+    """The last ``keep`` error outputs, each with the assistant text or call that followed it."""
     lines: list[str] = []
-    for index, (role, text) in enumerate(t.stream):
-        if role not in {"tool", "user"} or not _ERROR.search(text):
-            continue
-        followed = next((s for r, s in t.stream[index + 1 :] if r in {"assistant", "call"}), "")
-        entry = f"- {_error_line(text)}"
-        if followed:
-            entry += f"\n  → {_clip_line(followed, 200)}"
-        lines.append(entry)
-    return lines[-12:]
+    followed = ""  # newest first, so this is the first reply after the entry at hand
+    for role, text in reversed(t.stream):
+        if role in {"assistant", "call"}:
+            followed = text
+        elif role in {"tool", "user"} and _ERROR.search(text):
+            entry = f"- {_error_line(text)}"
+            if followed:
+                entry += f"\n  → {_clip_line(followed, 200)}"
+            lines.append(entry)
+            if len(lines) == keep:
+                break
+    return lines[::-1]
 
 
 def _problem_solving(t: _Transcript, zh: bool) -> list[str]:
