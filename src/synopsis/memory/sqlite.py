@@ -43,6 +43,7 @@ from synopsis.memory._recall import (
     summary_save_action,
     to_datetime,
 )
+from synopsis.memory._sql_rows import read_outbox_entry, read_summary
 from synopsis.memory._terms import document_terms
 from synopsis.memory._types import (
     Embedder,
@@ -140,32 +141,8 @@ def _upsert_batch(
     return written
 
 
-def _summary(row: _Row | None) -> SessionSummary | None:
-    if row is None:
-        return None
-    tenant, user, session, version, text, start, end, model, digest, created = row[:10]
-    return SessionSummary(
-        tenant=tenant,
-        user_id=user,
-        session_id=session,
-        version=version,
-        text=text,
-        covers_from=start,
-        covers_to=end,
-        model=model,
-        content_hash=digest,
-        created_at=to_datetime(created),
-    )
-
-
 def _order(row: _Row, score: float | None) -> tuple[float, float, str, Namespace]:
     return hit_order(score, row[7], row[2], sql.decode_path(row[1]))
-
-
-def _outbox(row: _Row) -> OutboxEntry:
-    summary = _summary(row)
-    assert summary is not None
-    return OutboxEntry(summary=summary, attempts=row[10])
 
 
 class _Database:
@@ -223,12 +200,7 @@ class _Database:
         terms = document_terms(request.text)
         with self._writing("store a memory") as conn:
             now = self._clock()
-            expires = None if request.ttl is None else now + request.ttl
-            upsert = sql.upsert_memory(
-                tenant=request.tenant, namespace=request.namespace, key=request.key,
-                text=request.text, kind=request.kind, tags=request.tags, terms=terms,
-                now=now, expires_at=expires,
-            )  # fmt: skip
+            upsert = sql.upsert_memory(request, terms, now)
             memory_id, created = conn.execute(upsert.sql, upsert.params).fetchall()[0]
             follow = (
                 sql.delete_vector(memory_id)
@@ -340,9 +312,11 @@ class _Database:
         address = (summary.tenant, summary.session_id)
         with self._writing("save a summary") as conn:
             statement = sql.select_summary(*address, summary.version)
-            existing = _summary(conn.execute(statement.sql, statement.params).fetchone())
+            found = conn.execute(statement.sql, statement.params).fetchone()
+            existing = None if found is None else read_summary(found)
             statement = sql.select_latest_summary(*address)
-            latest = _summary(conn.execute(statement.sql, statement.params).fetchone())
+            newest = conn.execute(statement.sql, statement.params).fetchone()
+            latest = None if newest is None else read_summary(newest)
             if summary_save_action(summary, existing=existing, latest=latest) == "noop":
                 assert existing is not None
                 return existing
@@ -358,17 +332,17 @@ class _Database:
     @ops.stepless
     def latest_summary(self, tenant: str, session_id: str) -> SessionSummary | None:
         rows = self._fetch(sql.select_latest_summary(tenant, session_id), "read a summary")
-        return _summary(rows[0]) if rows else None
+        return read_summary(rows[0]) if rows else None
 
     @ops.stepless
     def summary_history(self, tenant: str, session_id: str) -> list[SessionSummary]:
         rows = self._fetch(sql.select_summary_history(tenant, session_id), "read summaries")
-        return [s for s in map(_summary, rows) if s is not None]
+        return [read_summary(row) for row in rows]
 
     @ops.stepless
     def pending_outbox(self, tenant: str | None, limit: int) -> list[OutboxEntry]:
         rows = self._fetch(sql.select_pending_outbox(tenant, limit), "read the outbox")
-        return [_outbox(row) for row in rows]
+        return [read_outbox_entry(row) for row in rows]
 
     @ops.stepless
     def complete_outbox(self, tenant: str, session_id: str, version: int) -> None:
