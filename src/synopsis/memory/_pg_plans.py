@@ -28,8 +28,6 @@ from synopsis.memory._recall import (
     PutRequest,
     SearchRequest,
     hit_order,
-    rank_by_vector,
-    reciprocal_rank_fusion,
     summary_save_action,
     to_datetime,
 )
@@ -188,15 +186,13 @@ def _fused(
     rows = yield q.vector_candidates(schema, **_scope(request, now))
     found = [(_item(row), row[9]) for row in rows]
     records = {_address(item): item for item, _ in found}
+    keyword = None
+    if request.mode == "hybrid":
+        ranked = sorted((yield from _keyword(schema, request, now)), key=lambda p: _order(*p))
+        keyword = [_address(item) for item, _ in ranked]
     with_vectors = [(_address(item), vector) for item, vector in found if vector is not None]
-    by_vector = rank_by_vector(query_vector, with_vectors)[:MAX_LIMIT]
-    if request.mode == "vector":
-        return [(records[address], score) for address, score in by_vector]
-    keyword = sorted((yield from _keyword(schema, request, now)), key=lambda p: _order(*p))
-    fused = reciprocal_rank_fusion(
-        [[_address(f) for f, _ in keyword[:MAX_LIMIT]], [a for a, _ in by_vector]]
-    )
-    return [(records[address], score) for address, score in fused.items()]
+    scores = ops.vector_scores(query_vector, with_vectors, keyword)
+    return [(records[address], score) for address, score in scores.items()]
 
 
 def _search(

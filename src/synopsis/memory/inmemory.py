@@ -14,37 +14,27 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 
 from synopsis.memory import _operations as ops
+from synopsis.memory import _types
 from synopsis.memory._recall import (
-    MAX_LIMIT,
     PutRequest,
     SearchRequest,
     bm25_scores,
     hit_order,
     page_namespaces,
-    rank_by_vector,
-    reciprocal_rank_fusion,
     stored_item,
     summary_save_action,
     to_datetime,
 )
 from synopsis.memory._terms import document_terms
-from synopsis.memory._types import (
-    Embedder,
-    MemoryItem,
-    Namespace,
-    OutboxEntry,
-    SearchHit,
-    SessionSummary,
-)
 
 __all__ = ["AsyncInMemoryStore", "InMemoryStore"]
 
-_Address = tuple[str, Namespace, str]
+_Address = tuple[str, _types.Namespace, str]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class _Record:
-    item: MemoryItem
+    item: _types.MemoryItem
     updated: float
     expires: float | None
     counts: Mapping[str, int]
@@ -57,7 +47,7 @@ class _Record:
 
 @dataclass(slots=True, kw_only=True)
 class _Outbox:
-    summary: SessionSummary
+    summary: _types.SessionSummary
     enqueued: float
     attempts: int = 0
     done: bool = False
@@ -70,20 +60,20 @@ class _Records:
         self._clock = clock or time.time
         self._lock = threading.RLock()
         self._items: dict[_Address, _Record] = {}
-        self._summaries: dict[tuple[str, str], list[SessionSummary]] = {}
+        self._summaries: dict[tuple[str, str], list[_types.SessionSummary]] = {}
         self._outbox: dict[tuple[str, str, int], _Outbox] = {}
 
     # --- memories ----------------------------------------------------------------------
 
     @ops.stepless
-    def put(self, request: PutRequest, vector: ops.Vector | None) -> MemoryItem:
+    def put(self, request: PutRequest, vector: ops.Vector | None) -> _types.MemoryItem:
         with self._lock:
             return self._write(request, vector, self._clock())
 
     @ops.stepless
     def put_many(
         self, requests: list[PutRequest], vectors: list[ops.Vector] | None
-    ) -> list[MemoryItem]:
+    ) -> list[_types.MemoryItem]:
         """Write the batch under one lock: other callers see all of it or none."""
         with self._lock:
             now = self._clock()
@@ -92,7 +82,9 @@ class _Records:
             pairs = zip(requests, vectors, strict=True)
             return [self._write(request, vector, now) for request, vector in pairs]
 
-    def _write(self, request: PutRequest, vector: ops.Vector | None, now: float) -> MemoryItem:
+    def _write(
+        self, request: PutRequest, vector: ops.Vector | None, now: float
+    ) -> _types.MemoryItem:
         """Write one checked item at ``now`` (the caller holds the lock)."""
         terms = document_terms(request.text)
         address = (request.tenant, request.namespace, request.key)
@@ -111,19 +103,21 @@ class _Records:
         return item
 
     @ops.stepless
-    def get(self, tenant: str, namespace: Namespace, key: str) -> MemoryItem | None:
+    def get(self, tenant: str, namespace: _types.Namespace, key: str) -> _types.MemoryItem | None:
         with self._lock:
             record = self._items.get((tenant, namespace, key))
             return record.item if record and record.live(self._clock()) else None
 
     @ops.stepless
-    def delete(self, tenant: str, namespace: Namespace, key: str) -> bool:
+    def delete(self, tenant: str, namespace: _types.Namespace, key: str) -> bool:
         with self._lock:
             record = self._items.pop((tenant, namespace, key), None)
             return record is not None and record.live(self._clock())
 
     @ops.stepless
-    def search(self, request: SearchRequest, query_vector: ops.Vector | None) -> list[SearchHit]:
+    def search(
+        self, request: SearchRequest, query_vector: ops.Vector | None
+    ) -> list[_types.SearchHit]:
         with self._lock:
             records = list(self._scope(request, self._clock()))
         if request.query is None:
@@ -135,7 +129,7 @@ class _Records:
             scored = list(_fused(request, records, ops.float32(query_vector)))
         scored.sort(key=lambda pair: _order(*pair))
         page = scored[request.offset : request.offset + request.limit]
-        return [SearchHit(item=record.item, score=score) for record, score in page]
+        return [_types.SearchHit(item=record.item, score=score) for record, score in page]
 
     def _scope(self, request: SearchRequest, now: float) -> Iterable[_Record]:
         size = len(request.prefix)
@@ -152,8 +146,8 @@ class _Records:
 
     @ops.stepless
     def list_namespaces(
-        self, tenant: str, prefix: Namespace, max_depth: int | None, limit: int, offset: int
-    ) -> list[Namespace]:
+        self, tenant: str, prefix: _types.Namespace, max_depth: int | None, limit: int, offset: int
+    ) -> list[_types.Namespace]:
         size = len(prefix)
         with self._lock:
             now = self._clock()
@@ -185,7 +179,7 @@ class _Records:
     # --- summaries -----------------------------------------------------------------------
 
     @ops.stepless
-    def save_summary(self, summary: SessionSummary) -> SessionSummary:
+    def save_summary(self, summary: _types.SessionSummary) -> _types.SessionSummary:
         with self._lock:
             versions = self._summaries.setdefault((summary.tenant, summary.session_id), [])
             existing = next((s for s in versions if s.version == summary.version), None)
@@ -203,18 +197,18 @@ class _Records:
             return stored
 
     @ops.stepless
-    def latest_summary(self, tenant: str, session_id: str) -> SessionSummary | None:
+    def latest_summary(self, tenant: str, session_id: str) -> _types.SessionSummary | None:
         with self._lock:
             versions = self._summaries.get((tenant, session_id), [])
             return versions[-1] if versions else None
 
     @ops.stepless
-    def summary_history(self, tenant: str, session_id: str) -> list[SessionSummary]:
+    def summary_history(self, tenant: str, session_id: str) -> list[_types.SessionSummary]:
         with self._lock:
             return list(self._summaries.get((tenant, session_id), []))
 
     @ops.stepless
-    def pending_outbox(self, tenant: str | None, limit: int) -> list[OutboxEntry]:
+    def pending_outbox(self, tenant: str | None, limit: int) -> list[_types.OutboxEntry]:
         with self._lock:
             pending = [
                 (entry.attempts, entry.enqueued, address, entry.summary)
@@ -223,7 +217,7 @@ class _Records:
             ]
         pending.sort(key=lambda row: row[:3])
         return [
-            OutboxEntry(summary=summary, attempts=attempts)
+            _types.OutboxEntry(summary=summary, attempts=attempts)
             for attempts, _, _, summary in pending[:limit]
         ]
 
@@ -272,52 +266,44 @@ def _keyword(request: SearchRequest, records: list[_Record]) -> Iterable[tuple[_
 def _fused(
     request: SearchRequest, records: list[_Record], query_vector: ops.Vector
 ) -> Iterable[tuple[_Record, float]]:
+    index = {_address(r): r for r in records}
+    keyword = None
+    if request.mode == "hybrid":
+        ranked = sorted(_keyword(request, records), key=lambda pair: _order(*pair))
+        keyword = [_address(r) for r, _ in ranked]
     with_vectors = [(_address(r), r.vector) for r in records if r.vector is not None]
-    by_vector = rank_by_vector(query_vector, with_vectors)[:MAX_LIMIT]
-    if request.mode == "vector":
-        index = {_address(r): r for r in records}
-        return ((index[address], score) for address, score in by_vector)
-    keyword = sorted(_keyword(request, records), key=lambda pair: _order(*pair))
-    fused = reciprocal_rank_fusion(
-        [[_address(r) for r, _ in keyword[:MAX_LIMIT]], [a for a, _ in by_vector]]
-    )
-    return ((r, fused[_address(r)]) for r in records if _address(r) in fused)
+    scores = ops.vector_scores(query_vector, with_vectors, keyword)
+    return ((index[address], score) for address, score in scores.items())
 
 
 def _address(record: _Record) -> _Address:
     return (record.item.tenant, record.item.namespace, record.item.key)
 
 
-def _order(record: _Record, score: float | None) -> tuple[float, float, str, Namespace]:
+def _order(record: _Record, score: float | None) -> tuple[float, float, str, _types.Namespace]:
     return hit_order(score, record.updated, record.item.key, record.item.namespace)
 
 
-class InMemoryStore(ops.SyncDriver, ops.StoreOperations):
-    """A :class:`MemoryStore` and :class:`SummaryStore` kept in process memory.
-
-    ``clock`` returns epoch seconds (default ``time.time``); ``embedder`` enables the
-    ``vector`` and ``hybrid`` search modes.
-    """
+class _InMemoryStores(ops.StoreOperations):
+    """What both in-memory stores share: the constructor."""
 
     def __init__(
-        self, *, clock: Callable[[], float] | None = None, embedder: Embedder | None = None
+        self, *, clock: Callable[[], float] | None = None, embedder: _types.Embedder | None = None
     ) -> None:
         super().__init__(_Records(clock), embedder)
 
-    def close(self) -> None:
-        """Nothing to release; present for parity with the database backends."""
+
+class InMemoryStore(ops.SyncDriver, _InMemoryStores):
+    """A :class:`MemoryStore` and :class:`SummaryStore` kept in process memory.
+
+    ``clock`` returns epoch seconds (default ``time.time``); ``embedder`` enables the
+    ``vector`` and ``hybrid`` search modes. ``close`` releases nothing; it is there for
+    parity with the database backends.
+    """
 
 
-class AsyncInMemoryStore(ops.AsyncDriver, ops.StoreOperations):
+class AsyncInMemoryStore(ops.AsyncDriver, _InMemoryStores):
     """The async twin of :class:`InMemoryStore` (same behaviour).
 
     Calls that embed text run the embedder on a worker thread, off the event loop.
     """
-
-    def __init__(
-        self, *, clock: Callable[[], float] | None = None, embedder: Embedder | None = None
-    ) -> None:
-        super().__init__(_Records(clock), embedder)
-
-    async def aclose(self) -> None:
-        """Nothing to release."""

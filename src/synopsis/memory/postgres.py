@@ -136,13 +136,7 @@ class PostgresStore(ops.SyncDriver, _PostgresStores):
             raise _translate(exc, "connect") from exc
         self._run(plans.migrate(self._backend.schema), "migration")
 
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
-
-    def _run(self, flow: Flow[Any, T], operation: str) -> T:
+    def _run(self, flow: Flow[Any, T], name: str) -> T:
         try:
             with ExitStack() as stack:
                 opened: list[psycopg.Connection[Any]] = []
@@ -156,7 +150,7 @@ class PostgresStore(ops.SyncDriver, _PostgresStores):
 
                 return drive(flow, perform)
         except psycopg.Error as exc:
-            raise _translate(exc, operation) from exc
+            raise _translate(exc, name) from exc
 
     def close(self) -> None:
         """Close the connection pool."""
@@ -213,10 +207,7 @@ class AsyncPostgresStore(ops.AsyncDriver, _PostgresStores):
     async def __aenter__(self) -> Self:
         return await self.open()
 
-    async def __aexit__(self, *exc_info: object) -> None:
-        await self.aclose()
-
-    async def _run(self, flow: Flow[Any, T], operation: str) -> T:
+    async def _run(self, flow: Flow[Any, T], name: str) -> T:
         try:
             async with AsyncExitStack() as stack:
                 opened: list[psycopg.AsyncConnection[Any]] = []
@@ -232,7 +223,7 @@ class AsyncPostgresStore(ops.AsyncDriver, _PostgresStores):
 
                 return await adrive(flow, perform)
         except psycopg.Error as exc:
-            raise _translate(exc, operation) from exc
+            raise _translate(exc, name) from exc
 
     async def aclose(self) -> None:
         """Close the connection pool (if open); the store cannot be used afterwards."""

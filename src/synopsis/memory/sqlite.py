@@ -24,12 +24,13 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
-from typing import Any, Self, TypeVar
+from typing import Any, TypeVar
 
 from synopsis._flow import Flow, drive
 from synopsis.errors import InvalidInput, MigrationError, StoreError
 from synopsis.memory import _operations as ops
 from synopsis.memory import _sql_sqlite as sql
+from synopsis.memory import _types
 from synopsis.memory._recall import (
     MAX_LIMIT,
     PutRequest,
@@ -37,22 +38,12 @@ from synopsis.memory._recall import (
     hit_order,
     pack_vector,
     page_namespaces,
-    rank_by_vector,
-    reciprocal_rank_fusion,
     stored_item,
     summary_save_action,
     to_datetime,
 )
 from synopsis.memory._sql_rows import read_outbox_entry, read_summary
 from synopsis.memory._terms import document_terms
-from synopsis.memory._types import (
-    Embedder,
-    MemoryItem,
-    Namespace,
-    OutboxEntry,
-    SearchHit,
-    SessionSummary,
-)
 
 __all__ = ["AsyncSQLiteStore", "SQLiteStore"]
 
@@ -110,9 +101,9 @@ def _migrate(conn: sqlite3.Connection) -> None:
         raise MigrationError(f"could not migrate the database schema: {exc}") from exc
 
 
-def _item(tenant: str, row: _Row) -> MemoryItem:
+def _item(tenant: str, row: _Row) -> _types.MemoryItem:
     _, path, key, text, kind, tags, created, updated, expires = row[:9]
-    return MemoryItem(
+    return _types.MemoryItem(
         tenant=tenant,
         namespace=sql.decode_path(path),
         key=key,
@@ -141,7 +132,7 @@ def _upsert_batch(
     return written
 
 
-def _order(row: _Row, score: float | None) -> tuple[float, float, str, Namespace]:
+def _order(row: _Row, score: float | None) -> tuple[float, float, str, _types.Namespace]:
     return hit_order(score, row[7], row[2], sql.decode_path(row[1]))
 
 
@@ -196,7 +187,7 @@ class _Database:
     # --- memories --------------------------------------------------------------------------
 
     @ops.stepless
-    def put(self, request: PutRequest, vector: ops.Vector | None) -> MemoryItem:
+    def put(self, request: PutRequest, vector: ops.Vector | None) -> _types.MemoryItem:
         terms = document_terms(request.text)
         with self._writing("store a memory") as conn:
             now = self._clock()
@@ -213,7 +204,7 @@ class _Database:
     @ops.stepless
     def put_many(
         self, requests: list[PutRequest], vectors: list[ops.Vector] | None
-    ) -> list[MemoryItem]:
+    ) -> list[_types.MemoryItem]:
         terms = [document_terms(r.text) for r in requests]
         with self._writing("store memories") as conn:
             now = self._clock()
@@ -230,34 +221,36 @@ class _Database:
         ]
 
     @ops.stepless
-    def get(self, tenant: str, namespace: Namespace, key: str) -> MemoryItem | None:
+    def get(self, tenant: str, namespace: _types.Namespace, key: str) -> _types.MemoryItem | None:
         statement = sql.select_memory(tenant, namespace, key, self._clock())
         rows = self._fetch(statement, "read a memory")
         return _item(tenant, rows[0]) if rows else None
 
     @ops.stepless
-    def delete(self, tenant: str, namespace: Namespace, key: str) -> bool:
+    def delete(self, tenant: str, namespace: _types.Namespace, key: str) -> bool:
         with self._writing("delete a memory") as conn:
             statement = sql.delete_memory(tenant, namespace, key, self._clock())
             rows = conn.execute(statement.sql, statement.params).fetchall()
         return bool(rows and rows[0][0])
 
     @ops.stepless
-    def search(self, request: SearchRequest, query_vector: ops.Vector | None) -> list[SearchHit]:
+    def search(
+        self, request: SearchRequest, query_vector: ops.Vector | None
+    ) -> list[_types.SearchHit]:
         now = self._clock()
         if request.query is None:
             rows = self._fetch(sql.search_recent(request, now), "search memories")
-            return [SearchHit(item=_item(request.tenant, row), score=None) for row in rows]
+            return [_types.SearchHit(item=_item(request.tenant, row), score=None) for row in rows]
         if request.mode == "keyword":
             statement = sql.search_keyword(request, now, limit=request.limit, offset=request.offset)
             rows = self._fetch(statement, "search memories")
-            return [SearchHit(item=_item(request.tenant, row), score=row[9]) for row in rows]
+            return [_types.SearchHit(item=_item(request.tenant, row), score=row[9]) for row in rows]
         assert query_vector is not None
         return self._search_vectors(request, now, query_vector)
 
     def _search_vectors(
         self, request: SearchRequest, now: float, query_vector: ops.Vector
-    ) -> list[SearchHit]:
+    ) -> list[_types.SearchHit]:
         with self._reading("search memories") as conn:
             statement = sql.search_vectors(request, now)
             vector_rows = conn.execute(statement.sql, statement.params).fetchall()
@@ -267,23 +260,19 @@ class _Database:
                 keyword_rows = conn.execute(statement.sql, statement.params).fetchall()
         rows = {row[0]: row for row in (*vector_rows, *keyword_rows)}
         vector_rows.sort(key=lambda row: _order(row, None))
-        by_vector = rank_by_vector(query_vector, [(row[0], bytes(row[9])) for row in vector_rows])[
-            :MAX_LIMIT
-        ]
-        if request.mode == "vector":
-            scores = dict(by_vector)
-        else:
-            scores = reciprocal_rank_fusion(
-                [[row[0] for row in keyword_rows], [ident for ident, _ in by_vector]]
-            )
+        candidates = [(row[0], bytes(row[9])) for row in vector_rows]
+        keyword = None if request.mode == "vector" else [row[0] for row in keyword_rows]
+        scores = ops.vector_scores(query_vector, candidates, keyword)
         ranked = sorted(scores, key=lambda ident: _order(rows[ident], scores[ident]))
         page = ranked[request.offset : request.offset + request.limit]
-        return [SearchHit(item=_item(request.tenant, rows[i]), score=scores[i]) for i in page]
+        return [
+            _types.SearchHit(item=_item(request.tenant, rows[i]), score=scores[i]) for i in page
+        ]
 
     @ops.stepless
     def list_namespaces(
-        self, tenant: str, prefix: Namespace, max_depth: int | None, limit: int, offset: int
-    ) -> list[Namespace]:
+        self, tenant: str, prefix: _types.Namespace, max_depth: int | None, limit: int, offset: int
+    ) -> list[_types.Namespace]:
         rows = self._fetch(sql.list_paths(tenant, prefix, self._clock()), "list namespaces")
         namespaces = [sql.decode_path(row[0]) for row in rows]
         return page_namespaces(namespaces, max_depth=max_depth, limit=limit, offset=offset)
@@ -308,7 +297,7 @@ class _Database:
     # --- summaries -------------------------------------------------------------------------
 
     @ops.stepless
-    def save_summary(self, summary: SessionSummary) -> SessionSummary:
+    def save_summary(self, summary: _types.SessionSummary) -> _types.SessionSummary:
         address = (summary.tenant, summary.session_id)
         with self._writing("save a summary") as conn:
             statement = sql.select_summary(*address, summary.version)
@@ -330,17 +319,17 @@ class _Database:
         return replace(summary, created_at=to_datetime(created))
 
     @ops.stepless
-    def latest_summary(self, tenant: str, session_id: str) -> SessionSummary | None:
+    def latest_summary(self, tenant: str, session_id: str) -> _types.SessionSummary | None:
         rows = self._fetch(sql.select_latest_summary(tenant, session_id), "read a summary")
         return read_summary(rows[0]) if rows else None
 
     @ops.stepless
-    def summary_history(self, tenant: str, session_id: str) -> list[SessionSummary]:
+    def summary_history(self, tenant: str, session_id: str) -> list[_types.SessionSummary]:
         rows = self._fetch(sql.select_summary_history(tenant, session_id), "read summaries")
         return [read_summary(row) for row in rows]
 
     @ops.stepless
-    def pending_outbox(self, tenant: str | None, limit: int) -> list[OutboxEntry]:
+    def pending_outbox(self, tenant: str | None, limit: int) -> list[_types.OutboxEntry]:
         rows = self._fetch(sql.select_pending_outbox(tenant, limit), "read the outbox")
         return [read_outbox_entry(row) for row in rows]
 
@@ -374,7 +363,7 @@ class _SQLiteStores(ops.StoreOperations):
         path: str | os.PathLike[str] = ":memory:",
         *,
         clock: Callable[[], float] | None = None,
-        embedder: Embedder | None = None,
+        embedder: _types.Embedder | None = None,
         busy_timeout: float = 5.0,
     ) -> None:
         super().__init__(_Database(path, clock, busy_timeout), embedder)
@@ -388,12 +377,6 @@ class SQLiteStore(ops.SyncDriver, _SQLiteStores):
     ``busy_timeout`` is how many seconds to wait for another writer.
     """
 
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
-
     def close(self) -> None:
         """Close the connection; later calls raise StoreError. Closing twice is fine."""
         self._backend.close()
@@ -405,13 +388,7 @@ class AsyncSQLiteStore(ops.AsyncDriver, _SQLiteStores):
     The constructor opens (and migrates) the database synchronously, like ``sqlite3.connect``.
     """
 
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        await self.aclose()
-
-    async def _run(self, flow: Flow[Any, T], operation: str) -> T:
+    async def _run(self, flow: Flow[Any, T], name: str) -> T:
         # The whole operation, embedding included, runs where sqlite3 may block: a worker thread.
         # The backend has no steps of its own, so every step is an Embed.
         return await asyncio.to_thread(drive, flow, functools.partial(ops.embed, self._embedder))
