@@ -109,7 +109,7 @@ def stepless(method: Callable[P, T]) -> Callable[P, Op[T]]:
 
     @functools.wraps(method)
     def flow(*args: P.args, **kwargs: P.kwargs) -> Op[T]:
-        yield from ()  # no steps; the bare generator lets every backend answer with a flow
+        yield from ()  # no steps: this only makes ``flow`` a generator
         return method(*args, **kwargs)
 
     return flow

@@ -290,7 +290,7 @@ class PostgresPlans:
     def put_many(
         self, requests: list[PutRequest], vectors: list[ops.Vector] | None
     ) -> Plan[list[MemoryItem]]:
-        rounded = [None] * len(requests) if vectors is None else list(map(ops.float32, vectors))
+        rounded = [None] * len(requests) if vectors is None else [*map(ops.float32, vectors)]
         now = self.clock()
         rows = [_item_row(r, v, now) for r, v in zip(requests, rounded, strict=True)]
         return _put_many(self.schema, requests[0].tenant, rows, now)

@@ -214,9 +214,8 @@ def _memory_row(request: PutRequest, terms: Sequence[str], now: float) -> tuple[
     """The values a put of ``request`` at ``now`` writes (``terms``: its document terms)."""
     expires = None if request.ttl is None else now + request.ttl
     tags = json.dumps(request.tags, ensure_ascii=False, sort_keys=True)
-    path = encode_path(request.namespace)
-    return (request.tenant, path, request.key, request.text, request.kind, tags,
-            " ".join(terms), now, now, expires)  # fmt: skip
+    address = (request.tenant, encode_path(request.namespace), request.key)
+    return (*address, request.text, request.kind, tags, " ".join(terms), now, now, expires)
 
 
 def upsert_memory(request: PutRequest, terms: Sequence[str], now: float) -> Statement:

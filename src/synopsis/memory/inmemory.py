@@ -75,12 +75,10 @@ class _Records:
         self, requests: list[PutRequest], vectors: list[ops.Vector] | None
     ) -> list[_types.MemoryItem]:
         """Write the batch under one lock: other callers see all of it or none."""
+        slots: list[ops.Vector | None] = [None] * len(requests) if vectors is None else [*vectors]
         with self._lock:
             now = self._clock()
-            if vectors is None:
-                return [self._write(request, None, now) for request in requests]
-            pairs = zip(requests, vectors, strict=True)
-            return [self._write(request, vector, now) for request, vector in pairs]
+            return [self._write(r, v, now) for r, v in zip(requests, slots, strict=True)]
 
     def _write(
         self, request: PutRequest, vector: ops.Vector | None, now: float

@@ -139,14 +139,15 @@ class PostgresStore(ops.SyncDriver, _PostgresStores):
     def _run(self, flow: Flow[Any, T], name: str) -> T:
         try:
             with ExitStack() as stack:
-                opened: list[psycopg.Connection[Any]] = []
+                conn: psycopg.Connection[Any] | None = None
 
                 def perform(step: Any) -> Any:
+                    nonlocal conn
                     if not isinstance(step, Statement):
                         return self._perform(step)
-                    if not opened:
-                        opened.append(stack.enter_context(self._pool.connection()))
-                    return _execute(opened[0], step)
+                    if conn is None:  # taken at the first statement, after any embedding
+                        conn = stack.enter_context(self._pool.connection())
+                    return _execute(conn, step)
 
                 return drive(flow, perform)
         except psycopg.Error as exc:
@@ -210,16 +211,17 @@ class AsyncPostgresStore(ops.AsyncDriver, _PostgresStores):
     async def _run(self, flow: Flow[Any, T], name: str) -> T:
         try:
             async with AsyncExitStack() as stack:
-                opened: list[psycopg.AsyncConnection[Any]] = []
+                conn: psycopg.AsyncConnection[Any] | None = None
 
                 async def perform(step: Any) -> Any:
+                    nonlocal conn
                     if not isinstance(step, Statement):
                         return await self._perform(step)
-                    if not opened:
+                    if conn is None:  # taken at the first statement, after any embedding
                         pool = self._pool or (await self.open())._pool
                         assert pool is not None
-                        opened.append(await stack.enter_async_context(pool.connection()))
-                    return await _aexecute(opened[0], step)
+                        conn = await stack.enter_async_context(pool.connection())
+                    return await _aexecute(conn, step)
 
                 return await adrive(flow, perform)
         except psycopg.Error as exc:
