@@ -28,6 +28,7 @@ from synopsis.memory._recall import (
     PutRequest,
     SearchRequest,
     hit_order,
+    stored_item,
     summary_save_action,
     to_datetime,
 )
@@ -54,16 +55,6 @@ def _item_row(request: PutRequest, vector: Sequence[float] | None, now: float) -
         text=request.text, kind=request.kind, tags=request.tags,
         terms=document_terms(request.text), embedding=vector, created_at=now,
         updated_at=now, expires_at=None if request.ttl is None else now + request.ttl,
-    )  # fmt: skip
-
-
-def _written(row: q.ItemRow, created_at: float) -> MemoryItem:
-    """The item ``row`` wrote, created at ``created_at``."""
-    return MemoryItem(
-        tenant=row.tenant, namespace=row.namespace, key=row.key, text=row.text,
-        kind=row.kind, tags=dict(row.tags), created_at=to_datetime(created_at),
-        updated_at=to_datetime(row.updated_at),
-        expires_at=None if row.expires_at is None else to_datetime(row.expires_at),
     )  # fmt: skip
 
 
@@ -134,7 +125,7 @@ def migrate(schema: str) -> Plan[int]:
     return have
 
 
-def _put(schema: str, row: q.ItemRow, now: float) -> Plan[MemoryItem]:
+def _put(schema: str, request: PutRequest, row: q.ItemRow, now: float) -> Plan[MemoryItem]:
     for _ in range(_PUT_ATTEMPTS):
         found = yield q.find_item(schema, row.tenant, row.namespace, row.key)
         if found:
@@ -147,15 +138,15 @@ def _put(schema: str, row: q.ItemRow, now: float) -> Plan[MemoryItem]:
             break
     else:  # pragma: no cover - needs a writer deleting and re-creating the key in between
         raise StoreError("put kept racing with concurrent writers; try again")
-    return _written(row, row.created_at)
+    return stored_item(request, created=row.created_at, now=now)
 
 
 def _put_many(
-    schema: str, tenant: str, rows: Sequence[q.ItemRow], now: float
+    schema: str, requests: Sequence[PutRequest], rows: Sequence[q.ItemRow], now: float
 ) -> Plan[list[MemoryItem]]:
-    written = yield q.upsert_items(schema, tenant, rows, now)
+    written = yield q.upsert_items(schema, requests[0].tenant, rows, now)
     created = {(tuple(ns), key): first for ns, key, first in written}
-    return [_written(row, created[(row.namespace, row.key)]) for row in rows]
+    return [stored_item(r, created=created[(r.namespace, r.key)], now=now) for r in requests]
 
 
 def _scope(request: SearchRequest, now: float) -> q.Scope:
@@ -285,7 +276,7 @@ class PostgresPlans:
     def put(self, request: PutRequest, vector: ops.Vector | None) -> Plan[MemoryItem]:
         now = self.clock()
         row = _item_row(request, None if vector is None else ops.float32(vector), now)
-        return _put(self.schema, row, now)
+        return _put(self.schema, request, row, now)
 
     def put_many(
         self, requests: list[PutRequest], vectors: list[ops.Vector] | None
@@ -293,7 +284,7 @@ class PostgresPlans:
         rounded = [None] * len(requests) if vectors is None else [*map(ops.float32, vectors)]
         now = self.clock()
         rows = [_item_row(r, v, now) for r, v in zip(requests, rounded, strict=True)]
-        return _put_many(self.schema, requests[0].tenant, rows, now)
+        return _put_many(self.schema, requests, rows, now)
 
     def get(self, tenant: str, namespace: Namespace, key: str) -> Plan[MemoryItem | None]:
         statement = q.get_item(self.schema, tenant, namespace, key, self.clock())

@@ -254,8 +254,10 @@ def sweep_expired(schema: str, now: float) -> Statement:
 
 
 class Scope(TypedDict):
-    """Which items a search may see: the live items of ``tenant`` under ``prefix`` at ``now``,
-    of ``kind`` (any when None) carrying every one of ``tags``."""
+    """What a search may see: live items of ``tenant`` under ``prefix`` at ``now``.
+
+    Only items of ``kind`` (any when None) carrying every one of ``tags``.
+    """
 
     tenant: str
     prefix: Namespace
