@@ -134,8 +134,8 @@ class SearchHit:
     score: float | None
 
 
-# The contracts are written compactly, one declaration after another, so the sync protocols
-# and their async twins read side by side; implementations live in ``_operations``.
+# The store contracts, written compactly (as in typeshed stubs) so that each sync protocol and
+# its async twin read side by side. Every backend implements them once, in ``_operations``.
 
 
 @runtime_checkable
