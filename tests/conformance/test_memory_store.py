@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import inspect
 import sqlite3
 import threading
 from collections.abc import Callable, Sequence
@@ -47,6 +48,24 @@ async def test_store_satisfies_both_protocols(store: Store) -> None:
     else:
         assert isinstance(store.raw, AsyncMemoryStore)
         assert isinstance(store.raw, AsyncSummaryStore)
+
+
+async def test_only_the_async_twin_has_coroutine_methods(store: Store) -> None:
+    """Each contract method is a coroutine function on the async store, a plain one on the sync."""
+    names = {name for name in [*dir(MemoryStore), *dir(SummaryStore)] if name[0] != "_"}
+    for name in names - {"close"}:
+        method = getattr(store.raw, name)
+        assert inspect.iscoroutinefunction(method) is (store.flavor == "async"), name
+
+
+async def test_every_store_is_a_context_manager_that_closes_it(store: Store) -> None:
+    """``with store`` (``async with`` for the async twin) hands back the store and closes it."""
+    if store.flavor == "sync":
+        with store.raw as entered:
+            assert entered is store.raw
+    else:
+        async with store.raw as entered:
+            assert entered is store.raw
 
 
 # --- put / get / delete -------------------------------------------------------------------------

@@ -1,201 +1,63 @@
-"""Pure SQL builders and ordered migrations for the PostgreSQL backend (no I/O).
+"""Pure SQL builders for the PostgreSQL backend's memories and searches (no I/O).
 
-Every builder returns a :class:`Statement`: composed SQL in which only the schema name is an
-identifier (quoted by psycopg) and every value, user text included, is a bound parameter.
-
-Layout (schema ``synopsis`` by default)::
-
-    schema_version(version, applied_at)
-    memories(id, tenant, namespace text[], key, text, kind, tags jsonb, terms, search_tsv,
-             doc_len, embedding real[], created_at, updated_at, expires_at)
-    summaries(tenant, session_id, version, user_id, text, covers_from, covers_to, model,
-              content_hash, created_at)
-    outbox(tenant, session_id, version -> summaries, enqueued_at, attempts)   pending copies
-
-Times are epoch seconds (``double precision``) computed from the store's injected clock, so a
-fake clock drives expiry exactly as it does on the other backends. ``terms`` holds the
-space-joined :func:`~synopsis.memory._terms.document_terms` (BM25 counts its term frequencies
-there); ``search_tsv`` turns them into a tsvector lexeme for lexeme (``array_to_tsvector``, no
-parser or dictionary in between) and a GIN index on it finds the candidates of a keyword query.
+The schema, its migrations and the :class:`Statement` value live in
+:mod:`synopsis.memory._sql_postgres_schema` (re-exported here); summaries and the outbox in
+:mod:`synopsis.memory._sql_postgres_summaries`. Every value, user text included, is a bound
+parameter; only the schema name is an identifier.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any, Final, LiteralString
+from dataclasses import dataclass
+from typing import Any, Final, LiteralString, TypedDict, Unpack
 
 from psycopg import sql
 from psycopg.types.json import Jsonb
 
-from synopsis.memory._types import Namespace, SessionSummary
+from synopsis.memory._sql_postgres_schema import (
+    MIGRATIONS,
+    Statement,
+    advisory_key,
+    current_version,
+    migration,
+    migration_lock,
+    migration_prelude,
+    stmt,
+)
+from synopsis.memory._types import Namespace
 from synopsis.memory.ranking import BM25_B, BM25_K1
 
 __all__ = [
     "MIGRATIONS",
+    "ItemRow",
+    "Scope",
     "Statement",
     "advisory_key",
+    "current_version",
     "delete_item",
     "delete_user_memories",
-    "delete_user_summaries",
     "find_item",
     "get_item",
     "insert_item",
     "keyword_page",
     "list_namespaces",
-    "lock_key",
+    "migration",
+    "migration_lock",
+    "migration_prelude",
     "prefix_range",
     "scope_stats",
     "search_newest",
+    "stmt",
+    "sweep_expired",
+    "tsquery_text",
+    "update_item",
     "upsert_items",
     "vector_candidates",
     "without_jit",
 ]
-
-
-@dataclass(frozen=True, slots=True)
-class Statement:
-    """One SQL statement and its bound parameters."""
-
-    query: sql.Composed
-    params: Mapping[str, Any] = field(default_factory=dict)
-
-
-def _sql(schema: str, template: LiteralString, **parts: sql.Composable) -> sql.Composed:
-    return sql.SQL(template).format(s=sql.Identifier(schema), **parts)
-
-
-def _stmt(
-    schema: str,
-    template: LiteralString,
-    params: Mapping[str, Any] | None = None,
-    **parts: sql.Composable,
-) -> Statement:
-    return Statement(_sql(schema, template, **parts), dict(params or {}))
-
-
-def advisory_key(*labels: str) -> int:
-    """A signed 64-bit advisory-lock key derived from ``labels`` (stable across processes)."""
-    digest = hashlib.blake2b("\x1f".join(labels).encode(), digest_size=8).digest()
-    return int.from_bytes(digest, "big", signed=True)
-
-
-# --- migrations ------------------------------------------------------------------------------
-
-_V1: Final[tuple[LiteralString, ...]] = (
-    """CREATE TABLE {s}.memories (
-        id bigserial PRIMARY KEY,
-        tenant text NOT NULL,
-        namespace text[] NOT NULL,
-        key text NOT NULL,
-        text text NOT NULL,
-        kind text NOT NULL,
-        tags jsonb NOT NULL,
-        terms text NOT NULL,
-        search_tsv tsvector
-            GENERATED ALWAYS AS (array_to_tsvector(string_to_array(terms, ' '))) STORED,
-        doc_len integer NOT NULL,
-        embedding real[],
-        created_at double precision NOT NULL,
-        updated_at double precision NOT NULL,
-        expires_at double precision,
-        CONSTRAINT memories_address UNIQUE (tenant, namespace, key)
-    )""",
-    "CREATE INDEX memories_search ON {s}.memories USING gin (search_tsv)",
-    "CREATE INDEX memories_tags ON {s}.memories USING gin (tags jsonb_path_ops)",
-    "CREATE INDEX memories_newest ON {s}.memories (tenant, updated_at DESC)",
-    "CREATE INDEX memories_expiry ON {s}.memories (expires_at) WHERE expires_at IS NOT NULL",
-    """CREATE TABLE {s}.memory_terms (
-        item_id bigint NOT NULL REFERENCES {s}.memories (id) ON DELETE CASCADE,
-        tenant text NOT NULL,
-        term text NOT NULL,
-        tf integer NOT NULL,
-        PRIMARY KEY (item_id, term)
-    )""",
-    "CREATE INDEX memory_terms_term ON {s}.memory_terms (tenant, term)",
-    """CREATE TABLE {s}.summaries (
-        tenant text NOT NULL,
-        session_id text NOT NULL,
-        version bigint NOT NULL,
-        user_id text NOT NULL,
-        text text NOT NULL,
-        covers_from bigint NOT NULL,
-        covers_to bigint NOT NULL,
-        model text NOT NULL,
-        content_hash text NOT NULL,
-        created_at double precision NOT NULL,
-        PRIMARY KEY (tenant, session_id, version)
-    )""",
-    "CREATE INDEX summaries_user ON {s}.summaries (tenant, user_id)",
-    """CREATE TABLE {s}.outbox (
-        tenant text NOT NULL,
-        session_id text NOT NULL,
-        version bigint NOT NULL,
-        enqueued_at double precision NOT NULL,
-        attempts integer NOT NULL DEFAULT 0,
-        PRIMARY KEY (tenant, session_id, version),
-        FOREIGN KEY (tenant, session_id, version)
-            REFERENCES {s}.summaries (tenant, session_id, version) ON DELETE CASCADE
-    )""",
-)
-
-# BM25 statistics come from the searched scope, so per-tenant term lookups are not needed.
-_V2: Final[tuple[LiteralString, ...]] = (
-    "DROP INDEX IF EXISTS {s}.memory_terms_term",
-    "ALTER TABLE {s}.memory_terms DROP COLUMN IF EXISTS tenant",
-)
-
-# Namespace-prefix searches (one user's memories) use a range in "C" order, whatever the
-# database's collation; without this index they scanned every item of the tenant. The
-# included columns let BM25's scope statistics (count, total length) skip the table.
-_V3: Final[tuple[LiteralString, ...]] = (
-    "CREATE INDEX IF NOT EXISTS memories_scope ON {s}.memories"
-    ' (tenant, namespace COLLATE "C") INCLUDE (doc_len, expires_at)',
-)
-
-# BM25 takes term frequencies from each memory's own ``terms`` (faster to search, and a put
-# writes one row instead of one per distinct term), so the per-term table goes.
-_V4: Final[tuple[LiteralString, ...]] = ("DROP TABLE IF EXISTS {s}.memory_terms",)
-
-#: Ordered migrations; migration ``n`` (1-based) brings the schema to version ``n``.
-MIGRATIONS: Final[tuple[tuple[LiteralString, ...], ...]] = (_V1, _V2, _V3, _V4)
-
-
-def migration_lock(schema: str) -> Statement:
-    """Serialize migrations of one schema across every replica (released at commit)."""
-    return Statement(
-        sql.Composed([sql.SQL("SELECT pg_advisory_xact_lock(%(key)s)")]),
-        {"key": advisory_key("synopsis-migrate", schema)},
-    )
-
-
-def migration_prelude(schema: str) -> list[Statement]:
-    """Create the schema and its version table if they are missing."""
-    return [
-        _stmt(schema, "CREATE SCHEMA IF NOT EXISTS {s}"),
-        _stmt(
-            schema,
-            "CREATE TABLE IF NOT EXISTS {s}.schema_version ("
-            " version integer PRIMARY KEY,"
-            " applied_at timestamptz NOT NULL DEFAULT now())",
-        ),
-    ]
-
-
-def current_version(schema: str) -> Statement:
-    return _stmt(schema, "SELECT coalesce(max(version), 0) FROM {s}.schema_version")
-
-
-def migration(schema: str, version: int) -> list[Statement]:
-    """The statements of migration ``version`` followed by recording it."""
-    steps = [_stmt(schema, template) for template in MIGRATIONS[version - 1]]
-    steps.append(
-        _stmt(schema, "INSERT INTO {s}.schema_version (version) VALUES (%(v)s)", {"v": version})
-    )
-    return steps
 
 
 # --- memories --------------------------------------------------------------------------------
@@ -208,7 +70,7 @@ _LIVE: Final = "(m.expires_at IS NULL OR m.expires_at > %(now)s)"
 
 def find_item(schema: str, tenant: str, namespace: Namespace, key: str) -> Statement:
     """Lock the row at an address (live or expired): id, doc_len, expires_at, created_at."""
-    return _stmt(
+    return stmt(
         schema,
         "SELECT m.id, m.expires_at, m.created_at FROM {s}.memories m"
         " WHERE m.tenant = %(tenant)s AND m.namespace = %(ns)s::text[] AND m.key = %(key)s"
@@ -252,7 +114,7 @@ class ItemRow:
 
 def insert_item(schema: str, row: ItemRow) -> Statement:
     """Insert a new item; returns its id, or no row when another writer got there first."""
-    return _stmt(
+    return stmt(
         schema,
         "INSERT INTO {s}.memories (tenant, namespace, key, text, kind, tags, terms, doc_len,"
         " embedding, created_at, updated_at, expires_at) VALUES (%(tenant)s, %(ns)s::text[],"
@@ -267,7 +129,7 @@ def update_item(schema: str, item_id: int, row: ItemRow) -> Statement:
     """Replace the values of an existing item (its id stays)."""
     params = row.params()
     params["id"] = item_id
-    return _stmt(
+    return stmt(
         schema,
         "UPDATE {s}.memories SET text = %(text)s, kind = %(kind)s, tags = %(tags)s,"
         " terms = %(terms)s, doc_len = %(doc_len)s, embedding = %(embedding)s::real[],"
@@ -332,12 +194,12 @@ def upsert_items(schema: str, tenant: str, rows: Sequence[ItemRow], now: float) 
         embeddings=[_array_literal(row.embedding) for row in rows],
         expires=[row.expires_at for row in rows],
     )
-    return _stmt(schema, _UPSERT_ITEMS, params)
+    return stmt(schema, _UPSERT_ITEMS, params)
 
 
 def get_item(schema: str, tenant: str, namespace: Namespace, key: str, now: float) -> Statement:
     """The live item at an address."""
-    return _stmt(
+    return stmt(
         schema,
         "SELECT " + _ITEM_COLUMNS + " FROM {s}.memories m WHERE m.tenant = %(tenant)s"
         " AND m.namespace = %(ns)s::text[] AND m.key = %(key)s AND " + _LIVE,
@@ -347,7 +209,7 @@ def get_item(schema: str, tenant: str, namespace: Namespace, key: str, now: floa
 
 def delete_item(schema: str, tenant: str, namespace: Namespace, key: str, now: float) -> Statement:
     """Delete the item at an address; returns whether it was live."""
-    return _stmt(
+    return stmt(
         schema,
         "DELETE FROM {s}.memories m WHERE m.tenant = %(tenant)s"
         " AND m.namespace = %(ns)s::text[] AND m.key = %(key)s RETURNING " + _LIVE,
@@ -372,7 +234,7 @@ def prefix_range(prefix: Namespace) -> dict[str, list[str]]:
 
 def delete_user_memories(schema: str, tenant: str, user_id: str) -> Statement:
     """Delete every memory (live or expired) under ``("user", user_id)``; returns the count."""
-    return _stmt(
+    return stmt(
         schema,
         "WITH gone AS (DELETE FROM {s}.memories m WHERE m.tenant = %(tenant)s"
         " AND m.namespace[1:2] = %(prefix)s::text[] AND " + _IN_PREFIX_RANGE + " RETURNING 1)"
@@ -383,7 +245,7 @@ def delete_user_memories(schema: str, tenant: str, user_id: str) -> Statement:
 
 def sweep_expired(schema: str, now: float) -> Statement:
     """Delete every expired item of every tenant."""
-    return _stmt(
+    return stmt(
         schema,
         "WITH gone AS (DELETE FROM {s}.memories m WHERE m.expires_at IS NOT NULL"
         " AND m.expires_at <= %(now)s RETURNING 1) SELECT count(*) FROM gone",
@@ -391,12 +253,24 @@ def sweep_expired(schema: str, now: float) -> Statement:
     )
 
 
-def _scope(
-    *, tenant: str, prefix: Namespace, kind: str | None, tags: Mapping[str, str], now: float
-) -> tuple[sql.Composed, dict[str, Any]]:
+class Scope(TypedDict):
+    """What a search may see: live items of ``tenant`` under ``prefix`` at ``now``.
+
+    Only items of ``kind`` (any when None) carrying every one of ``tags``.
+    """
+
+    tenant: str
+    prefix: Namespace
+    kind: str | None
+    tags: Mapping[str, str]
+    now: float
+
+
+def _scope(**scope: Unpack[Scope]) -> tuple[sql.Composed, dict[str, Any]]:
     """WHERE clause of the live items a search may see: the tenant's, under ``prefix``."""
+    prefix, kind, tags = scope["prefix"], scope["kind"], scope["tags"]
     clauses: list[LiteralString] = ["m.tenant = %(tenant)s", _LIVE]
-    params: dict[str, Any] = {"tenant": tenant, "now": now}
+    params: dict[str, Any] = {"tenant": scope["tenant"], "now": scope["now"]}
     if prefix:
         # Whole-label prefix match; the range lets the memories_scope index find it.
         clauses.append("m.namespace[1:%(depth)s::integer] = %(prefix)s::text[]")
@@ -412,21 +286,11 @@ def _scope(
     return sql.Composed([where]), params
 
 
-def search_newest(
-    schema: str,
-    *,
-    tenant: str,
-    prefix: Namespace,
-    kind: str | None,
-    tags: Mapping[str, str],
-    now: float,
-    limit: int,
-    offset: int,
-) -> Statement:
+def search_newest(schema: str, *, limit: int, offset: int, **scope: Unpack[Scope]) -> Statement:
     """A page of the visible items, newest first (no query)."""
-    where, params = _scope(tenant=tenant, prefix=prefix, kind=kind, tags=tags, now=now)
+    where, params = _scope(**scope)
     params.update(limit=limit, offset=offset)
-    return _stmt(
+    return stmt(
         schema,
         "SELECT " + _ITEM_COLUMNS + " FROM {s}.memories m WHERE {where}"
         ' ORDER BY m.updated_at DESC, m.key COLLATE "C", m.namespace COLLATE "C"'
@@ -436,18 +300,10 @@ def search_newest(
     )
 
 
-def scope_stats(
-    schema: str,
-    *,
-    tenant: str,
-    prefix: Namespace,
-    kind: str | None,
-    tags: Mapping[str, str],
-    now: float,
-) -> Statement:
+def scope_stats(schema: str, **scope: Unpack[Scope]) -> Statement:
     """Number of visible items in scope and the sum of their lengths (BM25's N and avgdl)."""
-    where, params = _scope(tenant=tenant, prefix=prefix, kind=kind, tags=tags, now=now)
-    return _stmt(
+    where, params = _scope(**scope)
+    return stmt(
         schema,
         "SELECT count(*), coalesce(sum(m.doc_len), 0) FROM {s}.memories m WHERE {where}",
         params,
@@ -461,7 +317,7 @@ def tsquery_text(terms: Sequence[str]) -> str:
     return " | ".join(quoted)
 
 
-# BM25 in the database, with the arithmetic of ``_recall.bm25_scores`` in the same order (so
+# BM25 in the database, with the arithmetic of ``ranking.bm25_scores`` in the same order (so
 # the scores are the in-memory backend's, bit for bit): ``c`` the visible items sharing a query
 # term, each with its frequency of every query term (``tfs``, in query order, counted in the
 # item's own ``terms``); ``d`` each term's IDF over the scope; ``page`` the best items, each
@@ -499,47 +355,35 @@ def without_jit() -> Statement:
 def keyword_page(
     schema: str,
     *,
-    tenant: str,
-    prefix: Namespace,
-    kind: str | None,
-    tags: Mapping[str, str],
-    now: float,
     terms: Sequence[str],
     scope_size: int,
     average: float,
     limit: int,
     offset: int,
+    **scope: Unpack[Scope],
 ) -> Statement:
     """A page of the visible items sharing a query term, best BM25 first, score last.
 
     ``scope_size`` and ``average`` (document length) describe every visible item in scope,
     as :func:`scope_stats` counts them; the score is the in-memory backend's BM25.
     """
-    where, params = _scope(tenant=tenant, prefix=prefix, kind=kind, tags=tags, now=now)
+    where, params = _scope(**scope)
     params.update(
         tsq=tsquery_text(terms), terms=list(terms), size=scope_size, average=average,
         k1=BM25_K1, b=BM25_B, k1_plus_1=BM25_K1 + 1, one_minus_b=1 - BM25_B,
         limit=limit, offset=offset,
     )  # fmt: skip
-    return _stmt(schema, _KEYWORD_PAGE, params, where=where)
+    return stmt(schema, _KEYWORD_PAGE, params, where=where)
 
 
-def vector_candidates(
-    schema: str,
-    *,
-    tenant: str,
-    prefix: Namespace,
-    kind: str | None,
-    tags: Mapping[str, str],
-    now: float,
-) -> Statement:
+def vector_candidates(schema: str, **scope: Unpack[Scope]) -> Statement:
     """Every visible item in scope with its stored embedding (NULL when never embedded).
 
     In insertion order (``id``; a replace keeps it), so equal similarities rank as on the
     in-memory backend.
     """
-    where, params = _scope(tenant=tenant, prefix=prefix, kind=kind, tags=tags, now=now)
-    return _stmt(
+    where, params = _scope(**scope)
+    return stmt(
         schema,
         "SELECT " + _ITEM_COLUMNS + ", m.embedding FROM {s}.memories m WHERE {where} ORDER BY m.id",
         params,
@@ -560,7 +404,7 @@ def list_namespaces(
     """Distinct visible namespaces under ``prefix``, cut to ``max_depth`` labels, sorted."""
     where, params = _scope(tenant=tenant, prefix=prefix, kind=None, tags={}, now=now)
     params.update(depth=len(prefix), max_depth=max_depth, limit=limit, offset=offset)
-    return _stmt(
+    return stmt(
         schema,
         "SELECT d.ns FROM (SELECT DISTINCT CASE WHEN %(max_depth)s::integer IS NULL"
         " THEN m.namespace ELSE m.namespace[1:%(max_depth)s::integer] END AS ns"
@@ -568,121 +412,4 @@ def list_namespaces(
         ' ORDER BY d.ns COLLATE "C" LIMIT %(limit)s OFFSET %(offset)s',
         params,
         where=where,
-    )
-
-
-# --- summaries -------------------------------------------------------------------------------
-
-_SUMMARY_COLUMNS: Final = (
-    "x.tenant, x.user_id, x.session_id, x.version, x.text, x.covers_from, x.covers_to,"
-    " x.model, x.content_hash, x.created_at"
-)
-
-
-def lock_key(tenant: str, session_id: str) -> Statement:
-    """Serialize the savers of one session (released at commit)."""
-    return Statement(
-        sql.Composed([sql.SQL("SELECT pg_advisory_xact_lock(%(key)s)")]),
-        {"key": advisory_key("synopsis-summary", tenant, session_id)},
-    )
-
-
-def summary_version(schema: str, tenant: str, session_id: str, version: int) -> Statement:
-    return _stmt(
-        schema,
-        "SELECT " + _SUMMARY_COLUMNS + " FROM {s}.summaries x WHERE x.tenant = %(tenant)s"
-        " AND x.session_id = %(session)s AND x.version = %(version)s",
-        {"tenant": tenant, "session": session_id, "version": version},
-    )
-
-
-def summary_history(schema: str, tenant: str, session_id: str, *, latest: bool) -> Statement:
-    """Every version of a session, oldest first (or only the newest)."""
-    order: LiteralString = " ORDER BY x.version DESC LIMIT 1" if latest else " ORDER BY x.version"
-    return _stmt(
-        schema,
-        "SELECT " + _SUMMARY_COLUMNS + " FROM {s}.summaries x WHERE x.tenant = %(tenant)s"
-        " AND x.session_id = %(session)s" + order,
-        {"tenant": tenant, "session": session_id},
-    )
-
-
-def insert_summary(
-    schema: str, summary: SessionSummary, *, created_at: float, now: float
-) -> list[Statement]:
-    """The summary and its outbox entry (run in one transaction)."""
-    params = {
-        "tenant": summary.tenant,
-        "user_id": summary.user_id,
-        "session": summary.session_id,
-        "version": summary.version,
-        "text": summary.text,
-        "covers_from": summary.covers_from,
-        "covers_to": summary.covers_to,
-        "model": summary.model,
-        "hash": summary.content_hash,
-        "created_at": created_at,
-    }
-    return [
-        _stmt(
-            schema,
-            "INSERT INTO {s}.summaries (tenant, user_id, session_id, version, text, covers_from,"
-            " covers_to, model, content_hash, created_at) VALUES (%(tenant)s, %(user_id)s,"
-            " %(session)s, %(version)s, %(text)s, %(covers_from)s, %(covers_to)s, %(model)s,"
-            " %(hash)s, %(created_at)s) ON CONFLICT DO NOTHING RETURNING 1",
-            params,
-        ),
-        _stmt(
-            schema,
-            "INSERT INTO {s}.outbox (tenant, session_id, version, enqueued_at)"
-            " VALUES (%(tenant)s, %(session)s, %(version)s, %(now)s) ON CONFLICT DO NOTHING",
-            {**params, "now": now},
-        ),
-    ]
-
-
-def pending_outbox(schema: str, tenant: str | None, limit: int) -> Statement:
-    """Outbox entries, fewest attempts first, then oldest, of one tenant or of all.
-
-    No index gives this order (completed entries are deleted, so the table holds only pending
-    ones); PostgreSQL sorts them, which is cheap at outbox sizes.
-    """
-    return _stmt(
-        schema,
-        "SELECT " + _SUMMARY_COLUMNS + ", o.attempts FROM {s}.outbox o JOIN {s}.summaries x"
-        " USING (tenant, session_id, version)"
-        " WHERE %(tenant)s::text IS NULL OR o.tenant = %(tenant)s::text"
-        " ORDER BY o.attempts, o.enqueued_at,"
-        ' o.tenant COLLATE "C", o.session_id COLLATE "C", o.version'
-        " LIMIT %(limit)s",
-        {"tenant": tenant, "limit": limit},
-    )
-
-
-def complete_outbox(schema: str, tenant: str, session_id: str, version: int) -> Statement:
-    return _stmt(
-        schema,
-        "DELETE FROM {s}.outbox WHERE tenant = %(tenant)s AND session_id = %(session)s"
-        " AND version = %(version)s",
-        {"tenant": tenant, "session": session_id, "version": version},
-    )
-
-
-def fail_outbox(schema: str, tenant: str, session_id: str, version: int) -> Statement:
-    """Count one more failed attempt of a pending entry; returns the new count (no row: none)."""
-    return _stmt(
-        schema,
-        "UPDATE {s}.outbox SET attempts = attempts + 1 WHERE tenant = %(tenant)s"
-        " AND session_id = %(session)s AND version = %(version)s RETURNING attempts",
-        {"tenant": tenant, "session": session_id, "version": version},
-    )
-
-
-def delete_user_summaries(schema: str, tenant: str, user_id: str) -> Statement:
-    """Delete a user's summaries (their outbox entries go with them); returns the count."""
-    return _stmt(
-        schema,
-        "WITH gone AS (DELETE FROM {s}.summaries WHERE tenant = %(tenant)s"
-        " AND user_id = %(user_id)s RETURNING 1) SELECT count(*) FROM gone",
-        {"tenant": tenant, "user_id": user_id},
     )

@@ -210,54 +210,25 @@ ON CONFLICT (tenant, path, key) DO UPDATE SET
         THEN excluded.created_at ELSE memories.created_at END"""
 
 
-def _memory_row(
-    tenant: str,
-    namespace: Namespace,
-    key: str,
-    text: str,
-    kind: str,
-    tags: dict[str, str],
-    terms: Sequence[str],
-    now: float,
-    expires_at: float | None,
-) -> tuple[object, ...]:
-    tags_json = json.dumps(tags, ensure_ascii=False, sort_keys=True)
-    path = encode_path(namespace)
-    return (tenant, path, key, text, kind, tags_json, " ".join(terms), now, now, expires_at)
+def _memory_row(request: PutRequest, terms: Sequence[str], now: float) -> tuple[object, ...]:
+    """The values a put of ``request`` at ``now`` writes (``terms``: its document terms)."""
+    expires = None if request.ttl is None else now + request.ttl
+    tags = json.dumps(request.tags, ensure_ascii=False, sort_keys=True)
+    address = (request.tenant, encode_path(request.namespace), request.key)
+    return (*address, request.text, request.kind, tags, " ".join(terms), now, now, expires)
 
 
-def upsert_memory(
-    *,
-    tenant: str,
-    namespace: Namespace,
-    key: str,
-    text: str,
-    kind: str,
-    tags: dict[str, str],
-    terms: Sequence[str],
-    now: float,
-    expires_at: float | None,
-) -> Statement:
+def upsert_memory(request: PutRequest, terms: Sequence[str], now: float) -> Statement:
     """Insert or replace one item; ``created_at`` survives a replace unless the old expired."""
-    return Statement(
-        _UPSERT + " RETURNING id, created_at",
-        _memory_row(tenant, namespace, key, text, kind, tags, terms, now, expires_at),
-    )
+    return Statement(_UPSERT + " RETURNING id, created_at", _memory_row(request, terms, now))
 
 
 def upsert_memories(
     requests: Sequence[PutRequest], terms: Sequence[Sequence[str]], now: float
 ) -> Batch:
     """:func:`upsert_memory` for many items (``executemany``; the FTS triggers fire per row)."""
-    rows = []
-    for r, item_terms in zip(requests, terms, strict=True):
-        expires = None if r.ttl is None else now + r.ttl
-        rows.append(
-            _memory_row(
-                r.tenant, r.namespace, r.key, r.text, r.kind, r.tags, item_terms, now, expires
-            )
-        )
-    return Batch(_UPSERT, rows)
+    pairs = zip(requests, terms, strict=True)
+    return Batch(_UPSERT, [_memory_row(request, item_terms, now) for request, item_terms in pairs])
 
 
 def select_written(tenant: str, addresses: Sequence[tuple[object, object]]) -> Statement:

@@ -101,6 +101,8 @@ def normalize_tags(tags: Mapping[str, object] | None) -> dict[str, str]:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class MemoryItem:
+    """One stored memory: its address (tenant, namespace, key), text, kind, tags and times."""
+
     tenant: str
     namespace: Namespace
     key: str
@@ -132,21 +134,18 @@ class SearchHit:
     score: float | None
 
 
+# The store contracts, written compactly (as in typeshed stubs) so that each sync protocol and
+# its async twin read side by side. Every backend implements them once, in ``_operations``.
+
+
 @runtime_checkable
 class MemoryStore(Protocol):
     """Synchronous long-term memory store, scoped by tenant."""
 
-    def put(
-        self,
-        tenant: str,
-        namespace: NamespaceLike,
-        key: str,
-        text: str,
-        *,
-        kind: str = "note",
-        tags: Mapping[str, str] | None = None,
-        ttl: float | None = None,
-    ) -> MemoryItem: ...
+    # fmt: off
+    def put(self, tenant: str, namespace: NamespaceLike, key: str, text: str, *,
+            kind: str = "note", tags: Mapping[str, str] | None = None,
+            ttl: float | None = None) -> MemoryItem: ...
 
     def put_many(self, tenant: str, items: Iterable[NewMemory]) -> list[MemoryItem]:
         """Put a batch in one transaction: all items are written, or none.
@@ -160,88 +159,55 @@ class MemoryStore(Protocol):
 
     def get(self, tenant: str, namespace: NamespaceLike, key: str) -> MemoryItem | None: ...
 
-    def search(
-        self,
-        tenant: str,
-        namespace_prefix: NamespaceLike = (),
-        *,
-        query: str | None = None,
-        kind: str | None = None,
-        tags: Mapping[str, str] | None = None,
-        limit: int = 10,
-        offset: int = 0,
-        mode: SearchMode = "keyword",
-    ) -> list[SearchHit]: ...
+    def search(self, tenant: str, namespace_prefix: NamespaceLike = (), *,
+               query: str | None = None, kind: str | None = None,
+               tags: Mapping[str, str] | None = None, limit: int = 10, offset: int = 0,
+               mode: SearchMode = "keyword") -> list[SearchHit]: ...
 
     def delete(self, tenant: str, namespace: NamespaceLike, key: str) -> bool: ...
 
-    def list_namespaces(
-        self,
-        tenant: str,
-        *,
-        prefix: NamespaceLike = (),
-        max_depth: int | None = None,
-        limit: int = 100,
-        offset: int = 0,
-    ) -> list[Namespace]: ...
+    def list_namespaces(self, tenant: str, *, prefix: NamespaceLike = (),
+                        max_depth: int | None = None, limit: int = 100,
+                        offset: int = 0) -> list[Namespace]: ...
 
     def delete_user(self, tenant: str, user_id: str) -> int: ...
 
     def sweep_expired(self) -> int: ...
 
     def close(self) -> None: ...
+    # fmt: on
 
 
 @runtime_checkable
 class AsyncMemoryStore(Protocol):
     """The async twin of :class:`MemoryStore`: same methods, awaited (``aclose`` to close)."""
 
-    async def put(
-        self,
-        tenant: str,
-        namespace: NamespaceLike,
-        key: str,
-        text: str,
-        *,
-        kind: str = "note",
-        tags: Mapping[str, str] | None = None,
-        ttl: float | None = None,
-    ) -> MemoryItem: ...
+    # fmt: off
+    async def put(self, tenant: str, namespace: NamespaceLike, key: str, text: str, *,
+                  kind: str = "note", tags: Mapping[str, str] | None = None,
+                  ttl: float | None = None) -> MemoryItem: ...
 
     async def put_many(self, tenant: str, items: Iterable[NewMemory]) -> list[MemoryItem]: ...
 
     async def get(self, tenant: str, namespace: NamespaceLike, key: str) -> MemoryItem | None: ...
 
-    async def search(
-        self,
-        tenant: str,
-        namespace_prefix: NamespaceLike = (),
-        *,
-        query: str | None = None,
-        kind: str | None = None,
-        tags: Mapping[str, str] | None = None,
-        limit: int = 10,
-        offset: int = 0,
-        mode: SearchMode = "keyword",
-    ) -> list[SearchHit]: ...
+    async def search(self, tenant: str, namespace_prefix: NamespaceLike = (), *,
+                     query: str | None = None, kind: str | None = None,
+                     tags: Mapping[str, str] | None = None, limit: int = 10, offset: int = 0,
+                     mode: SearchMode = "keyword") -> list[SearchHit]: ...
 
     async def delete(self, tenant: str, namespace: NamespaceLike, key: str) -> bool: ...
 
-    async def list_namespaces(
-        self,
-        tenant: str,
-        *,
-        prefix: NamespaceLike = (),
-        max_depth: int | None = None,
-        limit: int = 100,
-        offset: int = 0,
-    ) -> list[Namespace]: ...
+    async def list_namespaces(self, tenant: str, *, prefix: NamespaceLike = (),
+                              max_depth: int | None = None, limit: int = 100,
+                              offset: int = 0) -> list[Namespace]: ...
 
     async def delete_user(self, tenant: str, user_id: str) -> int: ...
 
     async def sweep_expired(self) -> int: ...
 
     async def aclose(self) -> None: ...
+    # fmt: on
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -1,0 +1,378 @@
+"""The store operations, written once for every backend, sync and async.
+
+:class:`StoreOperations` is the one table of public store methods (the contracts are the
+protocols in :mod:`synopsis.memory._types`). Each method is a *flow*: it checks its arguments,
+asks for embeddings with an :class:`Embed` step, then hands the checked values to its
+backend, whose answer is a flow too (a PostgreSQL plan yields SQL statements; the in-process
+backends have no steps). The :func:`operation` decorator binds a flow to the store it is read
+from: on a :class:`SyncDriver` store it runs with :func:`synopsis._flow.drive`, on an
+:class:`AsyncDriver` store it is a coroutine function running it with ``adrive``. A store
+pair is therefore one backend and two drivers; the drivers only say how a step is carried out
+(an embedding model runs on a worker thread under asyncio, off the event loop).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+from collections.abc import Callable, Coroutine, Hashable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from types import MethodType
+from typing import Any, Concatenate, Generic, ParamSpec, Protocol, Self, TypeVar, overload
+
+from synopsis._flow import Flow, adrive, drive
+from synopsis.memory import _types
+from synopsis.memory._checks import (
+    MAX_LIMIT,
+    PutRequest,
+    SearchRequest,
+    check_embeddings,
+    check_outbox_address,
+    check_page,
+    check_session,
+    check_summary,
+    check_tenant,
+    check_user_id,
+    prepare_address,
+    prepare_prefix,
+    prepare_put,
+    prepare_put_many,
+    prepare_search,
+    query_embedder,
+)
+from synopsis.memory.ranking import (
+    pack_vector,
+    rank_by_vector,
+    reciprocal_rank_fusion,
+    unpack_vector,
+)
+
+__all__ = [
+    "AsyncDriver",
+    "Backend",
+    "Embed",
+    "Op",
+    "StoreOperations",
+    "SyncDriver",
+    "Vector",
+    "embed",
+    "float32",
+    "operation",
+    "stepless",
+    "vector_scores",
+]
+
+P = ParamSpec("P")
+T = TypeVar("T")
+K = TypeVar("K", bound=Hashable)
+Vector = tuple[float, ...]
+#: A store operation: a flow of any steps (embeddings, SQL) that returns a ``T``.
+Op = Flow[Any, T]
+
+
+@dataclass(frozen=True, slots=True)
+class Embed:
+    """Step: embed ``texts`` with the store's embedder (``queries``: as search queries)."""
+
+    texts: tuple[str, ...]
+    queries: bool = False
+
+
+def embed(embedder: _types.Embedder | None, step: Embed) -> list[Vector]:
+    """Carry out an :class:`Embed` step: one checked vector per text."""
+    assert embedder is not None, "an Embed step needs a store built with an embedder"
+    model = query_embedder(embedder) if step.queries else embedder
+    return check_embeddings(model(list(step.texts)), len(step.texts))
+
+
+def float32(vector: Sequence[float]) -> Vector:
+    """``vector`` rounded through float32, the precision every backend stores."""
+    return unpack_vector(pack_vector(vector))
+
+
+def vector_scores(
+    query_vector: Sequence[float],
+    candidates: Sequence[tuple[K, Sequence[float] | bytes]],
+    keyword_ranking: Sequence[K] | None,
+) -> dict[K, float]:
+    """Scores of a ``vector`` search or, given the keyword ranking (best first), ``hybrid``.
+
+    Vector: cosine similarity of the best ``MAX_LIMIT`` candidates (ties keep their order).
+    Hybrid: reciprocal rank fusion of the first ``MAX_LIMIT`` of each ranking.
+    """
+    by_vector = rank_by_vector(query_vector, candidates)[:MAX_LIMIT]
+    if keyword_ranking is None:
+        return dict(by_vector)
+    return reciprocal_rank_fusion([keyword_ranking[:MAX_LIMIT], [ident for ident, _ in by_vector]])
+
+
+def stepless(method: Callable[P, T]) -> Callable[P, Op[T]]:
+    """``method`` as a flow without steps, for backends that do their work in process."""
+
+    @functools.wraps(method)
+    def flow(*args: P.args, **kwargs: P.kwargs) -> Op[T]:
+        yield from ()  # no steps: this only makes ``flow`` a generator
+        return method(*args, **kwargs)
+
+    return flow
+
+
+class Backend(Protocol):
+    """What a backend does with checked arguments; each call answers with a flow."""
+
+    def put(self, request: PutRequest, vector: Vector | None) -> Op[_types.MemoryItem]: ...
+
+    def put_many(
+        self, requests: list[PutRequest], vectors: list[Vector] | None
+    ) -> Op[list[_types.MemoryItem]]: ...
+
+    def get(
+        self, tenant: str, namespace: _types.Namespace, key: str
+    ) -> Op[_types.MemoryItem | None]: ...
+
+    def delete(self, tenant: str, namespace: _types.Namespace, key: str) -> Op[bool]: ...
+
+    def search(
+        self, request: SearchRequest, query_vector: Vector | None
+    ) -> Op[list[_types.SearchHit]]: ...
+
+    def list_namespaces(
+        self, tenant: str, prefix: _types.Namespace, max_depth: int | None, limit: int, offset: int
+    ) -> Op[list[_types.Namespace]]: ...
+
+    def delete_user(self, tenant: str, user_id: str) -> Op[int]: ...
+
+    def sweep_expired(self) -> Op[int]: ...
+
+    def save_summary(self, summary: _types.SessionSummary) -> Op[_types.SessionSummary]: ...
+
+    def latest_summary(self, tenant: str, session_id: str) -> Op[_types.SessionSummary | None]: ...
+
+    def summary_history(self, tenant: str, session_id: str) -> Op[list[_types.SessionSummary]]: ...
+
+    def pending_outbox(self, tenant: str | None, limit: int) -> Op[list[_types.OutboxEntry]]: ...
+
+    def complete_outbox(self, tenant: str, session_id: str, version: int) -> Op[None]: ...
+
+    def fail_outbox(self, tenant: str, session_id: str, version: int) -> Op[int]: ...
+
+    def delete_user_summaries(self, tenant: str, user_id: str) -> Op[int]: ...
+
+
+class operation(Generic[P, T]):
+    """A store method written once as a flow, run by the driver of the store it is read from."""
+
+    def __init__(self, build: Callable[Concatenate[Any, P], Op[T]]) -> None:
+        name = build.__name__
+
+        @functools.wraps(build)
+        def run(store: Any, /, *args: P.args, **kwargs: P.kwargs) -> T:
+            result: T = store._run(build(store, *args, **kwargs), name)
+            return result
+
+        @functools.wraps(build)
+        async def arun(store: Any, /, *args: P.args, **kwargs: P.kwargs) -> T:
+            result: T = await store._run(build(store, *args, **kwargs), name)
+            return result
+
+        self._run, self._arun = run, arun
+
+    @overload
+    def __get__(self, store: None, owner: type[Any]) -> Self: ...
+
+    @overload
+    def __get__(self, store: SyncDriver, owner: type[Any]) -> Callable[P, T]: ...
+
+    @overload
+    def __get__(
+        self, store: AsyncDriver, owner: type[Any]
+    ) -> Callable[P, Coroutine[Any, Any, T]]: ...
+
+    def __get__(self, store: object, owner: type[Any]) -> Any:
+        if store is None:
+            return self
+        return MethodType(self._arun if isinstance(store, AsyncDriver) else self._run, store)
+
+
+class SyncDriver:
+    """Runs a store's flows in the calling thread; the store is a context manager."""
+
+    _embedder: _types.Embedder | None
+
+    def _run(self, flow: Op[T], name: str) -> T:
+        """Carry out ``flow``, the operation ``name`` (drivers that translate errors say it)."""
+        return drive(flow, self._perform)
+
+    def _perform(self, step: Any) -> Any:
+        if isinstance(step, Embed):
+            return embed(self._embedder, step)
+        raise TypeError(f"this store cannot carry out {step!r}")  # pragma: no cover
+
+    def close(self) -> None:
+        """Release what the store holds; nothing, unless the backend says otherwise."""
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+
+class AsyncDriver:
+    """Runs a store's flows on the event loop; the embedding model runs on a worker thread."""
+
+    _embedder: _types.Embedder | None
+
+    async def _run(self, flow: Op[T], name: str) -> T:
+        """Carry out ``flow``, the operation ``name`` (drivers that translate errors say it)."""
+        return await adrive(flow, self._perform)
+
+    async def _perform(self, step: Any) -> Any:
+        if isinstance(step, Embed):
+            return await asyncio.to_thread(embed, self._embedder, step)
+        raise TypeError(f"this store cannot carry out {step!r}")  # pragma: no cover
+
+    async def aclose(self) -> None:
+        """Release what the store holds; nothing, unless the backend says otherwise."""
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+
+class StoreOperations:
+    """The public methods of every store (the contracts: ``MemoryStore``, ``SummaryStore``)."""
+
+    def __init__(self, backend: Backend, embedder: _types.Embedder | None) -> None:
+        self._backend = backend
+        self._embedder = embedder
+
+    def _embed(self, texts: Sequence[str]) -> Op[list[Vector] | None]:
+        """Vectors of ``texts`` when the store has an embedder, else None."""
+        if self._embedder is None:
+            return None
+        vectors: list[Vector] = yield Embed(tuple(texts))
+        return vectors
+
+    # --- memories --------------------------------------------------------------------------
+
+    @operation
+    def put(self, tenant: str, namespace: _types.NamespaceLike, key: str, text: str, *,
+            kind: str = "note", tags: Mapping[str, str] | None = None,
+            ttl: float | None = None) -> Op[_types.MemoryItem]:  # fmt: skip
+        """Insert or replace an item; a replace keeps ``created_at``."""
+        request = prepare_put(tenant, namespace, key, text, kind=kind, tags=tags, ttl=ttl)
+        vectors = yield from self._embed([request.text])
+        return (yield from self._backend.put(request, vectors[0] if vectors else None))
+
+    @operation
+    def put_many(
+        self, tenant: str, items: Iterable[_types.NewMemory]
+    ) -> Op[list[_types.MemoryItem]]:
+        """Put a batch in one transaction (see :meth:`MemoryStore.put_many`)."""
+        requests = prepare_put_many(tenant, items)
+        if not requests:
+            return []
+        vectors = yield from self._embed([request.text for request in requests])
+        return (yield from self._backend.put_many(requests, vectors))
+
+    @operation
+    def get(
+        self, tenant: str, namespace: _types.NamespaceLike, key: str
+    ) -> Op[_types.MemoryItem | None]:
+        """The live item at this address, or None."""
+        return (yield from self._backend.get(*prepare_address(tenant, namespace, key)))
+
+    @operation
+    def delete(self, tenant: str, namespace: _types.NamespaceLike, key: str) -> Op[bool]:
+        """Remove an item; True when a live item was removed."""
+        return (yield from self._backend.delete(*prepare_address(tenant, namespace, key)))
+
+    @operation
+    def search(self, tenant: str, namespace_prefix: _types.NamespaceLike = (), *,
+               query: str | None = None, kind: str | None = None,
+               tags: Mapping[str, str] | None = None, limit: int = 10, offset: int = 0,
+               mode: _types.SearchMode = "keyword") -> Op[list[_types.SearchHit]]:  # fmt: skip
+        """Items under the prefix, ranked by the query (or newest first without one)."""
+        request = prepare_search(
+            tenant, namespace_prefix, query=query, kind=kind, tags=tags,
+            limit=limit, offset=offset, mode=mode, embedder=self._embedder,
+        )  # fmt: skip
+        if request.query is None:
+            return (yield from self._backend.search(request, None))
+        if not request.terms:
+            return []
+        vector: Vector | None = None
+        if request.mode != "keyword":
+            vector = (yield Embed((request.query,), queries=True))[0]
+        return (yield from self._backend.search(request, vector))
+
+    @operation
+    def list_namespaces(self, tenant: str, *, prefix: _types.NamespaceLike = (),
+                        max_depth: int | None = None, limit: int = 100,
+                        offset: int = 0) -> Op[list[_types.Namespace]]:  # fmt: skip
+        """Distinct namespaces holding live items, cut to ``max_depth``, sorted, paged."""
+        checked_limit, checked_offset = check_page(limit, offset)
+        checked_tenant, checked_prefix = prepare_prefix(tenant, prefix)
+        return (
+            yield from self._backend.list_namespaces(
+                checked_tenant, checked_prefix, max_depth, checked_limit, checked_offset
+            )
+        )
+
+    @operation
+    def delete_user(self, tenant: str, user_id: str) -> Op[int]:
+        """Delete the user's memories (namespace ``("user", user_id, ...)``) and summaries."""
+        checked_tenant, checked_user = check_tenant(tenant), check_user_id(user_id)
+        return (yield from self._backend.delete_user(checked_tenant, checked_user))
+
+    @operation
+    def sweep_expired(self) -> Op[int]:
+        """Delete every expired item (all tenants); return how many."""
+        return (yield from self._backend.sweep_expired())
+
+    # --- summaries -------------------------------------------------------------------------
+
+    @operation
+    def save_summary(self, summary: _types.SessionSummary) -> Op[_types.SessionSummary]:
+        """Store a new summary version and enqueue its outbox entry, in one transaction."""
+        return (yield from self._backend.save_summary(check_summary(summary)))
+
+    @operation
+    def latest_summary(self, tenant: str, session_id: str) -> Op[_types.SessionSummary | None]:
+        """The newest version of a session's summary, or None."""
+        return (yield from self._backend.latest_summary(*check_session(tenant, session_id)))
+
+    @operation
+    def summary_history(self, tenant: str, session_id: str) -> Op[list[_types.SessionSummary]]:
+        """Every version of a session's summary, oldest first."""
+        return (yield from self._backend.summary_history(*check_session(tenant, session_id)))
+
+    @operation
+    def pending_outbox(
+        self, tenant: str | None = None, *, limit: int = 100
+    ) -> Op[list[_types.OutboxEntry]]:
+        """Entries not completed yet, fewest attempts then oldest first (optionally one tenant)."""
+        owner = None if tenant is None else check_tenant(tenant)
+        checked_limit, _ = check_page(limit, 0)
+        return (yield from self._backend.pending_outbox(owner, checked_limit))
+
+    @operation
+    def complete_outbox(self, tenant: str, session_id: str, version: int) -> Op[None]:
+        """Mark an outbox entry done; completing it again (or a missing one) is a no-op."""
+        address = check_outbox_address(tenant, session_id, version)
+        return (yield from self._backend.complete_outbox(*address))
+
+    @operation
+    def fail_outbox(self, tenant: str, session_id: str, version: int) -> Op[int]:
+        """Count a failed write of a pending entry; return its attempts (0: no such entry)."""
+        address = check_outbox_address(tenant, session_id, version)
+        return (yield from self._backend.fail_outbox(*address))
+
+    @operation
+    def delete_user_summaries(self, tenant: str, user_id: str) -> Op[int]:
+        """Delete every summary (and outbox entry) of the user; return how many summaries."""
+        checked_tenant, checked_user = check_tenant(tenant), check_user_id(user_id)
+        return (yield from self._backend.delete_user_summaries(checked_tenant, checked_user))

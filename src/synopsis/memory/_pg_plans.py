@@ -1,0 +1,339 @@
+"""The PostgreSQL backend's plans: each operation as a pure generator of SQL statements.
+
+A plan yields :class:`~synopsis.memory._sql_postgres.Statement` values (built by
+:mod:`synopsis.memory._sql_postgres`), is sent each statement's rows and returns the
+operation's result. Plans do no I/O; :mod:`synopsis.memory.postgres` drives them, sync or
+async, over one pooled connection inside one transaction.
+
+Keyword search ranks with BM25 computed, as on the in-memory backend, over the live items in
+the searched scope (tenant, prefix, kind, tags): the database counts the scope and sums its
+lengths, a GIN index finds the items sharing a query term, and the database scores them with
+the arithmetic of :func:`~synopsis.memory.ranking.bm25_scores`, in the same order, sending
+back only the requested page.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Generator, Sequence
+from dataclasses import dataclass, replace
+from typing import Any, TypeVar
+
+from synopsis.errors import ConfigError, InvalidInput, MigrationError, StoreError
+from synopsis.memory import _operations as ops
+from synopsis.memory import _sql_postgres as q
+from synopsis.memory import _sql_postgres_summaries as qs
+from synopsis.memory._checks import (
+    MAX_LIMIT,
+    PutRequest,
+    SearchRequest,
+    hit_order,
+    stored_item,
+    summary_save_action,
+    to_datetime,
+)
+from synopsis.memory._sql_rows import read_outbox_entry, read_summary
+from synopsis.memory._types import MemoryItem, Namespace, OutboxEntry, SearchHit, SessionSummary
+from synopsis.memory.ranking import document_terms
+
+__all__ = ["Plan", "PostgresPlans", "Rows", "migrate"]
+
+T = TypeVar("T")
+Rows = list[tuple[Any, ...]]
+#: A pure operation: yields statements, is sent each statement's rows, returns its result.
+Plan = Generator[q.Statement, Rows, T]
+_PUT_ATTEMPTS = 3
+
+
+# --- rows --------------------------------------------------------------------------------------
+
+
+def _item_row(request: PutRequest, vector: Sequence[float] | None, now: float) -> q.ItemRow:
+    """The row a put of ``request`` at ``now`` writes."""
+    return q.ItemRow(
+        tenant=request.tenant, namespace=request.namespace, key=request.key,
+        text=request.text, kind=request.kind, tags=request.tags,
+        terms=document_terms(request.text), embedding=vector, created_at=now,
+        updated_at=now, expires_at=None if request.ttl is None else now + request.ttl,
+    )  # fmt: skip
+
+
+def _check_schema(schema: object) -> str:
+    if not isinstance(schema, str) or not schema or len(schema) > 63:
+        raise ConfigError("schema must be a PostgreSQL identifier of 1 to 63 characters")
+    if any(ord(c) < 32 for c in schema):
+        raise ConfigError("schema must be printable text")
+    return schema
+
+
+def _check_max_depth(max_depth: object) -> int | None:
+    if max_depth is not None and (
+        isinstance(max_depth, bool) or not isinstance(max_depth, int) or max_depth < 1
+    ):
+        raise InvalidInput("max_depth must be an integer >= 1 or None")
+    return max_depth
+
+
+# --- row decoding ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class _Found:
+    item: MemoryItem
+    updated: float
+
+
+def _item(row: Sequence[Any]) -> _Found:
+    tenant, namespace, key, text, kind, tags, created, updated, expires = row[:9]
+    item = MemoryItem(
+        tenant=tenant,
+        namespace=tuple(namespace),
+        key=key,
+        text=text,
+        kind=kind,
+        tags=dict(tags),
+        created_at=to_datetime(created),
+        updated_at=to_datetime(updated),
+        expires_at=None if expires is None else to_datetime(expires),
+    )
+    return _Found(item, updated)
+
+
+def _order(found: _Found, score: float | None) -> tuple[float, float, str, Namespace]:
+    return hit_order(score, found.updated, found.item.key, found.item.namespace)
+
+
+def _address(found: _Found) -> tuple[Namespace, str]:
+    return (found.item.namespace, found.item.key)
+
+
+# --- plans ---------------------------------------------------------------------------------------
+
+
+def migrate(schema: str) -> Plan[int]:
+    """Bring ``schema`` up to date; returns the version it was at."""
+    yield q.migration_lock(schema)
+    yield from _discard(q.migration_prelude(schema))
+    have = int((yield q.current_version(schema))[0][0])
+    if have > len(q.MIGRATIONS):
+        raise MigrationError(
+            f"schema {schema!r} is at version {have}, newer than this code knows"
+            f" ({len(q.MIGRATIONS)}); upgrade synopsis"
+        )
+    for version in range(have + 1, len(q.MIGRATIONS) + 1):
+        yield from _discard(q.migration(schema, version))
+    return have
+
+
+def _put(schema: str, request: PutRequest, row: q.ItemRow, now: float) -> Plan[MemoryItem]:
+    for _ in range(_PUT_ATTEMPTS):
+        found = yield q.find_item(schema, row.tenant, row.namespace, row.key)
+        if found:
+            item_id, expires, created = found[0]
+            if expires is None or expires > now:
+                row = replace(row, created_at=created)
+            yield q.update_item(schema, item_id, row)
+            break
+        if (yield q.insert_item(schema, row)):
+            break
+    else:  # pragma: no cover - needs a writer deleting and re-creating the key in between
+        raise StoreError("put kept racing with concurrent writers; try again")
+    return stored_item(request, created=row.created_at, now=now)
+
+
+def _put_many(
+    schema: str, requests: Sequence[PutRequest], rows: Sequence[q.ItemRow], now: float
+) -> Plan[list[MemoryItem]]:
+    written = yield q.upsert_items(schema, requests[0].tenant, rows, now)
+    created = {(tuple(ns), key): first for ns, key, first in written}
+    return [stored_item(r, created=created[(r.namespace, r.key)], now=now) for r in requests]
+
+
+def _scope(request: SearchRequest, now: float) -> q.Scope:
+    return q.Scope(
+        tenant=request.tenant, prefix=request.prefix, kind=request.kind, tags=request.tags, now=now
+    )
+
+
+def _keyword(
+    schema: str, request: SearchRequest, now: float, *, limit: int = MAX_LIMIT, offset: int = 0
+) -> Plan[list[tuple[_Found, float]]]:
+    """A page of keyword hits, best first, scored in the database (see ``keyword_page``)."""
+    scope = _scope(request, now)
+    size, length = (yield q.scope_stats(schema, **scope))[0]
+    if size == 0:
+        return []
+    yield q.without_jit()
+    rows = yield q.keyword_page(
+        schema, terms=request.terms, scope_size=size, average=(length / size) or 1.0,
+        limit=limit, offset=offset, **scope,
+    )  # fmt: skip
+    return [(_item(row), row[9]) for row in rows]
+
+
+def _fused(
+    schema: str, request: SearchRequest, now: float, query_vector: Sequence[float]
+) -> Plan[list[tuple[_Found, float]]]:
+    rows = yield q.vector_candidates(schema, **_scope(request, now))
+    found = [(_item(row), row[9]) for row in rows]
+    records = {_address(item): item for item, _ in found}
+    keyword = None
+    if request.mode == "hybrid":
+        ranked = sorted((yield from _keyword(schema, request, now)), key=lambda p: _order(*p))
+        keyword = [_address(item) for item, _ in ranked]
+    with_vectors = [(_address(item), vector) for item, vector in found if vector is not None]
+    scores = ops.vector_scores(query_vector, with_vectors, keyword)
+    return [(records[address], score) for address, score in scores.items()]
+
+
+def _search(
+    schema: str, request: SearchRequest, now: float, query_vector: Sequence[float] | None
+) -> Plan[list[SearchHit]]:
+    if request.query is None:
+        rows = yield q.search_newest(
+            schema, limit=request.limit, offset=request.offset, **_scope(request, now)
+        )
+        return [SearchHit(item=_item(row).item, score=None) for row in rows]
+    if request.mode == "keyword":
+        page = yield from _keyword(schema, request, now, limit=request.limit, offset=request.offset)
+        return [SearchHit(item=found.item, score=score) for found, score in page]
+    assert query_vector is not None
+    scored = yield from _fused(schema, request, now, query_vector)
+    scored.sort(key=lambda pair: _order(*pair))
+    page = scored[request.offset : request.offset + request.limit]
+    return [SearchHit(item=found.item, score=score) for found, score in page]
+
+
+def _discard(statements: Sequence[q.Statement]) -> Plan[None]:
+    """Run statements whose rows nobody needs."""
+    for statement in statements:
+        _ = yield statement
+
+
+def _rows(statement: q.Statement, decode: Callable[[Rows], T]) -> Plan[T]:
+    """Run one statement; its rows, decoded."""
+    return decode((yield statement))
+
+
+def _count(rows: Rows) -> int:
+    return int(rows[0][0])
+
+
+def _first_item(rows: Rows) -> MemoryItem | None:
+    return _item(rows[0]).item if rows else None
+
+
+def _first_summary(rows: Rows) -> SessionSummary | None:
+    return read_summary(rows[0]) if rows else None
+
+
+def _outbox(rows: Rows) -> list[OutboxEntry]:
+    return [read_outbox_entry(row) for row in rows]
+
+
+def _attempts(rows: Rows) -> int:
+    """The attempt count an outbox update returned; 0 when it matched no entry."""
+    return int(rows[0][0]) if rows else 0
+
+
+def _delete_user(schema: str, tenant: str, user_id: str) -> Plan[int]:
+    memories = yield from _rows(q.delete_user_memories(schema, tenant, user_id), _count)
+    summaries = yield from _rows(qs.delete_user_summaries(schema, tenant, user_id), _count)
+    return memories + summaries
+
+
+def _save_summary(schema: str, summary: SessionSummary, now: float) -> Plan[SessionSummary]:
+    yield qs.lock_key(summary.tenant, summary.session_id)
+    same = yield qs.summary_version(schema, summary.tenant, summary.session_id, summary.version)
+    newest = yield qs.summary_history(schema, summary.tenant, summary.session_id, latest=True)
+    existing = read_summary(same[0]) if same else None
+    latest = read_summary(newest[0]) if newest else None
+    if summary_save_action(summary, existing=existing, latest=latest) == "noop":
+        assert existing is not None
+        return existing
+    created = summary.created_at.timestamp() if summary.created_at else now
+    insert_summary, insert_outbox = qs.insert_summary(schema, summary, created_at=created, now=now)
+    if not (yield insert_summary):  # pragma: no cover - the session lock prevents this
+        raise StoreError(f"summary {summary.session_id!r} version {summary.version} conflicted")
+    yield insert_outbox
+    return replace(summary, created_at=summary.created_at or to_datetime(now))
+
+
+# --- the backend ---------------------------------------------------------------------------------
+
+
+class PostgresPlans:
+    """The PostgreSQL backend (see :class:`~synopsis.memory._operations.Backend`).
+
+    Each call reads the clock and answers with the plan of its operation, on checked
+    arguments. Vectors are rounded through float32, as ``real[]`` stores them.
+    """
+
+    def __init__(self, schema: str, clock: Callable[[], float] | None) -> None:
+        self.schema = _check_schema(schema)
+        self.clock = clock or time.time
+
+    def put(self, request: PutRequest, vector: ops.Vector | None) -> Plan[MemoryItem]:
+        now = self.clock()
+        row = _item_row(request, None if vector is None else ops.float32(vector), now)
+        return _put(self.schema, request, row, now)
+
+    def put_many(
+        self, requests: list[PutRequest], vectors: list[ops.Vector] | None
+    ) -> Plan[list[MemoryItem]]:
+        rounded = [None] * len(requests) if vectors is None else [*map(ops.float32, vectors)]
+        now = self.clock()
+        rows = [_item_row(r, v, now) for r, v in zip(requests, rounded, strict=True)]
+        return _put_many(self.schema, requests, rows, now)
+
+    def get(self, tenant: str, namespace: Namespace, key: str) -> Plan[MemoryItem | None]:
+        statement = q.get_item(self.schema, tenant, namespace, key, self.clock())
+        return _rows(statement, _first_item)
+
+    def delete(self, tenant: str, namespace: Namespace, key: str) -> Plan[bool]:
+        statement = q.delete_item(self.schema, tenant, namespace, key, self.clock())
+        return _rows(statement, lambda rows: bool(rows and rows[0][0]))
+
+    def search(
+        self, request: SearchRequest, query_vector: ops.Vector | None
+    ) -> Plan[list[SearchHit]]:
+        vector = None if query_vector is None else ops.float32(query_vector)
+        return _search(self.schema, request, self.clock(), vector)
+
+    def list_namespaces(
+        self, tenant: str, prefix: Namespace, max_depth: int | None, limit: int, offset: int
+    ) -> Plan[list[Namespace]]:
+        statement = q.list_namespaces(
+            self.schema, tenant=tenant, prefix=prefix, max_depth=_check_max_depth(max_depth),
+            now=self.clock(), limit=limit, offset=offset,
+        )  # fmt: skip
+        return _rows(statement, lambda rows: [tuple(row[0]) for row in rows])
+
+    def delete_user(self, tenant: str, user_id: str) -> Plan[int]:
+        return _delete_user(self.schema, tenant, user_id)
+
+    def sweep_expired(self) -> Plan[int]:
+        return _rows(q.sweep_expired(self.schema, self.clock()), _count)
+
+    def save_summary(self, summary: SessionSummary) -> Plan[SessionSummary]:
+        return _save_summary(self.schema, summary, self.clock())
+
+    def latest_summary(self, tenant: str, session_id: str) -> Plan[SessionSummary | None]:
+        statement = qs.summary_history(self.schema, tenant, session_id, latest=True)
+        return _rows(statement, _first_summary)
+
+    def summary_history(self, tenant: str, session_id: str) -> Plan[list[SessionSummary]]:
+        statement = qs.summary_history(self.schema, tenant, session_id, latest=False)
+        return _rows(statement, lambda rows: [read_summary(row) for row in rows])
+
+    def pending_outbox(self, tenant: str | None, limit: int) -> Plan[list[OutboxEntry]]:
+        return _rows(qs.pending_outbox(self.schema, tenant, limit), _outbox)
+
+    def complete_outbox(self, tenant: str, session_id: str, version: int) -> Plan[None]:
+        return _rows(qs.complete_outbox(self.schema, tenant, session_id, version), lambda _: None)
+
+    def fail_outbox(self, tenant: str, session_id: str, version: int) -> Plan[int]:
+        return _rows(qs.fail_outbox(self.schema, tenant, session_id, version), _attempts)
+
+    def delete_user_summaries(self, tenant: str, user_id: str) -> Plan[int]:
+        return _rows(qs.delete_user_summaries(self.schema, tenant, user_id), _count)

@@ -1,0 +1,183 @@
+"""The PostgreSQL backend's schema: ordered migrations, and the statement value (no I/O).
+
+Every builder returns a :class:`Statement`: composed SQL in which only the schema name is an
+identifier (quoted by psycopg) and every value, user text included, is a bound parameter.
+
+Layout (schema ``synopsis`` by default)::
+
+    schema_version(version, applied_at)
+    memories(id, tenant, namespace text[], key, text, kind, tags jsonb, terms, search_tsv,
+             doc_len, embedding real[], created_at, updated_at, expires_at)
+    summaries(tenant, session_id, version, user_id, text, covers_from, covers_to, model,
+              content_hash, created_at)
+    outbox(tenant, session_id, version -> summaries, enqueued_at, attempts)   pending copies
+
+Times are epoch seconds (``double precision``) computed from the store's injected clock, so a
+fake clock drives expiry exactly as it does on the other backends. ``terms`` holds the
+space-joined :func:`~synopsis.memory.ranking.document_terms` (BM25 counts its term frequencies
+there); ``search_tsv`` turns them into a tsvector lexeme for lexeme (``array_to_tsvector``, no
+parser or dictionary in between) and a GIN index on it finds the candidates of a keyword query.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Final, LiteralString
+
+from psycopg import sql
+
+__all__ = [
+    "MIGRATIONS",
+    "Statement",
+    "advisory_key",
+    "current_version",
+    "migration",
+    "migration_lock",
+    "migration_prelude",
+    "stmt",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class Statement:
+    """One SQL statement and its bound parameters."""
+
+    query: sql.Composed
+    params: Mapping[str, Any] = field(default_factory=dict)
+
+
+def _sql(schema: str, template: LiteralString, **parts: sql.Composable) -> sql.Composed:
+    return sql.SQL(template).format(s=sql.Identifier(schema), **parts)
+
+
+def stmt(
+    schema: str,
+    template: LiteralString,
+    params: Mapping[str, Any] | None = None,
+    **parts: sql.Composable,
+) -> Statement:
+    """``template`` with ``{s}`` the quoted schema (and other ``parts``), bound to ``params``."""
+    return Statement(_sql(schema, template, **parts), dict(params or {}))
+
+
+def advisory_key(*labels: str) -> int:
+    """A signed 64-bit advisory-lock key derived from ``labels`` (stable across processes)."""
+    digest = hashlib.blake2b("\x1f".join(labels).encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big", signed=True)
+
+
+# --- migrations ------------------------------------------------------------------------------
+
+_V1: Final[tuple[LiteralString, ...]] = (
+    """CREATE TABLE {s}.memories (
+        id bigserial PRIMARY KEY,
+        tenant text NOT NULL,
+        namespace text[] NOT NULL,
+        key text NOT NULL,
+        text text NOT NULL,
+        kind text NOT NULL,
+        tags jsonb NOT NULL,
+        terms text NOT NULL,
+        search_tsv tsvector
+            GENERATED ALWAYS AS (array_to_tsvector(string_to_array(terms, ' '))) STORED,
+        doc_len integer NOT NULL,
+        embedding real[],
+        created_at double precision NOT NULL,
+        updated_at double precision NOT NULL,
+        expires_at double precision,
+        CONSTRAINT memories_address UNIQUE (tenant, namespace, key)
+    )""",
+    "CREATE INDEX memories_search ON {s}.memories USING gin (search_tsv)",
+    "CREATE INDEX memories_tags ON {s}.memories USING gin (tags jsonb_path_ops)",
+    "CREATE INDEX memories_newest ON {s}.memories (tenant, updated_at DESC)",
+    "CREATE INDEX memories_expiry ON {s}.memories (expires_at) WHERE expires_at IS NOT NULL",
+    """CREATE TABLE {s}.memory_terms (
+        item_id bigint NOT NULL REFERENCES {s}.memories (id) ON DELETE CASCADE,
+        tenant text NOT NULL,
+        term text NOT NULL,
+        tf integer NOT NULL,
+        PRIMARY KEY (item_id, term)
+    )""",
+    "CREATE INDEX memory_terms_term ON {s}.memory_terms (tenant, term)",
+    """CREATE TABLE {s}.summaries (
+        tenant text NOT NULL,
+        session_id text NOT NULL,
+        version bigint NOT NULL,
+        user_id text NOT NULL,
+        text text NOT NULL,
+        covers_from bigint NOT NULL,
+        covers_to bigint NOT NULL,
+        model text NOT NULL,
+        content_hash text NOT NULL,
+        created_at double precision NOT NULL,
+        PRIMARY KEY (tenant, session_id, version)
+    )""",
+    "CREATE INDEX summaries_user ON {s}.summaries (tenant, user_id)",
+    """CREATE TABLE {s}.outbox (
+        tenant text NOT NULL,
+        session_id text NOT NULL,
+        version bigint NOT NULL,
+        enqueued_at double precision NOT NULL,
+        attempts integer NOT NULL DEFAULT 0,
+        PRIMARY KEY (tenant, session_id, version),
+        FOREIGN KEY (tenant, session_id, version)
+            REFERENCES {s}.summaries (tenant, session_id, version) ON DELETE CASCADE
+    )""",
+)
+
+# BM25 statistics come from the searched scope, so per-tenant term lookups are not needed.
+_V2: Final[tuple[LiteralString, ...]] = (
+    "DROP INDEX IF EXISTS {s}.memory_terms_term",
+    "ALTER TABLE {s}.memory_terms DROP COLUMN IF EXISTS tenant",
+)
+
+# Namespace-prefix searches (one user's memories) use a range in "C" order, whatever the
+# database's collation; without this index they scanned every item of the tenant. The
+# included columns let BM25's scope statistics (count, total length) skip the table.
+_V3: Final[tuple[LiteralString, ...]] = (
+    "CREATE INDEX IF NOT EXISTS memories_scope ON {s}.memories"
+    ' (tenant, namespace COLLATE "C") INCLUDE (doc_len, expires_at)',
+)
+
+# BM25 takes term frequencies from each memory's own ``terms`` (faster to search, and a put
+# writes one row instead of one per distinct term), so the per-term table goes.
+_V4: Final[tuple[LiteralString, ...]] = ("DROP TABLE IF EXISTS {s}.memory_terms",)
+
+#: Ordered migrations; migration ``n`` (1-based) brings the schema to version ``n``.
+MIGRATIONS: Final[tuple[tuple[LiteralString, ...], ...]] = (_V1, _V2, _V3, _V4)
+
+
+def migration_lock(schema: str) -> Statement:
+    """Serialize migrations of one schema across every replica (released at commit)."""
+    return Statement(
+        sql.Composed([sql.SQL("SELECT pg_advisory_xact_lock(%(key)s)")]),
+        {"key": advisory_key("synopsis-migrate", schema)},
+    )
+
+
+def migration_prelude(schema: str) -> list[Statement]:
+    """Create the schema and its version table if they are missing."""
+    return [
+        stmt(schema, "CREATE SCHEMA IF NOT EXISTS {s}"),
+        stmt(
+            schema,
+            "CREATE TABLE IF NOT EXISTS {s}.schema_version ("
+            " version integer PRIMARY KEY,"
+            " applied_at timestamptz NOT NULL DEFAULT now())",
+        ),
+    ]
+
+
+def current_version(schema: str) -> Statement:
+    return stmt(schema, "SELECT coalesce(max(version), 0) FROM {s}.schema_version")
+
+
+def migration(schema: str, version: int) -> list[Statement]:
+    """The statements of migration ``version`` followed by recording it."""
+    steps = [stmt(schema, template) for template in MIGRATIONS[version - 1]]
+    steps.append(
+        stmt(schema, "INSERT INTO {s}.schema_version (version) VALUES (%(v)s)", {"v": version})
+    )
+    return steps
