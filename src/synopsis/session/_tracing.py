@@ -43,7 +43,12 @@ _PERSONAL = frozenset({"tenant", "user_id"})
 
 
 def db_system(store: object) -> str:
-    """``db.system`` of a store: ``sqlite``, ``postgresql``, else a name of its own."""
+    """``db.system`` of a store: ``sqlite``, ``postgresql``, else named after its class.
+
+    A store may declare its own as a ``db_system`` attribute. Otherwise the name of its class
+    stands in, without ``Async`` and ``Store`` (``InMemoryStore`` is ``inmemory``), so both
+    twins of a backend are the same system.
+    """
     declared = getattr(store, "db_system", None)
     if isinstance(declared, str):
         return declared
@@ -51,7 +56,8 @@ def db_system(store: object) -> str:
     for marker, system in (("postgres", "postgresql"), ("sqlite", "sqlite")):
         if marker in module:
             return system
-    return f"synopsis.{type(store).__name__.lower()}"
+    name = type(store).__name__.lower().removeprefix("async").removesuffix("store")
+    return name or "unknown"
 
 
 def _ignore(result: object) -> None:

@@ -311,8 +311,9 @@ class SessionMemory:
         self._closed = True
         self._workers.shutdown(cancel_pending=not wait)
         if wait and not self.drain(self._close_timeout):
+            abandoned = self._unfinished()
             self._workers.shutdown(cancel_pending=True)
-            for job in self._unfinished():
+            for job in abandoned:
                 emit(self._handlers, abandoned_event(job, self._close_timeout))
 
     def _unfinished(self) -> list[Job]:
