@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import builtins
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -292,3 +293,27 @@ def test_db_system_names_the_backend_and_both_twins_alike(tmp_path: Any) -> None
         store.close()
     assert names == ["sqlite", "postgresql", "redis", "inmemory"]
     assert db_system(AsyncInMemoryStore()) == "inmemory"
+
+
+async def test_a_cancelled_async_job_ends_its_span_as_cancelled(spans: Any) -> None:
+    provider, exporter = spans
+    entered = asyncio.Event()
+
+    class Hanging:
+        async def summarize(self, messages: Any, **_: Any) -> SummaryResult:
+            entered.set()
+            await asyncio.Event().wait()
+            raise AssertionError("never answers")
+
+    memory = AsyncSessionMemory(
+        store=AsyncInMemoryStore(),
+        summarizer=Hanging(),
+        summarize_every=10,
+        tracer_provider=provider,
+    )
+    await memory.after_turn(T, U, S, turns(10))
+    await entered.wait()
+    await memory.aclose(wait=False)
+    (job,) = by_name(exporter.get_finished_spans(), JOB)
+    assert job.attributes["synopsis.session.outcome"] == "cancelled"  # type: ignore[index]
+    assert job.status.status_code is StatusCode.ERROR

@@ -5,7 +5,8 @@
   than one chat call), ``gen_ai.request.model`` the summarizer's model when it names one,
   ``gen_ai.response.model`` and ``gen_ai.usage.input_tokens`` / ``output_tokens`` when the
   result tells them, ``gen_ai.conversation.id`` the session id. ``synopsis.session.outcome``
-  is ``done``, ``saved`` (the memory copy waits in the outbox) or ``failed`` (status ERROR).
+  is ``done``, ``saved`` (the memory copy waits in the outbox), ``failed`` or, for an asyncio
+  task, ``cancelled`` (both with status ERROR).
 * ``{method} {db.system}`` (kind CLIENT): each store call a session flow makes, with
   ``db.system``, ``db.operation.name`` (the store method) and ``db.response.returned_rows``
   for a list; a failed call records its exception and status ERROR.
@@ -14,8 +15,9 @@
 Every event a flow emits becomes a span event on the innermost of these spans (a failed stage
 with its error type, the sizes of a truncated summary), named like the event.
 
-No message text, summary, query or user id is put on a span. The tenant is left out too (a
-tenant id may be personal data) unless the memory is built with ``trace_tenant=True``.
+No message text, summary, query or user id is put on a span (error messages are). The tenant
+is left out too (a tenant id may be personal data) unless the memory is built with
+``trace_tenant=True``.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from contextvars import ContextVar
-from typing import Any
+from typing import Any, Literal
 
 from synopsis.memory._types import SearchMode
 from synopsis.session._events import SessionNotice
@@ -134,11 +136,12 @@ class SessionTracer:
 
     # --- what a span learns at its end -------------------------------------------------------
 
-    def job_ended(self, span: Any, outcome: JobOutcome) -> None:
+    def job_ended(self, span: Any, outcome: JobOutcome | Literal["cancelled"]) -> None:
+        """Record how the job ended; ``failed`` and ``cancelled`` (async only) are errors."""
         if span.is_recording():
             span.set_attribute("synopsis.session.outcome", outcome)
-            if outcome == "failed":
-                self._tracing.fail(span, "the summary job failed; see its events")
+            if outcome != "done" and outcome != "saved":
+                self._tracing.fail(span, f"the summary job {outcome}; see its events")
 
     def counted(self, span: Any, name: str, items: object) -> None:
         """Record how many ``items`` an operation returned, as attribute ``name``."""

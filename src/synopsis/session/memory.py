@@ -441,7 +441,12 @@ class AsyncSessionMemory:
             self._tracer.job(job) as span,
             contextlib.closing(_jobs.run_job(self._runtime, job)) as flow,
         ):
-            self._tracer.job_ended(span, await adrive(flow, self._perform))
+            try:
+                outcome = await adrive(flow, self._perform)
+            except asyncio.CancelledError:
+                self._tracer.job_ended(span, "cancelled")
+                raise
+            self._tracer.job_ended(span, outcome)
 
     async def recover(self, tenant: str | None = None, *, limit: int = 100) -> int:
         """Replay pending entries, fewest failures first; return how many completed."""
