@@ -58,9 +58,10 @@ class Tracing:
     """Starts spans through OpenTelemetry when it is there; otherwise does nothing.
 
     ``tracer_provider`` defaults to the global one, looked up at each span, so spans start to
-    be recorded as soon as an SDK is configured. A span that nothing records (no SDK, or no
-    ``opentelemetry-api`` at all) is not made current, which keeps the cost of an untraced
-    span near a microsecond. Callers test ``span.is_recording()`` before building attributes.
+    be recorded as soon as an SDK is configured. Until then (or without ``opentelemetry-api``
+    at all) no span is started: :meth:`active` is False and :meth:`span` gives
+    :data:`NO_SPAN`, which costs about a microsecond. A span that nothing records is not made
+    current either. Callers test ``span.is_recording()`` before building attributes.
     """
 
     def __init__(self, *, tracer_provider: Any = None) -> None:
@@ -72,6 +73,14 @@ class Tracing:
             return
         self._trace = trace
         self._tracer = trace.get_tracer(_SCOPE, tracer_provider=tracer_provider)
+        self._given = tracer_provider is not None
+        self._placeholders = (trace.ProxyTracerProvider, trace.NoOpTracerProvider)
+
+    def active(self) -> bool:
+        """True when a span may be recorded: a provider was given, or a global one is set."""
+        if self._tracer is None:
+            return False
+        return self._given or not isinstance(self._trace.get_tracer_provider(), self._placeholders)
 
     def span(
         self, name: str, *, kind: Literal["internal", "client"] = "internal"
@@ -80,7 +89,7 @@ class Tracing:
 
         An exception leaving the block is recorded on the span and sets its status to ERROR.
         """
-        if self._tracer is None:
+        if not self.active():
             return nullcontext(NO_SPAN)
         kinds = self._trace.SpanKind
         span = self._tracer.start_span(

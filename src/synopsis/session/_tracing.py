@@ -128,7 +128,7 @@ class SessionTracer:
         The ``with`` block is given a function to call with the step's result.
         """
         if isinstance(step, StoreCall):
-            return self._store_call(step)
+            return self._store_call(step) if self._tracing.active() else nullcontext(_ignore)
         if isinstance(step, Emit):
             self._note(step.event)
             return nullcontext(_ignore)
@@ -150,8 +150,15 @@ class SessionTracer:
 
     # --- inside ------------------------------------------------------------------------------
 
+    def _scope(
+        self, name: str, attributes: Callable[[], Attributes]
+    ) -> AbstractContextManager[Any]:
+        if not self._tracing.active():
+            return nullcontext(NO_SPAN)
+        return self._innermost_span(name, attributes)
+
     @contextmanager
-    def _scope(self, name: str, attributes: Callable[[], Attributes]) -> Iterator[Any]:
+    def _innermost_span(self, name: str, attributes: Callable[[], Attributes]) -> Iterator[Any]:
         with self._tracing.span(name) as span:
             if span.is_recording():
                 span.set_attributes(attributes())
