@@ -7,6 +7,7 @@ The subprocess tests run a real interpreter whose summarizer blocks forever; ``t
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import json
 import os
 import subprocess
@@ -22,11 +23,13 @@ import pytest
 import synopsis
 from synopsis.events import SessionMemoryFailed
 from synopsis.memory.inmemory import AsyncInMemoryStore, InMemoryStore
+from synopsis.session._workers import DaemonPool, call_within
 from synopsis.session.memory import AsyncSessionMemory, SessionMemory
 from synopsis.summarizer import SummaryResult
 from synopsis.testing import FakeClock
 
 T = "acme"
+REQUEST: contextvars.ContextVar[str] = contextvars.ContextVar("request", default="none")
 GOOD = SummaryResult(text="1. Primary Request and Intent: coffee.", model="m", attempts=1)
 
 SCRIPT = textwrap.dedent(
@@ -310,3 +313,40 @@ async def test_async_close_waits_at_most_close_timeout_then_cancels_and_reports(
     assert (abandoned.stage, abandoned.error["type"]) == ("job", "TimeoutError")
     assert summarizer.cancelled == 1
     assert memory._registry.claim((T, "s1")) == "cooldown"
+
+
+# ---------------------------------------------------------------------------------------------
+# The daemon pool
+
+
+def test_the_pool_runs_queued_calls_after_a_waiting_shutdown_and_refuses_new_ones() -> None:
+    pool = DaemonPool(1, name="synopsis-session-test")
+    gate = threading.Event()
+    first = pool.submit(gate.wait)
+    second = pool.submit(lambda: "second")
+    pool.shutdown(cancel_pending=False)
+    with pytest.raises(RuntimeError):
+        pool.submit(lambda: "late")
+    gate.set()
+    assert (first.result(timeout=60), second.result(timeout=60)) == (True, "second")
+
+
+def test_the_pool_runs_each_call_in_the_submitters_context() -> None:
+    """Like an asyncio task: a context variable set by the caller is seen by the job."""
+    pool = DaemonPool(2, name="synopsis-session-test")
+    token = REQUEST.set("turn-7")
+    try:
+        assert pool.submit(REQUEST.get).result(timeout=60) == "turn-7"
+        assert call_within(REQUEST.get, 60, on_timeout=RuntimeError, name="t") == "turn-7"
+    finally:
+        REQUEST.reset(token)
+        pool.shutdown(cancel_pending=True)
+
+
+def test_call_within_raises_the_given_error_when_time_runs_out() -> None:
+    gate = threading.Event()
+    try:
+        with pytest.raises(LookupError):
+            call_within(gate.wait, 0.01, on_timeout=LookupError, name="synopsis-session-test")
+    finally:
+        gate.set()

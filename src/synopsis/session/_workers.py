@@ -21,6 +21,8 @@ from collections.abc import Callable
 from concurrent.futures import Future, wait
 from typing import Any, TypeVar
 
+from synopsis.errors import ConfigError
+
 __all__ = ["DaemonPool", "call_within"]
 
 T = TypeVar("T")
@@ -47,7 +49,7 @@ class DaemonPool:
 
     def __init__(self, max_workers: int, *, name: str) -> None:
         if max_workers < 1:
-            raise ValueError("max_workers must be at least 1")
+            raise ConfigError("max_workers must be at least 1")
         self._max_workers = max_workers
         self._name = name
         self._queue: queue.SimpleQueue[_Work | None] = queue.SimpleQueue()
