@@ -1,18 +1,15 @@
-"""The session-memory flows, driven by a tiny in-test ``perform``; sync/async driver parity."""
+"""The session-memory flows, driven by a tiny in-test ``perform`` (parity: test_session_parity)."""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
-
-import pytest
 
 from synopsis._flow import Flow, drive
 from synopsis.errors import ProviderUnavailable, StoreError
 from synopsis.events import SessionEvent, SessionMemoryFailed
-from synopsis.memory._types import MemoryItem, OutboxEntry, SessionSummary
-from synopsis.memory.inmemory import AsyncInMemoryStore, InMemoryStore
+from synopsis.memory.inmemory import InMemoryStore
 from synopsis.models.retry import RetryPolicy
 from synopsis.session._jobs import (
     Emit,
@@ -29,9 +26,8 @@ from synopsis.session._jobs import (
 )
 from synopsis.session._state import Job, Registry, ScheduleResult
 from synopsis.session.context import make_settings
-from synopsis.session.memory import AsyncSessionMemory, SessionMemory
-from synopsis.summarizer import AsyncSummarizer, Summarizer, SummaryResult
-from synopsis.testing import AsyncFakeModel, BigramEmbedder, FakeClock, FakeModel, Reply
+from synopsis.summarizer import Summarizer, SummaryResult
+from synopsis.testing import BigramEmbedder, FakeClock, FakeModel, Reply
 
 T, U, S = "acme", "u1", "s1"
 KEY = (T, S)
@@ -50,6 +46,16 @@ def turns(count: int) -> list[dict[str, Any]]:
 def summarizer(*replies: Reply) -> Summarizer:
     """A Summarizer over a FakeModel: ``replies`` first, then good summaries."""
     return Summarizer(model=FakeModel(replies, default=GOOD), retry=NO_RETRY)
+
+
+class FunctionSummarizer:
+    """Answers ``result`` to every call."""
+
+    def __init__(self, result: SummaryResult) -> None:
+        self.result = result
+
+    def summarize(self, messages: Sequence[Mapping[str, Any]], **_: Any) -> SummaryResult:
+        return self.result
 
 
 class BlankSummarizer:
@@ -215,6 +221,36 @@ def test_a_failing_model_fails_the_job_and_cools_the_session_down() -> None:
     assert harness.registry.claim(KEY) == "cooldown"
 
 
+def test_the_summarize_step_carries_the_time_limit_and_a_timeout_fails_the_job() -> None:
+    """A driver throws ``timed_out()`` into the flow: a summarize failure, then a cooldown."""
+    harness, asks = Harness(), []
+
+    def perform(step: Step) -> Any:
+        if isinstance(step, Summarize):
+            asks.append(step)
+            raise step.timed_out()
+        return harness.perform(step)
+
+    assert drive(run_job(harness.runtime, harness.job(turns(10))), perform) == "failed"
+    assert [ask.timeout for ask in asks] == [120.0]
+    (failed,) = [e for e in harness.events if isinstance(e, SessionMemoryFailed)]
+    assert (failed.stage, failed.error["type"]) == ("summarize", "ModelTimeout")
+    assert harness.registry.claim(KEY) == "cooldown"
+
+
+def test_a_huge_summary_is_cut_and_reported_before_it_is_saved() -> None:
+    """session_summary_truncated comes between the model call and the save."""
+    huge = SummaryResult(text="Coffee notes.\n" * 5_000, model="m", attempts=1)
+    harness = Harness(summarizer=FunctionSummarizer(huge))
+    assert harness.run(run_job(harness.runtime, harness.job(turns(10)))) == "done"
+    names = step_names(harness.steps)
+    assert names[names.index("summarize") + 1 : names.index("save_summary")] == [
+        "session_summary_truncated"
+    ]
+    latest = harness.store.latest_summary(T, S)
+    assert latest is not None and len(latest.text) <= 20_000
+
+
 def test_an_invalid_summary_is_reported_and_not_saved() -> None:
     """Blank text is an invalid_summary failure."""
     harness = Harness(summarizer=BlankSummarizer())
@@ -350,236 +386,3 @@ def test_delete_user_moves_the_epoch_before_deleting() -> None:
     job = harness.job(turns(10))
     assert harness.run(delete_user(harness.registry, T, U)) == 0
     assert harness.registry.epoch(T, U) == job.epoch + 1
-
-
-# ---------------------------------------------------------------------------------------------
-# Parity: SessionMemory and AsyncSessionMemory on the same cases
-
-
-@dataclass(frozen=True, slots=True)
-class Call:
-    """One public method call on the memory (``repair``: the store's puts work again)."""
-
-    method: str
-    args: tuple[Any, ...] = ()
-
-
-def call(method: str, *args: Any) -> Call:
-    return Call(method, args)
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Case:
-    """A script of calls, and the faults the summarizer and store are built with."""
-
-    calls: tuple[Call, ...]
-    replies: tuple[Reply, ...] = ()
-    blank: bool = False
-    broken_put: bool = False
-    delete_on_call: int | None = None  # the summarizer deletes the user on this call
-    delete_on_put: bool = False  # the store deletes the user before the first memory put
-
-
-@dataclass(frozen=True, slots=True)
-class Outcome:
-    """Everything a run leaves: call results, stored state, event sequence."""
-
-    results: list[Any]
-    summaries: list[SessionSummary]
-    memories: list[MemoryItem]
-    outbox: list[OutboxEntry]
-    events: list[dict[str, Any]]
-
-
-def turn(count: int) -> Call:
-    """``after_turn`` with a history of ``count`` messages."""
-    return call("after_turn", T, U, S, turns(count))
-
-
-DRAIN = call("drain")
-CASES = {
-    "due_turn": Case(
-        calls=(
-            turn(10),
-            DRAIN,
-            turn(15),
-            call("build_context", T, U, S, turns(15)),
-            call("recall", T, U, "coffee"),
-        )
-    ),
-    "not_due_turn": Case(calls=(turn(5), DRAIN, call("build_context", T, U, S, turns(5)))),
-    "failing_summarizer": Case(
-        replies=(ProviderUnavailable("down", model="m"),), calls=(turn(10), DRAIN, turn(11))
-    ),
-    "invalid_summary": Case(blank=True, calls=(turn(10), DRAIN)),
-    "failing_memory_write_then_recover": Case(
-        broken_put=True,
-        calls=(turn(10), DRAIN, call("repair"), call("recover"), call("recover")),
-    ),
-    "user_deleted_mid_job": Case(delete_on_call=2, calls=(turn(10), DRAIN, turn(20), DRAIN)),
-    "user_deleted_between_writes": Case(delete_on_put=True, calls=(turn(10), DRAIN)),
-}
-
-
-class HookedSummarizer:
-    """A Summarizer over a FakeModel that can answer blank text or delete the user first."""
-
-    def __init__(self, case: Case, delete: Callable[[], object]) -> None:
-        self.inner = summarizer(*case.replies)
-        self.case, self.delete, self.calls = case, delete, 0
-
-    def summarize(self, messages: Sequence[Mapping[str, Any]], **options: Any) -> SummaryResult:
-        self.calls += 1
-        if self.calls == self.case.delete_on_call:
-            self.delete()
-        result = self.inner.summarize(messages, **options)
-        return replace(result, text="  ") if self.case.blank else result
-
-
-class AsyncHookedSummarizer:
-    """The async twin of :class:`HookedSummarizer`."""
-
-    def __init__(self, case: Case, delete: Callable[[], Awaitable[object]]) -> None:
-        model = AsyncFakeModel(case.replies, default=GOOD)
-        self.inner = AsyncSummarizer(model=model, retry=NO_RETRY)
-        self.case, self.delete, self.calls = case, delete, 0
-
-    async def summarize(
-        self, messages: Sequence[Mapping[str, Any]], **options: Any
-    ) -> SummaryResult:
-        self.calls += 1
-        if self.calls == self.case.delete_on_call:
-            await self.delete()
-        result = await self.inner.summarize(messages, **options)
-        return replace(result, text="  ") if self.case.blank else result
-
-
-class FaultyStore:
-    """Puts fail while ``broken``; optionally the user is deleted before the first put."""
-
-    def __init__(self, inner: InMemoryStore, case: Case, delete: Callable[[], object]) -> None:
-        self.inner, self.delete = inner, delete
-        self.broken, self.delete_pending = case.broken_put, case.delete_on_put
-
-    def repair(self) -> None:
-        self.broken = False
-
-    def put(self, *args: Any, **kwargs: Any) -> Any:
-        if self.delete_pending:
-            self.delete_pending = False
-            self.delete()
-        if self.broken:
-            raise StoreError("connection lost")
-        return self.inner.put(*args, **kwargs)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.inner, name)
-
-
-class AsyncFaultyStore:
-    """The async twin of :class:`FaultyStore`."""
-
-    def __init__(
-        self, inner: AsyncInMemoryStore, case: Case, delete: Callable[[], Awaitable[object]]
-    ) -> None:
-        self.inner, self.delete = inner, delete
-        self.broken, self.delete_pending = case.broken_put, case.delete_on_put
-
-    async def repair(self) -> None:
-        self.broken = False
-
-    async def put(self, *args: Any, **kwargs: Any) -> Any:
-        if self.delete_pending:
-            self.delete_pending = False
-            await self.delete()
-        if self.broken:
-            raise StoreError("connection lost")
-        return await self.inner.put(*args, **kwargs)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.inner, name)
-
-
-def run_sync(case: Case) -> Outcome:
-    clock, events = FakeClock(), []
-    inner = InMemoryStore(clock=clock)
-    store = FaultyStore(inner, case, lambda: memory.delete_user(T, U))
-    memory = SessionMemory(
-        store=store,  # type: ignore[arg-type]
-        summarizer=HookedSummarizer(case, lambda: memory.delete_user(T, U)),
-        summarize_every=10,
-        window_messages=4,
-        clock=clock,
-        on_event=[events.append],
-    )
-    with memory:
-        results = [
-            getattr(store if c.method == "repair" else memory, c.method)(*c.args)
-            for c in case.calls
-        ]
-    return Outcome(
-        results=results,
-        summaries=inner.summary_history(T, S),
-        memories=[hit.item for hit in inner.search(T, ("user", U), limit=100)],
-        outbox=inner.pending_outbox(T),
-        events=[event.to_dict() for event in events],
-    )
-
-
-async def run_async(case: Case) -> Outcome:
-    clock, events = FakeClock(), []
-    inner = AsyncInMemoryStore(clock=clock)
-    store = AsyncFaultyStore(inner, case, lambda: memory.delete_user(T, U))
-    memory = AsyncSessionMemory(
-        store=store,  # type: ignore[arg-type]
-        summarizer=AsyncHookedSummarizer(case, lambda: memory.delete_user(T, U)),
-        summarize_every=10,
-        window_messages=4,
-        clock=clock,
-        on_event=[events.append],
-    )
-    async with memory:
-        results = [
-            await getattr(store if c.method == "repair" else memory, c.method)(*c.args)
-            for c in case.calls
-        ]
-    return Outcome(
-        results=results,
-        summaries=await inner.summary_history(T, S),
-        memories=[hit.item for hit in await inner.search(T, ("user", U), limit=100)],
-        outbox=await inner.pending_outbox(T),
-        events=[event.to_dict() for event in events],
-    )
-
-
-@pytest.mark.parametrize("name", list(CASES))
-async def test_sync_and_async_memories_agree(name: str) -> None:
-    """Equal call results, stored summaries, memories, outbox and event sequences."""
-    case = CASES[name]
-    assert run_sync(case) == await run_async(case)
-
-
-def test_the_parity_cases_exercise_what_they_name() -> None:
-    """Guards the parity test against cases that silently test nothing."""
-    stages = {
-        name: [e.get("stage") or e["event"] for e in run_sync(case).events]
-        for name, case in CASES.items()
-    }
-    assert stages == {
-        "due_turn": ["session_summary_started", "session_summary_saved"],
-        "not_due_turn": [],
-        "failing_summarizer": ["session_summary_started", "summarize"],
-        "invalid_summary": ["session_summary_started", "invalid_summary"],
-        "failing_memory_write_then_recover": [
-            "session_summary_started",
-            "memory_write",
-            "session_summary_saved",
-            "outbox_replayed",
-        ],
-        "user_deleted_mid_job": [
-            "session_summary_started",
-            "session_summary_saved",
-            "session_summary_started",
-        ],
-        "user_deleted_between_writes": ["session_summary_started"],
-    }

@@ -1,9 +1,13 @@
-"""OpenTelemetry spans and metrics from synopsis events (needs the ``otel`` extra).
+"""OpenTelemetry spans and metrics (needs the ``otel`` extra).
 
-Pass an :class:`OpenTelemetryHandler` wherever event handlers are accepted. Each summarization
-becomes one span, ``synopsis.summarize``, opened by ``before_summarize`` and closed by
-``after_summarize`` (status OK) or ``summarize_failed`` (status ERROR); every
-``generate_summary`` attempt is a span event on it. Metrics:
+:class:`Tracing` starts spans for code that traces itself (session memory: see
+:mod:`synopsis.session._tracing`); it is a no-op without ``opentelemetry-api`` and close to
+free without a configured SDK.
+
+Compaction is traced from its events: pass an :class:`OpenTelemetryHandler` wherever event
+handlers are accepted. Each summarization becomes one span, ``synopsis.summarize``, opened by
+``before_summarize`` and closed by ``after_summarize`` (status OK) or ``summarize_failed``
+(status ERROR); every ``generate_summary`` attempt is a span event on it. Metrics:
 
 - ``synopsis.compactions`` (counter, by reason), ``synopsis.failures`` (counter);
 - ``synopsis.attempts`` (counter, by model, phase and outcome);
@@ -16,14 +20,89 @@ Only ``opentelemetry-api`` is needed; without an SDK configured everything is a 
 from __future__ import annotations
 
 import threading
-from typing import Any
+from collections.abc import Mapping
+from contextlib import AbstractContextManager, nullcontext
+from typing import Any, Literal
 
 from synopsis.errors import ConfigError
 from synopsis.events import AfterSummarize, BeforeSummarize, Event, GenerateSummary, SummarizeFailed
 
-__all__ = ["OpenTelemetryHandler"]
+__all__ = ["NO_SPAN", "OpenTelemetryHandler", "Tracing"]
 
 _SCOPE = "synopsis"
+
+#: What OpenTelemetry accepts as an attribute value (the scalars synopsis records).
+AttributeValue = str | bool | int | float
+
+
+class _NoSpan:
+    """Stands in for a span when OpenTelemetry is not installed: records nothing."""
+
+    def is_recording(self) -> bool:
+        return False
+
+    def set_attribute(self, key: str, value: AttributeValue) -> None:
+        pass
+
+    def set_attributes(self, attributes: Mapping[str, AttributeValue]) -> None:
+        pass
+
+    def add_event(self, name: str, attributes: Mapping[str, AttributeValue] | None = None) -> None:
+        pass
+
+
+NO_SPAN: Any = _NoSpan()
+
+
+class Tracing:
+    """Starts spans through OpenTelemetry when it is there; otherwise does nothing.
+
+    ``tracer_provider`` defaults to the global one, looked up at each span, so spans start to
+    be recorded as soon as an SDK is configured. Until then (or without ``opentelemetry-api``
+    at all) no span is started: :meth:`active` is False and :meth:`span` gives
+    :data:`NO_SPAN`, which costs about a microsecond. A span that nothing records is not made
+    current either. Callers test ``span.is_recording()`` before building attributes.
+    """
+
+    def __init__(self, *, tracer_provider: Any = None) -> None:
+        try:
+            from opentelemetry import trace
+        except ImportError:
+            self._trace: Any = None
+            self._tracer: Any = None
+            return
+        self._trace = trace
+        self._tracer = trace.get_tracer(_SCOPE, tracer_provider=tracer_provider)
+        self._given = tracer_provider is not None
+        self._placeholders = (trace.ProxyTracerProvider, trace.NoOpTracerProvider)
+
+    def active(self) -> bool:
+        """True when a span may be recorded: a provider was given, or a global one is set."""
+        if self._tracer is None:
+            return False
+        return self._given or not isinstance(self._trace.get_tracer_provider(), self._placeholders)
+
+    def span(
+        self, name: str, *, kind: Literal["internal", "client"] = "internal"
+    ) -> AbstractContextManager[Any]:
+        """Start ``name`` as the current span for the ``with`` block; it ends with the block.
+
+        An exception leaving the block is recorded on the span and sets its status to ERROR.
+        """
+        if not self.active():
+            return nullcontext(NO_SPAN)
+        kinds = self._trace.SpanKind
+        span = self._tracer.start_span(
+            name, kind=kinds.CLIENT if kind == "client" else kinds.INTERNAL
+        )
+        if not span.get_span_context().is_valid:  # nothing records it, nothing can follow it
+            return nullcontext(span)
+        return self._trace.use_span(span, end_on_exit=True)  # type: ignore[no-any-return]
+
+    def fail(self, span: Any, description: str) -> None:
+        """Set ``span``'s status to ERROR."""
+        if self._trace is not None and span.is_recording():
+            span.set_status(self._trace.Status(self._trace.StatusCode.ERROR, description))
 
 
 def _otel() -> tuple[Any, Any]:

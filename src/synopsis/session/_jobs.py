@@ -4,7 +4,7 @@ Each workflow is a generator (see :mod:`synopsis._flow`) that yields frozen step
 their results, or has their exceptions thrown into it:
 
 * :class:`StoreCall` calls one method of the session store (``store.<method>(*args, **kwargs)``);
-* :class:`Summarize` asks the summarizer for a summary;
+* :class:`Summarize` asks the summarizer for a summary, within ``timeout`` seconds;
 * :class:`Emit` delivers one event to the handlers.
 
 The flows decide everything: when a turn admits a job, which messages a job summarizes, how a
@@ -29,8 +29,8 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from synopsis._flow import Flow
-from synopsis.errors import InvalidSummary
-from synopsis.events import OutboxReplayed, SessionEvent, failure
+from synopsis.errors import InvalidSummary, ModelTimeout
+from synopsis.events import OutboxReplayed, failure
 from synopsis.memory._types import (
     OutboxEntry,
     SearchHit,
@@ -38,10 +38,12 @@ from synopsis.memory._types import (
     SessionSummary,
     validate_tenant,
 )
+from synopsis.session._events import SessionNotice, summarize_timeout_error
 from synopsis.session._state import Job, Registry, ScheduleResult, saved_event, started_event
 from synopsis.session.context import (
     SessionSettings,
     build_messages,
+    injected_summary,
     is_due,
     memory_tags,
     next_summary,
@@ -50,6 +52,8 @@ from synopsis.session.context import (
     summary_key,
     summary_namespace,
     summary_span,
+    summary_text,
+    truncation,
 )
 
 __all__ = [
@@ -110,11 +114,16 @@ class StoreCall:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Summarize:
-    """Summarize ``messages``; the flow is sent the summarizer's result."""
+    """Summarize ``messages``; the flow is sent the summarizer's result.
+
+    A driver that has waited ``timeout`` seconds (None: no limit) stops waiting and throws
+    :meth:`timed_out` into the flow instead.
+    """
 
     messages: Sequence[Mapping[str, Any]]
     previous_summary: str | None
     session_id: str
+    timeout: float | None = None
 
     def on(self, summarizer: Any) -> Any:
         """Ask ``summarizer`` (an awaitable for an async one)."""
@@ -122,12 +131,16 @@ class Summarize:
             self.messages, previous_summary=self.previous_summary, session_id=self.session_id
         )
 
+    def timed_out(self) -> ModelTimeout:
+        """The error of a call that outlived ``timeout``: the same in both drivers."""
+        return summarize_timeout_error(self.timeout or 0.0)
+
 
 @dataclass(frozen=True, slots=True)
 class Emit:
     """Deliver ``event`` to the handlers; the flow is sent None."""
 
-    event: SessionEvent
+    event: SessionNotice
 
 
 Step = StoreCall | Summarize | Emit
@@ -220,13 +233,15 @@ def _summarize(
 ) -> Flow[Step, SessionSummary | None]:
     """The next summary version of messages ``[start, end)``; None (reported) on failure."""
     start, end = span
+    settings = runtime.settings
     try:
         result = yield Summarize(
             messages=job.messages[start:end],
             previous_summary=prev.text if prev else None,
             session_id=job.session_id,
+            timeout=settings.summarize_timeout,
         )
-        return next_summary(
+        summary = next_summary(
             tenant=job.tenant,
             user_id=job.user_id,
             session_id=job.session_id,
@@ -234,12 +249,19 @@ def _summarize(
             result=result,
             covers_to=end,
             now=runtime.clock(),
+            max_chars=settings.max_summary_chars,
         )
     except InvalidSummary as exc:
         yield Emit(failure("invalid_summary", job.tenant, job.session_id, exc))
+        return None
     except Exception as exc:
         yield Emit(failure("summarize", job.tenant, job.session_id, exc))
-    return None
+        return None
+    limit = settings.max_summary_chars or 0
+    cut = truncation(summary, summary_text(result), target="stored", unit="chars", limit=limit)
+    if cut is not None:
+        yield Emit(cut)
+    return summary
 
 
 def dual_write(runtime: Runtime, job: Job, summary: SessionSummary) -> Flow[Step, JobOutcome]:
@@ -338,6 +360,9 @@ def build_context(
         summary = yield store_call("latest_summary", tenant, session_id)
     except Exception as exc:
         yield Emit(failure("load_summary", tenant, session_id, exc))
+    summary, cut = injected_summary(settings, summary)
+    if cut is not None:
+        yield Emit(cut)
     question = recall_query(body, query)
     hits = yield from _recall_notes(settings, ids, question)
     return build_messages(

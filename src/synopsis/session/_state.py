@@ -14,8 +14,14 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from synopsis.events import SessionSummarySaved, SessionSummaryStarted
+from synopsis.events import (
+    SessionMemoryFailed,
+    SessionSummarySaved,
+    SessionSummaryStarted,
+    failure,
+)
 from synopsis.memory._types import AsyncSessionStore, SessionStore, SessionSummary
+from synopsis.session._events import abandoned_error
 from synopsis.session.context import is_due
 
 __all__ = [
@@ -25,6 +31,7 @@ __all__ = [
     "ScheduleResult",
     "SessionStore",
     "SkipReason",
+    "abandoned_event",
     "saved_event",
     "started_event",
 ]
@@ -153,3 +160,8 @@ def saved_event(summary: SessionSummary, memory_written: bool) -> SessionSummary
         model=summary.model,
         memory_written=memory_written,
     )
+
+
+def abandoned_event(job: Job, close_timeout: float | None) -> SessionMemoryFailed:
+    """The report of a job that ``close()`` stopped waiting for."""
+    return failure("job", job.tenant, job.session_id, abandoned_error(close_timeout or 0.0))

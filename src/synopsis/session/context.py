@@ -15,20 +15,24 @@ A built context is, in order:
 Within a token budget, recalled notes are dropped lowest-ranked first, then the window is
 shortened from its old end. The system prompt and the summary are never dropped, and the
 newest tool-safe segment of the history is always kept (a request without the user's latest
-message is useless), even when that alone exceeds the budget.
+message is useless), even when that alone exceeds the budget. The summary is bounded instead:
+a new version is cut to ``max_summary_chars`` before it is saved, and the injected text to
+``max_summary_tokens`` and to half of the budget (see :mod:`._bounds`).
 """
 
 from __future__ import annotations
 
 import hashlib
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
-from typing import Any, get_args
+from typing import Any, Literal, get_args
 
 from synopsis.errors import ConfigError, InvalidSummary
 from synopsis.memory._types import Namespace, SearchHit, SearchMode, SessionSummary
 from synopsis.messages import open_tool_calls, safe_cut_points, text_of
+from synopsis.session._bounds import MIN_SUMMARY_CHARS, clip_chars, clip_tokens
+from synopsis.session._events import SessionSummaryTruncated
 from synopsis.session._notes import (
     Recalled,
     dedupe_recalled,
@@ -56,17 +60,23 @@ from synopsis.session._window import (
 from synopsis.tokens import Estimator, TokenCounter
 
 __all__ = [
+    "DEFAULT_MAX_SUMMARY_CHARS",
+    "DEFAULT_SUMMARIZE_TIMEOUT",
     "MAX_NOTE_CHARS",
+    "MIN_SUMMARY_TOKENS",
     "ContextPlan",
     "Recalled",
     "SessionSettings",
     "assemble_context",
     "build_messages",
+    "check_timeout",
     "choose_window_start",
     "content_hash",
     "dedupe_recalled",
     "fuse_ranked",
     "hits_to_recalled",
+    "injected_summary",
+    "injected_token_limit",
     "is_due",
     "latest_user_text",
     "make_settings",
@@ -84,7 +94,9 @@ __all__ = [
     "summary_key",
     "summary_namespace",
     "summary_span",
+    "summary_text",
     "system_with_summary",
+    "truncation",
 ]
 
 
@@ -142,6 +154,20 @@ class SessionSettings:
     recall_limit: int
     recall_mode: SearchMode
     estimate: Estimator
+    #: Seconds a job waits for the summarizer (None: no limit).
+    summarize_timeout: float | None = None
+    #: Characters of a stored summary (and of one read back, before it is injected).
+    max_summary_chars: int | None = None
+    #: Tokens of the summary injected into a request.
+    max_summary_tokens: int | None = None
+
+
+#: The defaults of the bounds, shared by both twins.
+DEFAULT_SUMMARIZE_TIMEOUT = 120.0
+DEFAULT_MAX_SUMMARY_CHARS = 20_000
+
+#: The smallest ``max_summary_tokens`` accepted: room for the marker and some text.
+MIN_SUMMARY_TOKENS = 50
 
 
 def make_settings(
@@ -154,17 +180,23 @@ def make_settings(
     recall_limit: int,
     recall_mode: SearchMode = "keyword",
     estimate: Estimator | None,
+    summarize_timeout: float | None = DEFAULT_SUMMARIZE_TIMEOUT,
+    max_summary_chars: int | None = DEFAULT_MAX_SUMMARY_CHARS,
+    max_summary_tokens: int | None = None,
 ) -> SessionSettings:
     """Check the options once, naming the one at fault."""
     if summarize_every < 1:
         raise ConfigError("summarize_every must be at least 1")
-    for name, value in (
-        ("window_messages", window_messages),
-        ("window_tokens", window_tokens),
-        ("context_budget_tokens", context_budget_tokens),
+    for name, value, least in (
+        ("window_messages", window_messages, 1),
+        ("window_tokens", window_tokens, 1),
+        ("context_budget_tokens", context_budget_tokens, 1),
+        ("max_summary_chars", max_summary_chars, MIN_SUMMARY_CHARS),
+        ("max_summary_tokens", max_summary_tokens, MIN_SUMMARY_TOKENS),
     ):
-        if value is not None and value < 1:
-            raise ConfigError(f"{name} must be at least 1, or None for no limit")
+        if value is not None and value < least:
+            raise ConfigError(f"{name} must be at least {least}, or None for no limit")
+    check_timeout("summarize_timeout", summarize_timeout)
     if recall_limit < 0:
         raise ConfigError("recall_limit must be 0 or more")
     if recall_mode not in get_args(SearchMode):
@@ -178,7 +210,16 @@ def make_settings(
         recall_limit=recall_limit,
         recall_mode=recall_mode,
         estimate=estimate or TokenCounter().estimate_text,
+        summarize_timeout=summarize_timeout,
+        max_summary_chars=max_summary_chars,
+        max_summary_tokens=max_summary_tokens,
     )
+
+
+def check_timeout(name: str, seconds: float | None) -> None:
+    """A time limit is a positive number of seconds, or None for none."""
+    if seconds is not None and not seconds > 0:
+        raise ConfigError(f"{name} must be a positive number of seconds, or None for no limit")
 
 
 def next_summary(
@@ -190,24 +231,92 @@ def next_summary(
     result: object,
     covers_to: int,
     now: float,
+    max_chars: int | None = None,
 ) -> SessionSummary:
-    """The next summary version, or InvalidSummary when the summarizer returned garbage."""
-    text = getattr(result, "text", None)
-    if not isinstance(text, str) or not text.strip():
-        raise InvalidSummary(f"summarizer returned no usable text: {type(result).__name__}")
+    """The next summary version, or InvalidSummary when the summarizer returned garbage.
+
+    A text longer than ``max_chars`` is cut (see :func:`truncation` for the report).
+    """
+    text = summary_text(result)
+    if max_chars is not None:
+        text = clip_chars(text, max_chars)
     model = getattr(result, "model", None)
     return SessionSummary(
         tenant=tenant,
         user_id=user_id,
         session_id=session_id,
         version=(previous.version if previous else 0) + 1,
-        text=text.strip(),
+        text=text,
         covers_from=0,
         covers_to=covers_to,
         model=model if isinstance(model, str) and model else "unknown",
-        content_hash=content_hash(text.strip()),
+        content_hash=content_hash(text),
         created_at=datetime.fromtimestamp(now, UTC),
     )
+
+
+def summary_text(result: object) -> str:
+    """The stripped text of a summarizer's result; InvalidSummary when there is none."""
+    text = getattr(result, "text", None)
+    if not isinstance(text, str) or not text.strip():
+        raise InvalidSummary(f"summarizer returned no usable text: {type(result).__name__}")
+    return text.strip()
+
+
+def truncation(
+    summary: SessionSummary,
+    original: str,
+    *,
+    target: Literal["stored", "injected"],
+    unit: Literal["chars", "tokens"],
+    limit: int,
+) -> SessionSummaryTruncated | None:
+    """The report of ``original`` cut down to ``summary.text``; None when nothing was cut."""
+    if summary.text == original:
+        return None
+    return SessionSummaryTruncated(
+        tenant=summary.tenant,
+        session_id=summary.session_id,
+        version=summary.version,
+        target=target,
+        unit=unit,
+        limit=limit,
+        original_chars=len(original),
+        kept_chars=len(summary.text),
+    )
+
+
+def injected_token_limit(settings: SessionSettings) -> int | None:
+    """Tokens the injected summary may take: ``max_summary_tokens``, half the budget."""
+    limits = [settings.max_summary_tokens, settings.budget // 2 if settings.budget else None]
+    present = [limit for limit in limits if limit is not None]
+    return min(present) if present else None
+
+
+def injected_summary(
+    settings: SessionSettings, summary: SessionSummary | None
+) -> tuple[SessionSummary | None, SessionSummaryTruncated | None]:
+    """``summary`` with its text cut to what a request may carry, and the report of a cut.
+
+    A summary saved before the stored cap existed is cut to ``max_summary_chars`` first, so a
+    huge text is never estimated whole; then to the token limit.
+    """
+    if summary is None:
+        return None, None
+    text, limit = summary.text, settings.max_summary_chars or 0
+    unit: Literal["chars", "tokens"] = "chars"
+    if settings.max_summary_chars is not None:
+        text = clip_chars(text, settings.max_summary_chars)
+    tokens = injected_token_limit(settings)
+    if tokens is not None:
+        clipped = clip_tokens(text, tokens, settings.estimate)
+        if clipped != text:
+            text, unit, limit = clipped, "tokens", tokens
+    if text == summary.text:
+        return summary, None
+    injected = replace(summary, text=text)
+    report = truncation(injected, summary.text, target="injected", unit=unit, limit=limit)
+    return injected, report
 
 
 def memory_tags(summary: SessionSummary) -> dict[str, str]:

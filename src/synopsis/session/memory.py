@@ -31,7 +31,20 @@ is the asyncio twin.
 
 Every workflow is written once, as a flow of steps in :mod:`synopsis.session._jobs`; the two
 classes here only own the threads or tasks, the registry and the lifecycle, and carry the
-steps out on the store, the summarizer and the event handlers (``_perform``).
+steps out on the store, the summarizer and the event handlers (``_perform``, which every store
+call passes and which traces it: see :mod:`synopsis.session._tracing`).
+
+Nothing here can keep a process alive. A summarizer call gets ``summarize_timeout`` seconds
+(default 120; None for no limit): the async twin cancels it, the sync twin stops waiting and
+leaves the call on a daemon thread, its late result dropped; either way the job fails with a
+``summarize`` failure (a ``ModelTimeout``) and the session is released. ``close()`` waits at
+most ``close_timeout`` seconds (default 30) and reports each job it abandons as a ``job``
+failure; ``close(wait=False)`` returns at once. Sync jobs run on daemon threads, which the
+interpreter does not wait for at exit (see :mod:`synopsis.session._workers`).
+
+A summary is bounded: a new version is cut to ``max_summary_chars`` (default 20,000) before it
+is saved, and the injected text to ``max_summary_tokens`` and half of
+``context_budget_tokens``; each cut is reported as a ``session_summary_truncated`` event.
 
 Neither class closes the store it was given; its owner does.
 """
@@ -50,7 +63,8 @@ from synopsis._flow import adrive, drive
 from synopsis.events import SessionEventHandler, aemit, check_sync_handlers, emit, failure
 from synopsis.memory._types import SearchHit, SearchMode
 from synopsis.session import _jobs
-from synopsis.session._jobs import Emit, Runtime, Step, StoreCall
+from synopsis.session._events import deliverable
+from synopsis.session._jobs import Emit, Runtime, Step, Summarize
 from synopsis.session._state import (
     AsyncSessionStore,
     Job,
@@ -58,9 +72,18 @@ from synopsis.session._state import (
     ScheduleResult,
     SessionStore,
     SkipReason,
+    abandoned_event,
 )
-from synopsis.session.context import make_settings
+from synopsis.session._tracing import SessionTracer
+from synopsis.session._workers import DaemonPool, call_within
+from synopsis.session.context import (
+    DEFAULT_MAX_SUMMARY_CHARS,
+    DEFAULT_SUMMARIZE_TIMEOUT,
+    check_timeout,
+    make_settings,
+)
 from synopsis.summarizer import AsyncSummarizerLike, SummarizerLike
+from synopsis.telemetry import Tracing
 from synopsis.tokens import Estimator
 
 __all__ = [
@@ -71,6 +94,9 @@ __all__ = [
     "SessionStore",
     "SkipReason",
 ]
+
+#: How long ``close()`` waits for running jobs by default.
+DEFAULT_CLOSE_TIMEOUT = 30.0
 
 
 # ---------------------------------------------------------------------------------------------
@@ -97,6 +123,12 @@ class SessionMemory:
         max_workers: int = 2,
         failure_cooldown: float = 60.0,
         estimate: Estimator | None = None,
+        summarize_timeout: float | None = DEFAULT_SUMMARIZE_TIMEOUT,
+        close_timeout: float | None = DEFAULT_CLOSE_TIMEOUT,
+        max_summary_chars: int | None = DEFAULT_MAX_SUMMARY_CHARS,
+        max_summary_tokens: int | None = None,
+        tracer_provider: Any = None,
+        trace_tenant: bool = False,
     ) -> None:
         settings = make_settings(
             summarize_every=summarize_every,
@@ -107,26 +139,48 @@ class SessionMemory:
             recall_limit=recall_limit,
             recall_mode=recall_mode,
             estimate=estimate,
+            summarize_timeout=summarize_timeout,
+            max_summary_chars=max_summary_chars,
+            max_summary_tokens=max_summary_tokens,
         )
+        check_timeout("close_timeout", close_timeout)
         check_sync_handlers(on_event)
         self._store = store
         self._summarizer = summarizer
         self._handlers = tuple(on_event)
         self._registry = Registry(clock, failure_cooldown)
         self._runtime = Runtime(settings, self._registry, clock)
-        self._executor = concurrent.futures.ThreadPoolExecutor(
-            max_workers=max_workers, thread_name_prefix="synopsis-session"
+        self._tracer = SessionTracer(
+            Tracing(tracer_provider=tracer_provider),
+            store=store,
+            summarizer=summarizer,
+            trace_tenant=trace_tenant,
         )
-        self._futures: set[concurrent.futures.Future[None]] = set()
-        self._futures_lock = threading.Lock()
+        self._workers = DaemonPool(max_workers, name="synopsis-session")
+        self._close_timeout = close_timeout
+        self._jobs: dict[concurrent.futures.Future[None], Job] = {}
+        self._jobs_lock = threading.Lock()
         self._closed = False
 
     def _perform(self, step: Step) -> Any:
         """Carry out one step of a flow on the store, the summarizer or the handlers."""
+        with self._tracer.step(step) as record:
+            result = self._carry_out(step)
+            record(result)
+        return result
+
+    def _carry_out(self, step: Step) -> Any:
         if isinstance(step, Emit):
-            emit(self._handlers, step.event)
+            emit(self._handlers, deliverable(step.event))
             return None
-        return step.on(self._store if isinstance(step, StoreCall) else self._summarizer)
+        if isinstance(step, Summarize):
+            return call_within(
+                lambda: step.on(self._summarizer),
+                step.timeout,
+                on_timeout=step.timed_out,
+                name="synopsis-session-summarize",
+            )
+        return step.on(self._store)
 
     # --- after each turn ---------------------------------------------------------------------
 
@@ -153,22 +207,27 @@ class SessionMemory:
 
     def _submit(self, job: Job) -> None:
         try:
-            future = self._executor.submit(self._run, job)
+            future = self._workers.submit(lambda: self._run(job))
         except RuntimeError as exc:  # shut down between the check and the submit
             self._registry.release(job.key, failed=False)
             emit(self._handlers, failure("job", job.tenant, job.session_id, exc))
             return
-        with self._futures_lock:
-            self._futures.add(future)
+        with self._jobs_lock:
+            self._jobs[future] = job
         future.add_done_callback(self._forget)
 
     def _forget(self, future: concurrent.futures.Future[None]) -> None:
-        with self._futures_lock:
-            self._futures.discard(future)
+        with self._jobs_lock:
+            job = self._jobs.pop(future, None)
+        if job is not None and future.cancelled():  # dropped by close() before it ran
+            self._registry.release(job.key, failed=False)
 
     def _run(self, job: Job) -> None:
-        with contextlib.closing(_jobs.run_job(self._runtime, job)) as flow:
-            drive(flow, self._perform)
+        with (
+            self._tracer.job(job) as span,
+            contextlib.closing(_jobs.run_job(self._runtime, job)) as flow,
+        ):
+            self._tracer.job_ended(span, drive(flow, self._perform))
 
     def recover(self, tenant: str | None = None, *, limit: int = 100) -> int:
         """Replay pending entries, fewest failures first; return how many completed."""
@@ -194,7 +253,10 @@ class SessionMemory:
             system_prompt=system_prompt,
             query=query,
         )
-        return drive(flow, self._perform)
+        with self._tracer.build_context(tenant, session_id, len(messages)) as span:
+            built = drive(flow, self._perform)
+            self._tracer.counted(span, "synopsis.context.messages", built)
+        return built
 
     def recall(
         self,
@@ -210,10 +272,14 @@ class SessionMemory:
 
         ``mode`` defaults to the ``recall_mode`` this memory was built with.
         """
+        mode = mode or self._runtime.settings.recall_mode
         flow = _jobs.recall(
             self._runtime.settings, tenant, user_id, query, limit=limit, kind=kind, mode=mode
         )
-        return drive(flow, self._perform)
+        with self._tracer.recall(tenant, limit=limit, kind=kind, mode=mode) as span:
+            hits = drive(flow, self._perform)
+            self._tracer.counted(span, "synopsis.recall.hits", hits)
+        return hits
 
     def delete_user(self, tenant: str, user_id: str) -> int:
         """Delete the user's memories, summaries and outbox entries; return how many."""
@@ -225,8 +291,8 @@ class SessionMemory:
         """Wait for scheduled jobs (and the ones they schedule); False if ``timeout`` ran out."""
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
-            with self._futures_lock:
-                pending = set(self._futures)
+            with self._jobs_lock:
+                pending = set(self._jobs)
             if not pending:
                 return True
             left = None if deadline is None else max(deadline - time.monotonic(), 0.0)
@@ -235,15 +301,31 @@ class SessionMemory:
                 return False
 
     def close(self, *, wait: bool = True) -> None:
-        """Stop accepting jobs; wait for running ones unless ``wait=False`` (queued are dropped)."""
+        """Stop accepting jobs, then wait for queued and running ones (``wait=True``).
+
+        The wait lasts at most ``close_timeout`` seconds; jobs still unfinished then are
+        abandoned (each reported as a ``job`` failure): a running one is left on its daemon
+        thread, a queued one is dropped. ``wait=False`` drops the queued jobs and returns at
+        once. Daemon threads never delay the exit of the process.
+        """
         self._closed = True
-        self._executor.shutdown(wait=wait, cancel_futures=not wait)
+        self._workers.shutdown(cancel_pending=not wait)
+        if wait and not self.drain(self._close_timeout):
+            abandoned = self._unfinished()
+            self._workers.shutdown(cancel_pending=True)
+            for job in abandoned:
+                emit(self._handlers, abandoned_event(job, self._close_timeout))
+
+    def _unfinished(self) -> list[Job]:
+        with self._jobs_lock:
+            return [job for future, job in self._jobs.items() if not future.done()]
 
     def __enter__(self) -> SessionMemory:
         return self
 
     def __exit__(self, *exc_info: object) -> None:
-        self.close()
+        if not self._closed:  # a close(wait=False) inside the block is not undone by a wait
+            self.close()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -269,6 +351,12 @@ class AsyncSessionMemory:
         clock: Callable[[], float] = time.time,
         failure_cooldown: float = 60.0,
         estimate: Estimator | None = None,
+        summarize_timeout: float | None = DEFAULT_SUMMARIZE_TIMEOUT,
+        close_timeout: float | None = DEFAULT_CLOSE_TIMEOUT,
+        max_summary_chars: int | None = DEFAULT_MAX_SUMMARY_CHARS,
+        max_summary_tokens: int | None = None,
+        tracer_provider: Any = None,
+        trace_tenant: bool = False,
     ) -> None:
         settings = make_settings(
             summarize_every=summarize_every,
@@ -279,21 +367,52 @@ class AsyncSessionMemory:
             recall_limit=recall_limit,
             recall_mode=recall_mode,
             estimate=estimate,
+            summarize_timeout=summarize_timeout,
+            max_summary_chars=max_summary_chars,
+            max_summary_tokens=max_summary_tokens,
         )
+        check_timeout("close_timeout", close_timeout)
         self._store = store
         self._summarizer = summarizer
         self._handlers = tuple(on_event)
         self._registry = Registry(clock, failure_cooldown)
         self._runtime = Runtime(settings, self._registry, clock)
-        self._tasks: set[asyncio.Task[None]] = set()
+        self._tracer = SessionTracer(
+            Tracing(tracer_provider=tracer_provider),
+            store=store,
+            summarizer=summarizer,
+            trace_tenant=trace_tenant,
+        )
+        self._close_timeout = close_timeout
+        self._tasks: dict[asyncio.Task[None], Job] = {}
         self._closed = False
 
     async def _perform(self, step: Step) -> Any:
         """Carry out one step of a flow, awaiting the store, the summarizer or the handlers."""
+        with self._tracer.step(step) as record:
+            result = await self._carry_out(step)
+            record(result)
+        return result
+
+    async def _carry_out(self, step: Step) -> Any:
         if isinstance(step, Emit):
-            await aemit(self._handlers, step.event)
+            await aemit(self._handlers, deliverable(step.event))
             return None
-        return await step.on(self._store if isinstance(step, StoreCall) else self._summarizer)
+        if isinstance(step, Summarize):
+            return await self._summarize(step)
+        return await step.on(self._store)
+
+    async def _summarize(self, step: Summarize) -> Any:
+        """Await the summarizer, cancelling it after ``step.timeout`` seconds."""
+        if step.timeout is None:
+            return await step.on(self._summarizer)
+        try:
+            async with asyncio.timeout(step.timeout) as limit:
+                return await step.on(self._summarizer)
+        except TimeoutError:
+            if limit.expired():
+                raise step.timed_out() from None
+            raise  # the summarizer's own
 
     async def after_turn(
         self, tenant: str, user_id: str, session_id: str, messages: Sequence[Mapping[str, Any]]
@@ -309,14 +428,25 @@ class AsyncSessionMemory:
         result, job = await adrive(flow, self._perform)
         if job is not None:
             task = asyncio.get_running_loop().create_task(self._run(job))
-            self._tasks.add(task)
-            task.add_done_callback(self._tasks.discard)
+            self._tasks[task] = job
+            task.add_done_callback(self._forget)
         return result
+
+    def _forget(self, task: asyncio.Task[None]) -> None:
+        self._tasks.pop(task, None)
 
     async def _run(self, job: Job) -> None:
         # closing: a cancelled task still releases the session (the flow's finally runs)
-        with contextlib.closing(_jobs.run_job(self._runtime, job)) as flow:
-            await adrive(flow, self._perform)
+        with (
+            self._tracer.job(job) as span,
+            contextlib.closing(_jobs.run_job(self._runtime, job)) as flow,
+        ):
+            try:
+                outcome = await adrive(flow, self._perform)
+            except asyncio.CancelledError:
+                self._tracer.job_ended(span, "cancelled")
+                raise
+            self._tracer.job_ended(span, outcome)
 
     async def recover(self, tenant: str | None = None, *, limit: int = 100) -> int:
         """Replay pending entries, fewest failures first; return how many completed."""
@@ -340,7 +470,10 @@ class AsyncSessionMemory:
             system_prompt=system_prompt,
             query=query,
         )
-        return await adrive(flow, self._perform)
+        with self._tracer.build_context(tenant, session_id, len(messages)) as span:
+            built = await adrive(flow, self._perform)
+            self._tracer.counted(span, "synopsis.context.messages", built)
+        return built
 
     async def recall(
         self,
@@ -356,10 +489,14 @@ class AsyncSessionMemory:
 
         ``mode`` defaults to the ``recall_mode`` this memory was built with.
         """
+        mode = mode or self._runtime.settings.recall_mode
         flow = _jobs.recall(
             self._runtime.settings, tenant, user_id, query, limit=limit, kind=kind, mode=mode
         )
-        return await adrive(flow, self._perform)
+        with self._tracer.recall(tenant, limit=limit, kind=kind, mode=mode) as span:
+            hits = await adrive(flow, self._perform)
+            self._tracer.counted(span, "synopsis.recall.hits", hits)
+        return hits
 
     async def delete_user(self, tenant: str, user_id: str) -> int:
         """Delete the user's memories, summaries and outbox entries; return how many."""
@@ -377,11 +514,17 @@ class AsyncSessionMemory:
         return True
 
     async def aclose(self, *, wait: bool = True) -> None:
-        """Stop accepting jobs; wait for running ones, or cancel them with ``wait=False``."""
+        """Stop accepting jobs, then wait for running ones (``wait=True``).
+
+        The wait lasts at most ``close_timeout`` seconds; jobs still unfinished then are
+        cancelled and reported as ``job`` failures. ``wait=False`` cancels them at once.
+        """
         self._closed = True
         if wait:
-            await self.drain()
-            return
+            if await self.drain(self._close_timeout):
+                return
+            for job in list(self._tasks.values()):
+                await aemit(self._handlers, abandoned_event(job, self._close_timeout))
         for task in list(self._tasks):
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
@@ -390,4 +533,5 @@ class AsyncSessionMemory:
         return self
 
     async def __aexit__(self, *exc_info: object) -> None:
-        await self.aclose()
+        if not self._closed:  # an aclose(wait=False) inside the block is not undone by a wait
+            await self.aclose()
