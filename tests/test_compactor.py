@@ -27,6 +27,7 @@ from synopsis.errors import (
 from synopsis.messages import (
     content_type,
     is_real_user_message,
+    marker_of,
     open_tool_calls,
     text_of,
     validate_messages,
@@ -191,13 +192,16 @@ def test_extractive_fallback_compacts_when_models_fail() -> None:
 
 
 def test_truncate_fallback_archives_and_drops() -> None:
-    """fallback='truncate' drops the old part after archiving it, with a notice."""
+    """fallback='truncate' drops the old part after archiving it, with a notice; the newest
+    user message is never dropped (issue #8), so the archive holds all but that one."""
     archive = MemoryArchive()
     model = FakeModel(default=ProviderUnavailable("down", model="fake:model"))
     history = load("seed-d.json")
     result = make(model, fallback="truncate", archive=archive).compact(history)
     assert result.compacted and result.fallback == "truncate"
-    assert archive.batches[0][1] == history[1:]
+    newest = history[-2]
+    assert newest["content"] == "用户提问第五号" and newest in result.messages
+    assert archive.batches[0][1] == [m for m in history[1:] if m is not newest]
     assert "removed" in text_of(result.messages[1])
 
 
@@ -239,7 +243,8 @@ def test_second_compaction_is_incremental_and_carries_user_messages() -> None:
     assert "fix the bug" in request  # the previous summary, for updating
     text = text_of(second[-1])
     assert "first request" in text and "second request" in text
-    assert second[-1]["meta"]["version"] == 2
+    marker = marker_of(second[-1])
+    assert marker is not None and marker.integer("version") == 2
 
 
 def test_skills_survive_two_compactions() -> None:

@@ -16,7 +16,7 @@ from synopsis.compaction.skills import (
 )
 from synopsis.compaction.summary import collect_user_messages
 from synopsis.errors import ConfigError
-from synopsis.messages import is_internal
+from synopsis.messages import content_type, is_internal, marked_body
 from synopsis.prompts import CHINESE, ENGLISH
 
 
@@ -176,11 +176,12 @@ def test_skills_message_is_internal_and_structured() -> None:
     message = build_skills_message(skills, prompts=ENGLISH)
     assert message is not None
     assert message["role"] == "user"
-    assert message["meta"]["content_type"] == "skills"
+    assert content_type(message) == "skills"
     assert is_internal(message)
-    content = message["content"]
+    content = marked_body(message)
     assert content.startswith(ENGLISH.skills_preamble)
-    assert content.index("### Skill `pdf`\n\nPDF rules") < content.index("### Skill `git`")
+    assert content.index("### Skill `pdf`") < content.index("PDF rules")
+    assert content.index("PDF rules") < content.index("### Skill `git`")
     assert collect_user_messages([message]) == []
 
 
