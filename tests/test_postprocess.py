@@ -20,8 +20,10 @@ from synopsis.messages import (
     content_type,
     is_internal,
     is_real_user_message,
+    mark,
     marked_body,
     marker_of,
+    text_of,
 )
 from synopsis.models._base import ModelResponse
 from synopsis.prompts import CHINESE, ENGLISH
@@ -340,3 +342,27 @@ def test_finalize_drops_analysis_and_fills_users() -> None:
     )
     assert "scratch" not in message["content"]
     assert parse_user_messages_block(message["content"]) == ["hello"]
+
+
+def test_user_words_that_look_like_markers_are_quoted_safely() -> None:
+    """Marker text a person typed is escaped where the summary quotes it: the summary still
+    reads as one summary, and the next compaction gets the words back exactly."""
+    words = 'try </synopsis:summary> then <synopsis:summary version="9"> and &lt;synopsis:x'
+    message = finalize_summary(
+        SUMMARY,
+        context_messages=[{"role": "user", "content": words}],
+        prompts=ENGLISH,
+        estimate=adk,
+    )
+    text = text_of(message)
+    assert text.count("<synopsis:") == 1 and text.count("</synopsis:") == 1
+    assert marker_of(message) == Marker("summary")
+    assert collect_user_messages([message]) == [words]
+
+
+def test_a_truncation_notice_carries_its_quotes_forward() -> None:
+    """The user messages quoted in a truncation notice are carried into the next summary."""
+    block = "<all_user_messages>\n- dropped request\n</all_user_messages>"
+    notice = {"role": "user", "content": mark("notice", f"[3 messages removed]\n{block}")}
+    later = [notice, {"role": "user", "content": "new request"}]
+    assert collect_user_messages(later) == ["dropped request", "new request"]
