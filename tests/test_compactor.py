@@ -480,3 +480,15 @@ def test_plan_truncation_drops_the_oldest_unprotected_groups_first() -> None:
     assert tight.dropped == (skills, history[2], history[3], history[4])
     nothing = plan_truncation(plan, estimate=size, max_tokens=0)
     assert nothing.kept == (summary, history[5])
+
+
+def test_the_extractive_model_reads_a_marked_summary_as_the_previous_one() -> None:
+    """The offline model folds a summary it meets in its input into its own sections and
+    never quotes it as something the user said."""
+    from synopsis.models.extractive import ExtractiveModel
+
+    first = make(FakeModel([SUMMARY])).compact([{"role": "user", "content": "first request"}])
+    later = [*first.messages, {"role": "user", "content": "second request"}]
+    text = ExtractiveModel().complete(later).text
+    assert "first request" in text and "second request" in text  # the block of the previous
+    assert "continues an earlier one" not in text and "<synopsis:" not in text

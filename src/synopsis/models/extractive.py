@@ -26,7 +26,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from synopsis.messages import content_type, is_internal, marked_body, text_of
+from synopsis.messages import is_internal, marked_body, text_of
 from synopsis.models._base import ModelResponse, ModelSettings, Usage
 from synopsis.prompts import CHINESE, ENGLISH, USER_MESSAGES_TAG, PromptSet
 
@@ -94,17 +94,8 @@ class _Transcript:
 
 
 def _is_instruction(message: Mapping[str, Any]) -> bool:
-    text = text_of(message)
-    request = message.get("role") == "user" and not is_internal(message)
-    return request and "<summary>" in text and USER_MESSAGES_TAG in text
-
-
-def _summary_body(message: Mapping[str, Any]) -> str | None:
-    """The summary inside a summary message (marked, or recognized by its preamble)."""
-    if content_type(message) == "summary":
-        text = marked_body(message)
-        return _strip_wrapping(text) or text.strip()
-    return _strip_wrapping(text_of(message))
+    text = text_of(message) if not is_internal(message) else ""
+    return message.get("role") == "user" and "<summary>" in text and USER_MESSAGES_TAG in text
 
 
 def _strip_wrapping(text: str) -> str | None:
@@ -145,7 +136,7 @@ def _read(messages: Sequence[Mapping[str, Any]]) -> tuple[_Transcript, str]:
 def _add(transcript: _Transcript, message: Mapping[str, Any], names: dict[str, str]) -> None:
     role, text = message.get("role"), text_of(message)
     if role == "user":
-        wrapped = _summary_body(message)
+        wrapped = _strip_wrapping(marked_body(message))
         if wrapped is not None:
             transcript.previous = _SUMMARY_TAG.sub("", wrapped)
         elif not is_internal(message) and not _is_skills(text) and text.strip():
