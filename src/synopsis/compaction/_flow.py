@@ -29,6 +29,7 @@ from synopsis.compaction.options import CompactionOptions
 from synopsis.compaction.plan import CompactionPlan, Truncation, plan_compaction, plan_truncation
 from synopsis.compaction.skills import preserve_skills
 from synopsis.compaction.summary import (
+    NOTICE_KIND,
     SUMMARY_KIND,
     collect_user_messages,
     finalize_summary,
@@ -63,8 +64,6 @@ _MIN_REGROWTH = 0.10
 #: The truncation fallback keeps at most this share of the trigger's limit (or of the history,
 #: if that is smaller), so the very next call does not trigger again.
 _TRUNCATE_TO = 0.5
-#: The marker kind of the truncation fallback's notice.
-NOTICE_KIND = "notice"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -331,7 +330,7 @@ def _finish(
     except CompactionError as exc:
         return run.unchanged(error=describe_error(exc), events=events)
     version = _previous_version(plan) + 1
-    new = build(run.options, run.counter, plan, summary, archive=archive, tokens=run.tokens)
+    new = build(run.options, run.counter, plan, summary, archive=archive)
     after = run.counter.count(new).total
     yield from _emit(events, _after(run, summary, new, after, archive))
     return run.compacted(
@@ -345,8 +344,8 @@ def _truncate(
     """The truncation fallback: archive the messages it drops, then build without them."""
     truncation = _truncation(run, plan)
     if not truncation.dropped:
-        error = {"type": "CompactionError", "message": "truncation found nothing to drop"}
-        return run.unchanged(error=error, events=events)
+        nothing = CompactionError("the truncation fallback found nothing it may drop")
+        return run.unchanged(error=describe_error(nothing), events=events)
     try:
         archive = yield from _write_archive(run, truncation.dropped)
     except CompactionError as exc:
@@ -415,11 +414,10 @@ def build(
     summary: SummaryResult,
     *,
     archive: str | None,
-    tokens: int,
 ) -> list[dict[str, Any]]:
     """``[system] + [skills] + [summary] + [tail]``. The summary's marker carries its version
     and the tokens just after it (which the regrowth guard reads on later calls)."""
-    message = _summary_message(options, counter, plan, summary, archive=archive, tokens=tokens)
+    message = _summary_message(options, counter, plan, summary, archive=archive)
     skills = None
     if options.skills is not None:
         skills = preserve_skills(
@@ -441,7 +439,6 @@ def _summary_message(
     summary: SummaryResult,
     *,
     archive: str | None,
-    tokens: int,
 ) -> dict[str, Any]:
     return finalize_summary(
         summary.text,

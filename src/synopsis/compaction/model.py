@@ -82,7 +82,11 @@ def compacting_call(
 @dataclass(frozen=True, slots=True)
 class Conversation:
     """What a compacting model last compacted: the caller's messages (``original``) and the
-    compacted history that stands in for them (``compacted``)."""
+    compacted history that stands in for them (``compacted``).
+
+    Messages are compared by value, and a message is equal to itself: one the caller edits
+    in place after a call is not noticed (append new messages instead, or ``reset()``).
+    """
 
     original: tuple[Mapping[str, Any], ...] = ()
     compacted: tuple[dict[str, Any], ...] = ()

@@ -30,6 +30,7 @@ from synopsis.tokens import Estimator
 
 __all__ = [
     "DEFAULT_USER_MESSAGES_BUDGET",
+    "NOTICE_KIND",
     "QUOTING_KINDS",
     "SUMMARY_KIND",
     "build_summary_message",
@@ -44,11 +45,12 @@ __all__ = [
 
 
 DEFAULT_USER_MESSAGES_BUDGET: Final = 30_000
-#: The marker kind of a summary message.
+#: The marker kinds of a summary message and of the truncation fallback's notice.
 SUMMARY_KIND: Final = "summary"
-#: Kinds of internal messages whose ``<all_user_messages>`` block quotes what the user said
-#: (a summary, a truncation notice): the next compaction carries the quotes forward.
-QUOTING_KINDS: Final = frozenset({SUMMARY_KIND, "notice"})
+NOTICE_KIND: Final = "notice"
+#: Kinds of internal messages whose ``<all_user_messages>`` block quotes what the user said:
+#: the next compaction carries the quotes forward.
+QUOTING_KINDS: Final = frozenset({SUMMARY_KIND, NOTICE_KIND})
 _FLAGS: Final = re.IGNORECASE | re.DOTALL
 _OPEN_TAG: Final = f"<{USER_MESSAGES_TAG}>"
 _CLOSE_TAG: Final = f"</{USER_MESSAGES_TAG}>"
