@@ -27,6 +27,8 @@ from synopsis.errors import (
 from synopsis.messages import (
     content_type,
     is_real_user_message,
+    mark,
+    marker_of,
     open_tool_calls,
     text_of,
     validate_messages,
@@ -191,13 +193,16 @@ def test_extractive_fallback_compacts_when_models_fail() -> None:
 
 
 def test_truncate_fallback_archives_and_drops() -> None:
-    """fallback='truncate' drops the old part after archiving it, with a notice."""
+    """fallback='truncate' drops the old part after archiving it, with a notice; the newest
+    user message is never dropped (issue #8), so the archive holds all but that one."""
     archive = MemoryArchive()
     model = FakeModel(default=ProviderUnavailable("down", model="fake:model"))
     history = load("seed-d.json")
     result = make(model, fallback="truncate", archive=archive).compact(history)
     assert result.compacted and result.fallback == "truncate"
-    assert archive.batches[0][1] == history[1:]
+    newest = history[-2]
+    assert newest["content"] == "用户提问第五号" and newest in result.messages
+    assert archive.batches[0][1] == [m for m in history[1:] if m is not newest]
     assert "removed" in text_of(result.messages[1])
 
 
@@ -239,7 +244,8 @@ def test_second_compaction_is_incremental_and_carries_user_messages() -> None:
     assert "fix the bug" in request  # the previous summary, for updating
     text = text_of(second[-1])
     assert "first request" in text and "second request" in text
-    assert second[-1]["meta"]["version"] == 2
+    marker = marker_of(second[-1])
+    assert marker is not None and marker.integer("version") == 2
 
 
 def test_skills_survive_two_compactions() -> None:
@@ -388,3 +394,101 @@ def test_sync_compactor_rejects_async_handlers() -> None:
 
     with pytest.raises(ConfigError):
         Compactor(on_event=[handler])
+
+
+# -- markers in the text, truncation and the skipped event (issue #8) ----------------------------
+
+
+def test_regrowth_guard_reads_the_summary_marker_after_a_round_trip() -> None:
+    """A summary that could not get below the trigger is not redone on the very next call,
+    even after the history went through JSON and LangChain: the guard reads the marker."""
+    from langchain_core.messages import convert_to_messages, convert_to_openai_messages
+
+    model = FakeModel(default="<summary>" + "word " * 400 + "</summary>")
+    compactor = make(model, trigger_tokens=100, counter="adk")
+    first = compactor(
+        [{"role": "user", "content": "x " * 300}, {"role": "assistant", "content": "y"}]
+    )
+    assert content_type(first[-1]) == "summary" and len(model.requests) == 1
+    again = convert_to_openai_messages(convert_to_messages(json.loads(json.dumps(first))))
+    again.append({"role": "user", "content": "a little more"})
+    assert compactor(again) == again and len(model.requests) == 1
+
+
+def test_the_result_and_the_marker_carry_the_summary_version() -> None:
+    """Each compaction numbers its summary one above the previous one."""
+    compactor = make(FakeModel(default=SUMMARY))
+    first = compactor.compact([{"role": "user", "content": "a"}])
+    second = compactor.compact([*first.messages, {"role": "user", "content": "b"}])
+    assert (first.version, second.version) == (1, 2) and second.report()["version"] == 2
+    marker = marker_of(second.messages[-1])
+    assert marker is not None and marker.integer("version") == 2
+
+
+def test_a_truncation_notice_is_summarized_later_with_its_quotes() -> None:
+    """User messages dropped by a truncation survive into the next real summary."""
+    failing = FakeModel(default=ProviderUnavailable("down", model="fake:model"))
+    history = [
+        {"role": "user" if i % 2 == 0 else "assistant", "content": f"message {i} " * 20}
+        for i in range(12)
+    ]
+    truncated = make(failing, fallback="truncate").compact(history)
+    assert truncated.compacted and content_type(truncated.messages[0]) == "notice"
+    summary = make(FakeModel(default=SUMMARY)).compact(truncated.messages).messages[-1]
+    assert "message 0 message 0" in text_of(summary)
+
+
+async def test_both_drivers_emit_compaction_skipped() -> None:
+    """A compaction with nothing worth summarizing is reported by an event, sync and async."""
+    sync_events: list[Any] = []
+    async_events: list[Any] = []
+    history = [{"role": "user", "content": "only one"}]
+    sync = make(FakeModel(), keep_tail=1, on_event=[sync_events.append]).compact(history)
+    asynchronous = await AsyncCompactor(
+        model=AsyncFakeModel(), keep_tail=1, on_event=[async_events.append]
+    ).compact(history)
+    assert sync == asynchronous and sync.events == tuple(sync_events) == tuple(async_events)
+    assert [e.to_dict()["event"] for e in sync_events] == ["compaction_skipped"]
+    json.dumps(sync_events[0].to_dict())
+
+
+def test_plan_truncation_drops_the_oldest_unprotected_groups_first() -> None:
+    """The previous summary and the newest user message stay; other internal messages go;
+    tool groups go whole; the newest run that fits the budget is kept."""
+    from synopsis.compaction.plan import plan_compaction, plan_truncation
+
+    summary = {"role": "user", "content": mark("summary", "S")}
+    skills = {"role": "user", "content": mark("skills", "K")}
+    history = [
+        summary,
+        skills,
+        {"role": "user", "content": "old " * 10},
+        {"role": "assistant", "content": None, "tool_calls": [_call("c1")]},
+        {"role": "tool", "tool_call_id": "c1", "content": "r " * 10},
+        {"role": "user", "content": "newest request"},
+        {"role": "assistant", "content": "a " * 10},
+    ]
+
+    def size(message: Any) -> int:
+        return len(text_of(message)) // 4 + 1
+
+    plan = plan_compaction(history, estimate=size)
+    keep_all = plan_truncation(plan, estimate=size)
+    assert keep_all.dropped == (skills,)
+    tight = plan_truncation(plan, estimate=size, max_tokens=21)
+    assert tight.kept == (summary, history[5], history[6])
+    assert tight.dropped == (skills, history[2], history[3], history[4])
+    nothing = plan_truncation(plan, estimate=size, max_tokens=0)
+    assert nothing.kept == (summary, history[5])
+
+
+def test_the_extractive_model_reads_a_marked_summary_as_the_previous_one() -> None:
+    """The offline model folds a summary it meets in its input into its own sections and
+    never quotes it as something the user said."""
+    from synopsis.models.extractive import ExtractiveModel
+
+    first = make(FakeModel([SUMMARY])).compact([{"role": "user", "content": "first request"}])
+    later = [*first.messages, {"role": "user", "content": "second request"}]
+    text = ExtractiveModel().complete(later).text
+    assert "first request" in text and "second request" in text  # the block of the previous
+    assert "continues an earlier one" not in text and "<synopsis:" not in text

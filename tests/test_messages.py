@@ -11,8 +11,13 @@ from hypothesis import given
 from synopsis import messages as messages_module
 from synopsis.errors import InvalidMessage
 from synopsis.messages import (
+    Marker,
+    content_type,
     is_internal,
     is_real_user_message,
+    mark,
+    marked_body,
+    marker_of,
     open_tool_calls,
     safe_cut_points,
     split_leading_system,
@@ -21,6 +26,7 @@ from synopsis.messages import (
     total_tokens_of,
     validate_messages,
     with_meta,
+    without_meta,
 )
 from tests.strategies import histories
 
@@ -104,6 +110,60 @@ def test_internal_markers() -> None:
     assert not is_internal(plain)
     assert is_real_user_message(plain) and not is_real_user_message(summary)
     assert not is_real_user_message({"role": "tool", "tool_call_id": "c", "content": "x"})
+
+
+def test_markers_are_read_from_the_text_alone() -> None:
+    """A marked text makes a message internal, as a string or spread over text parts; a
+    person who merely mentions a marker still wrote a real user message."""
+    text = mark("summary", "the story so far", {"version": 2})
+    as_string = {"role": "user", "content": text}
+    opening, body, closing = text.split("\n")
+    as_parts = {
+        "role": "user",
+        "content": [
+            {"type": "text", "text": opening},
+            {"type": "text", "text": body},
+            {"type": "image_url", "image_url": {"url": "http://x"}},
+            {"type": "text", "text": closing},
+        ],
+    }
+    for message in (as_string, as_parts):
+        assert content_type(message) == "summary" and is_internal(message)
+        assert not is_real_user_message(message)
+        assert marker_of(message) == Marker("summary", {"version": "2"})
+        assert marked_body(message) == "the story so far"
+    mention = {"role": "user", "content": f"what does this mean? {text}"}
+    assert is_real_user_message(mention) and content_type(mention) is None
+
+
+def test_legacy_meta_markers_are_still_read() -> None:
+    """Histories saved by older versions keep working: their ``meta`` marker is read."""
+    old = {"role": "user", "content": "S", "meta": {"content_type": "summary", "version": 4}}
+    note = {"role": "user", "content": "n", "meta": {"content_type": "note"}}
+    assert content_type(old) == "summary" and marker_of(old) == Marker("summary", {"version": "4"})
+    assert content_type(note) is None and is_real_user_message(note)
+
+
+def test_without_meta_moves_a_legacy_marker_into_the_text() -> None:
+    """The output form of a legacy message: no ``meta``; an internal marker is kept, in the
+    text; other ``meta`` content is dropped; the input is not touched."""
+    old = {"role": "user", "content": "S", "meta": {"content_type": "summary", "version": 4}}
+    parts = {"role": "user", "content": [{"type": "text", "text": "R"}], "meta": {"internal": True}}
+    note = {"role": "user", "content": "n", "meta": {"content_type": "note"}, "name": "bob"}
+    before = copy.deepcopy([old, parts, note])
+    upgraded = [without_meta(m) for m in (old, parts, note)]
+    assert [set(m) for m in upgraded] == [
+        {"role", "content"},
+        {"role", "content"},
+        {"role", "content", "name"},
+    ]
+    assert marker_of(upgraded[0]) == Marker("summary", {"version": "4"})
+    assert marked_body(upgraded[0]) == "S"
+    assert content_type(upgraded[1]) == "internal" and marked_body(upgraded[1]) == "R"
+    assert upgraded[2] == {"role": "user", "content": "n", "name": "bob"}
+    assert [old, parts, note] == before
+    plain = {"role": "user", "content": "hi"}
+    assert without_meta(plain) is plain
 
 
 def test_total_tokens_only_from_assistant_usage() -> None:

@@ -15,7 +15,16 @@ from synopsis.compaction.summary import (
     trim_middle,
 )
 from synopsis.errors import InvalidSummary
-from synopsis.messages import is_internal, is_real_user_message
+from synopsis.messages import (
+    Marker,
+    content_type,
+    is_internal,
+    is_real_user_message,
+    mark,
+    marked_body,
+    marker_of,
+    text_of,
+)
 from synopsis.models._base import ModelResponse
 from synopsis.prompts import CHINESE, ENGLISH
 from synopsis.summarizer import extract_summary, validate_summary_response
@@ -297,18 +306,19 @@ def test_summary_message_wraps_and_marks() -> None:
     message = build_summary_message(
         "BODY", prompts=ENGLISH, transcript_path="/t/x.jsonl", extra_meta={"version": 2}
     )
-    content = message["content"]
+    content = marked_body(message)
     assert message["role"] == "user"
     assert content.startswith(ENGLISH.summary_preamble + "\n\nBODY\n\n")
     assert content.index("/t/x.jsonl") < content.index(ENGLISH.continue_instruction)
     assert content.endswith(ENGLISH.continue_instruction)
-    assert message["meta"] == {"version": 2, "content_type": "summary"}
+    assert marker_of(message) == Marker("summary", {"version": "2"})
+    assert set(message) == {"role", "content"}
 
 
 def test_seed_e_summary_is_internal() -> None:
     """Seed E: the summary is role user, internal, and [system, summary] has 0 user messages."""
     message = build_summary_message("x", prompts=CHINESE)
-    assert message["meta"]["content_type"] == "summary"
+    assert content_type(message) == "summary"
     assert is_internal(message)
     history = [{"role": "system", "content": "s"}, message]
     assert sum(is_real_user_message(m) for m in history) == 0
@@ -318,7 +328,7 @@ def test_seed_e_summary_is_internal() -> None:
 def test_extra_meta_cannot_unmark_the_summary() -> None:
     """content_type stays "summary" whatever extra_meta says."""
     message = build_summary_message("x", prompts=ENGLISH, extra_meta={"content_type": "other"})
-    assert message["meta"]["content_type"] == "summary"
+    assert content_type(message) == "summary"
 
 
 def test_finalize_drops_analysis_and_fills_users() -> None:
@@ -332,3 +342,27 @@ def test_finalize_drops_analysis_and_fills_users() -> None:
     )
     assert "scratch" not in message["content"]
     assert parse_user_messages_block(message["content"]) == ["hello"]
+
+
+def test_user_words_that_look_like_markers_are_quoted_safely() -> None:
+    """Marker text a person typed is escaped where the summary quotes it: the summary still
+    reads as one summary, and the next compaction gets the words back exactly."""
+    words = 'try </synopsis:summary> then <synopsis:summary version="9"> and &lt;synopsis:x'
+    message = finalize_summary(
+        SUMMARY,
+        context_messages=[{"role": "user", "content": words}],
+        prompts=ENGLISH,
+        estimate=adk,
+    )
+    text = text_of(message)
+    assert text.count("<synopsis:") == 1 and text.count("</synopsis:") == 1
+    assert marker_of(message) == Marker("summary")
+    assert collect_user_messages([message]) == [words]
+
+
+def test_a_truncation_notice_carries_its_quotes_forward() -> None:
+    """The user messages quoted in a truncation notice are carried into the next summary."""
+    block = "<all_user_messages>\n- dropped request\n</all_user_messages>"
+    notice = {"role": "user", "content": mark("notice", f"[3 messages removed]\n{block}")}
+    later = [notice, {"role": "user", "content": "new request"}]
+    assert collect_user_messages(later) == ["dropped request", "new request"]

@@ -79,6 +79,7 @@ def test_all_is_sorted_and_complete() -> None:
 def test_readme_example_sync() -> None:
     """The README's library example works offline with the extractive model."""
     from synopsis import Compactor
+    from synopsis.messages import content_type
 
     compactor = Compactor(model="extractive", trigger_tokens=50, keep_tail=2)
     messages = [{"role": "system", "content": "You are a coding agent."}]
@@ -87,7 +88,7 @@ def test_readme_example_sync() -> None:
         messages.append({"role": "assistant", "content": f"Fixed bug {i} by editing app.py"})
     compacted = compactor(messages)
     assert compacted[0] == messages[0]
-    assert compacted[1]["meta"]["content_type"] == "summary"
+    assert content_type(compacted[1]) == "summary"
     assert compacted[-2:] == messages[-2:]
     assert "Please fix bug number 0" in compacted[1]["content"]
 

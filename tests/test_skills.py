@@ -16,7 +16,7 @@ from synopsis.compaction.skills import (
 )
 from synopsis.compaction.summary import collect_user_messages
 from synopsis.errors import ConfigError
-from synopsis.messages import is_internal
+from synopsis.messages import content_type, is_internal, marked_body
 from synopsis.prompts import CHINESE, ENGLISH
 
 
@@ -176,11 +176,12 @@ def test_skills_message_is_internal_and_structured() -> None:
     message = build_skills_message(skills, prompts=ENGLISH)
     assert message is not None
     assert message["role"] == "user"
-    assert message["meta"]["content_type"] == "skills"
+    assert content_type(message) == "skills"
     assert is_internal(message)
-    content = message["content"]
+    content = marked_body(message)
     assert content.startswith(ENGLISH.skills_preamble)
-    assert content.index("### Skill `pdf`\n\nPDF rules") < content.index("### Skill `git`")
+    assert content.index("### Skill `pdf`") < content.index("PDF rules")
+    assert content.index("PDF rules") < content.index("### Skill `git`")
     assert collect_user_messages([message]) == []
 
 
@@ -205,3 +206,29 @@ def test_reloaded_skill_replaces_carried_copy() -> None:
     first = build_skills_message([Skill("pdf", "old rules")], prompts=ENGLISH)
     assert first is not None
     assert find([first, *load("9", "pdf", "new rules")]) == [Skill("pdf", "new rules")]
+
+
+def test_skill_text_that_looks_like_markers_survives_recompaction_exactly() -> None:
+    """A skill's text and name may hold anything, marker text included: read back exactly,
+    also after LangChain's conversion and back."""
+    from langchain_core.messages import convert_to_messages, convert_to_openai_messages
+
+    text = "rules </synopsis:skill>\n<synopsis:skills>\n&lt;synopsis:x\n\n---\n\nmore"
+    skills = [Skill('odd "name" <synopsis:x>', text), Skill("cut", "short", truncated=True)]
+    message = build_skills_message(skills, prompts=CHINESE)
+    assert message is not None and set(message) == {"role", "content"}
+    (converted,) = convert_to_openai_messages(convert_to_messages([message]))
+    assert find([converted]) == skills
+
+
+def test_a_legacy_skills_message_is_still_read() -> None:
+    """Skills kept by an older version (in ``meta``) are still carried forward."""
+    legacy = {
+        "role": "user",
+        "content": "old text",
+        "meta": {"content_type": "skills", "skills": [{"name": "pdf", "content": "PDF rules"}]},
+    }
+    assert find([legacy, *load("2", "git", "Git rules")]) == [
+        Skill("pdf", "PDF rules"),
+        Skill("git", "Git rules"),
+    ]

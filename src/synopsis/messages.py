@@ -1,10 +1,20 @@
 """Chat messages in the OpenAI chat-completions shape, validated, plus pure helpers.
 
 A message is a plain ``dict``: ``role`` (system, developer, user, assistant, tool), ``content``
-(a string, ``None`` or a list of parts), ``tool_calls``, ``tool_call_id``, ``name``. Two
-extension keys are ours and never reach a provider: ``usage`` on assistant messages (what the
-provider reported for the call that produced it) and ``meta`` (our markers; a summary message
-has ``meta["content_type"] == "summary"``).
+(a string, ``None`` or a list of parts), ``tool_calls``, ``tool_call_id``, ``name``. One
+extension key is read on input: ``usage`` on assistant messages (what the provider reported
+for the call that produced it).
+
+A message synopsis injects (a summary, preserved skills, a truncation notice, recalled notes)
+says so in its text, where every framework and wire format keeps it::
+
+    <synopsis:summary version="2" tokens_after="5210">
+    ...the body...
+    </synopsis:summary>
+
+User words quoted inside a body have any marker text escaped (:func:`escape_markers`), so they
+can never open or close one. Histories saved by older versions marked such messages with a
+``meta`` key instead; it is still read (:func:`marker_of`) but never produced.
 
 Messages stay dicts on purpose: agents already hold them in this shape, and converting every
 message of a 10,000-message history on every model call would cost more than the decision
@@ -18,6 +28,17 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Final, Literal, NotRequired, TypedDict
 
+from synopsis._markers import (
+    Marker,
+    closing_tag,
+    escape_markers,
+    is_marker_name,
+    mark,
+    marked_elements,
+    opening_tag,
+    parse_marked,
+    unescape_markers,
+)
 from synopsis.errors import InvalidMessage
 
 __all__ = [
@@ -25,12 +46,18 @@ __all__ = [
     "INTERNAL_CONTENT_TYPES",
     "MAX_NESTING",
     "ROLES",
+    "Marker",
     "Message",
     "ToolCall",
     "content_type",
+    "escape_markers",
     "is_internal",
     "is_real_user_message",
     "is_system",
+    "mark",
+    "marked_body",
+    "marked_elements",
+    "marker_of",
     "media_parts",
     "normalize_message",
     "open_tool_calls",
@@ -40,16 +67,20 @@ __all__ = [
     "text_of",
     "tool_call_ids",
     "total_tokens_of",
+    "unescape_markers",
     "validate_messages",
     "with_meta",
+    "without_meta",
 ]
 
 Role = Literal["system", "developer", "user", "assistant", "tool"]
 ROLES: Final = frozenset({"system", "developer", "user", "assistant", "tool"})
 SYSTEM_ROLES: Final = frozenset({"system", "developer"})
 EXTENSION_KEYS: Final = frozenset({"usage", "meta"})
-#: ``meta.content_type`` values that mark a message we (or other middleware) injected.
-INTERNAL_CONTENT_TYPES: Final = frozenset({"summary", "skills", "reminder", "internal", "memory"})
+#: Marker kinds (and legacy ``meta.content_type`` values) of injected, internal messages.
+INTERNAL_CONTENT_TYPES: Final = frozenset(
+    {"summary", "skills", "notice", "reminder", "internal", "memory"}
+)
 _KNOWN_KEYS: Final = frozenset(
     {
         "role",
@@ -131,12 +162,9 @@ def media_parts(message: Mapping[str, Any]) -> list[Mapping[str, Any]]:
 
 
 def content_type(message: Mapping[str, Any]) -> str | None:
-    """Our marker ``meta.content_type`` (``"summary"``, ``"skills"``, ...), if any."""
-    meta = message.get("meta")
-    if isinstance(meta, Mapping):
-        value = meta.get("content_type")
-        return value if isinstance(value, str) else None
-    return None
+    """The kind of an injected message (``"summary"``, ``"skills"``, ...), read from its text."""
+    marker = marker_of(message)
+    return marker.kind if marker is not None else None
 
 
 def is_system(message: Mapping[str, Any]) -> bool:
@@ -146,13 +174,11 @@ def is_system(message: Mapping[str, Any]) -> bool:
 def is_internal(message: Mapping[str, Any]) -> bool:
     """True for messages injected by synopsis or other middleware, not typed by a person.
 
-    Summaries, preserved skills, reminders and recalled memories carry a ``meta.content_type``
-    marker; any message may also be flagged ``meta.internal = True``.
+    Summaries, preserved skills, notices and recalled notes carry a marker in their text. A
+    legacy ``meta`` marker counts too (its ``content_type`` one of
+    :data:`INTERNAL_CONTENT_TYPES`, or ``meta.internal = True``).
     """
-    meta = message.get("meta")
-    if not isinstance(meta, Mapping):
-        return False
-    return bool(meta.get("internal")) or meta.get("content_type") in INTERNAL_CONTENT_TYPES
+    return _text_marker(message) is not None or _legacy_marker(message) is not None
 
 
 def is_real_user_message(message: Mapping[str, Any]) -> bool:
@@ -177,6 +203,47 @@ def tool_call_ids(message: Mapping[str, Any]) -> list[str]:
     """The ids of the tool calls an assistant message makes."""
     calls = message.get("tool_calls") or []
     return [c["id"] for c in calls if isinstance(c, Mapping) and isinstance(c.get("id"), str)]
+
+
+# ---------------------------------------------------------------------------------------------
+# Markers (the grammar is in synopsis._markers)
+
+
+def _text_marker(message: Mapping[str, Any]) -> tuple[Marker, str] | None:
+    content = message.get("content")
+    return parse_marked(text_of(message)) if isinstance(content, str | list) else None
+
+
+def _legacy_marker(message: Mapping[str, Any]) -> Marker | None:
+    """The ``meta`` marker of a message saved by an older version, if it marks one internal."""
+    meta = message.get("meta")
+    if not isinstance(meta, Mapping):
+        return None
+    kind = meta.get("content_type")
+    if kind not in INTERNAL_CONTENT_TYPES:
+        kind = "internal" if meta.get("internal") is True else None
+    if kind is None:
+        return None
+    return Marker(kind, {n: str(v) for n, v in meta.items() if _is_legacy_attribute(n, v)})
+
+
+def _is_legacy_attribute(name: object, value: object) -> bool:
+    scalar = isinstance(value, str | int) and not isinstance(value, bool)
+    return scalar and isinstance(name, str) and name != "content_type" and is_marker_name(name)
+
+
+def marker_of(message: Mapping[str, Any]) -> Marker | None:
+    """The marker of an injected message: from its text, or from a legacy ``meta`` key."""
+    found = _text_marker(message)
+    return found[0] if found is not None else _legacy_marker(message)
+
+
+def marked_body(message: Mapping[str, Any], *, unescape: bool = True) -> str:
+    """The text inside a message's marker (unescaped unless asked); the text if unmarked."""
+    found = _text_marker(message)
+    if found is None:
+        return text_of(message)
+    return unescape_markers(found[1]) if unescape else found[1]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -232,7 +299,10 @@ def safe_cut_points(messages: Sequence[Mapping[str, Any]]) -> list[int]:
 
 
 def with_meta(message: Mapping[str, Any], **meta: Any) -> dict[str, Any]:
-    """A copy of ``message`` whose ``meta`` has the given keys set."""
+    """A copy of ``message`` whose ``meta`` has the given keys set.
+
+    Legacy: synopsis no longer produces ``meta`` (see :func:`mark` and :func:`without_meta`).
+    """
     result = dict(message)
     merged = dict(message.get("meta") or {})
     merged.update(meta)
@@ -243,6 +313,32 @@ def with_meta(message: Mapping[str, Any], **meta: Any) -> dict[str, Any]:
 def strip_extensions(message: Mapping[str, Any]) -> dict[str, Any]:
     """The message as a provider may see it: without ``usage`` and ``meta``."""
     return {k: v for k, v in message.items() if k not in EXTENSION_KEYS}
+
+
+def without_meta(message: Mapping[str, Any]) -> dict[str, Any]:
+    """``message`` without a legacy ``meta`` key, its internal marker moved into the text."""
+    if "meta" not in message:
+        return message if isinstance(message, dict) else dict(message)
+    result = {k: v for k, v in message.items() if k != "meta"}
+    legacy = _legacy_marker(message)
+    content = message.get("content")
+    if legacy is None or _text_marker(message) is not None:
+        return result
+    if isinstance(content, str):
+        result["content"] = mark(legacy.kind, content, legacy.attributes)
+    elif isinstance(content, list):
+        result["content"] = [
+            {"type": "text", "text": opening_tag(legacy.kind, legacy.attributes)},
+            *map(_escaped_part, content),
+            {"type": "text", "text": closing_tag(legacy.kind)},
+        ]
+    return result
+
+
+def _escaped_part(part: object) -> object:
+    if isinstance(part, Mapping) and isinstance(part.get("text"), str):
+        return {**part, "text": escape_markers(part["text"])}
+    return part
 
 
 def normalize_message(message: Mapping[str, Any]) -> dict[str, Any]:

@@ -5,9 +5,11 @@ to summarize and what to keep, pure), the summarizer call, :mod:`.summary` (post
 and the user-message back-fill, pure), :mod:`.skills` (loaded skills kept verbatim),
 :mod:`.archive` (nothing is lost). :mod:`.options` holds every option in one value,
 :mod:`._flow` the run written once, :mod:`.compactor` its sync and async drivers and
-:mod:`.model` the compacting model wrappers.
+:mod:`.model` the compacting model wrappers. Every message compaction produces is marked in its
+text (:mod:`synopsis.messages`), so its output can go to a provider as it is.
 """
 
+from synopsis.compaction._events import CompactionSkipped
 from synopsis.compaction.archive import Archive, JsonlArchive, MemoryArchive
 from synopsis.compaction.compactor import (
     AsyncCompactingModel,
@@ -29,6 +31,7 @@ __all__ = [
     "CompactionOptions",
     "CompactionPlan",
     "CompactionResult",
+    "CompactionSkipped",
     "Compactor",
     "JsonlArchive",
     "KeepTail",

@@ -1,15 +1,19 @@
 """One compaction, written once: a pure generator of steps that both compactors drive.
 
-:func:`compaction` decides (count + trigger, with the regrowth guard), validates, plans,
-emits ``before_summarize``, asks for a summary, degrades on :class:`ModelError` (extractive,
-truncate or keep) and emits ``summarize_failed``, archives the replaced part, builds the new
+:func:`compaction` decides (count + trigger, with the regrowth guard), validates, plans
+(emitting ``compaction_skipped`` when there is nothing worth summarizing), emits
+``before_summarize``, asks for a summary, degrades on :class:`ModelError` (extractive, truncate
+or keep) and emits ``summarize_failed``, archives what leaves the history, builds the new
 history and emits ``after_summarize``. It does no I/O: the summarizer call, the archive write
 and event delivery are steps (:class:`Summarize`, :class:`SummarizeOffline`,
 :class:`WriteArchive`, :class:`Emit`) that a driver performs, synchronously or awaiting, so
 both compactors deliver the same events in the same order (see :mod:`synopsis._flow`).
 
 The new history is ``[leading system messages] + [preserved skills] + [summary] + [tail]``,
-always a new list; the caller's history is never mutated.
+always a new list; the caller's history is never mutated. It is sendable as it is: messages
+carry only the keys of the input's message schema (a legacy ``meta`` marker moves into the
+text, see :func:`synopsis.messages.without_meta`), and the facts of a compaction live in the
+summary's marker and in the :class:`CompactionResult`.
 """
 
 from __future__ import annotations
@@ -20,14 +24,21 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from synopsis._flow import Flow
+from synopsis.compaction._events import CompactionEvent, CompactionSkipped
 from synopsis.compaction.options import CompactionOptions
-from synopsis.compaction.plan import CompactionPlan, plan_compaction
+from synopsis.compaction.plan import CompactionPlan, Truncation, plan_compaction, plan_truncation
 from synopsis.compaction.skills import preserve_skills
-from synopsis.compaction.summary import finalize_summary
+from synopsis.compaction.summary import (
+    NOTICE_KIND,
+    SUMMARY_KIND,
+    collect_user_messages,
+    finalize_summary,
+    user_messages_block,
+)
 from synopsis.compaction.trigger import TriggerDecision
 from synopsis.errors import CompactionError, ModelError, describe_error
-from synopsis.events import AfterSummarize, BeforeSummarize, Event, SummarizeFailed
-from synopsis.messages import content_type, text_of, validate_messages
+from synopsis.events import AfterSummarize, BeforeSummarize, SummarizeFailed
+from synopsis.messages import mark, marked_body, marker_of, validate_messages, without_meta
 from synopsis.summarizer import SummaryResult, strip_summary_wrapping
 from synopsis.tokens import TokenCounter
 
@@ -50,6 +61,9 @@ _log = logging.getLogger("synopsis.compaction.compactor")
 Messages = Sequence[Mapping[str, Any]]
 #: A summary that could not get below the trigger is retried only after this much regrowth.
 _MIN_REGROWTH = 0.10
+#: The truncation fallback keeps at most this share of the trigger's limit (or of the history,
+#: if that is smaller), so the very next call does not trigger again.
+_TRUNCATE_TO = 0.5
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -69,7 +83,8 @@ class CompactionResult:
     skipped: str | None = None
     fallback: str | None = None
     error: dict[str, Any] | None = None
-    events: tuple[Event, ...] = field(default_factory=tuple)
+    events: tuple[CompactionEvent, ...] = field(default_factory=tuple)
+    version: int | None = None
 
     def report(self) -> dict[str, Any]:
         """A JSON-ready summary of the result (without the messages)."""
@@ -85,6 +100,7 @@ class CompactionResult:
             "skipped": self.skipped,
             "fallback": self.fallback,
             "error": self.error,
+            "version": self.version,
         }
 
 
@@ -121,7 +137,7 @@ class WriteArchive:
 class Emit:
     """Deliver ``event`` to the ``on_event`` handlers."""
 
-    event: Event
+    event: CompactionEvent
 
 
 CompactionStep = Summarize | SummarizeOffline | WriteArchive | Emit
@@ -148,11 +164,12 @@ def _regrowth_guard(options: CompactionOptions, messages: Messages, tokens: int)
     """True when the newest summary could not get below the trigger and the history has not
     grown enough since to make another try worth a model call."""
     for message in reversed(messages):
-        if content_type(message) != "summary":
+        marker = marker_of(message)
+        if marker is None or marker.kind != SUMMARY_KIND:
             continue
-        after = (message.get("meta") or {}).get("tokens_after")
+        after = marker.integer("tokens_after")
         limit = options.trigger.threshold_tokens()
-        if not isinstance(after, int) or limit is None or after <= limit:
+        if after is None or limit is None or after <= limit:
             return False
         return tokens - after < _MIN_REGROWTH * limit
     return False
@@ -177,7 +194,7 @@ class _Run:
         *,
         skipped: str | None = None,
         error: dict[str, Any] | None = None,
-        events: Sequence[Event] = (),
+        events: Sequence[CompactionEvent] = (),
     ) -> CompactionResult:
         return _unchanged(
             self.messages,
@@ -197,7 +214,8 @@ class _Run:
         *,
         archive: str | None,
         fallback: str | None,
-        events: Sequence[Event],
+        events: Sequence[CompactionEvent],
+        version: int | None = None,
     ) -> CompactionResult:
         return CompactionResult(
             messages=new,
@@ -212,6 +230,7 @@ class _Run:
             archive=archive,
             fallback=fallback,
             events=tuple(events),
+            version=version,
         )
 
 
@@ -247,9 +266,10 @@ def _compact(run: _Run) -> Flow[CompactionStep, CompactionResult]:
         estimate=run.counter.estimate,
         min_new_messages=run.options.min_new_messages,
     )
+    events: list[CompactionEvent] = []
     if not plan.worthwhile:
-        return run.unchanged(skipped=plan.skip_reason)
-    events: list[Event] = []
+        yield from _emit(events, _skipped(run, plan.skip_reason or "nothing to summarize"))
+        return run.unchanged(skipped=plan.skip_reason, events=events)
     yield from _emit(events, _before(run))
     context, previous = summarizer_input(plan, run.options)
     try:
@@ -269,14 +289,14 @@ def summarizer_input(
     previous = plan.previous_summary
     if previous is None:
         return plan.to_summarize, None
-    body = strip_summary_wrapping(text_of(previous), options.prompts)
+    body = strip_summary_wrapping(marked_body(previous), options.prompts)
     if options.incremental:
         return plan.to_summarize, body
     return ({"role": "user", "content": body}, *plan.to_summarize), None
 
 
 def _degrade(
-    run: _Run, exc: ModelError, offline: SummarizeOffline, events: list[Event]
+    run: _Run, exc: ModelError, offline: SummarizeOffline, events: list[CompactionEvent]
 ) -> Flow[CompactionStep, SummaryResult | None]:
     """The fallback's summary (extractive only; None otherwise), then ``summarize_failed``."""
     fallback = run.options.fallback
@@ -300,28 +320,63 @@ def _finish(
     plan: CompactionPlan,
     summary: SummaryResult | None,
     fallback: str | None,
-    events: list[Event],
+    events: list[CompactionEvent],
 ) -> Flow[CompactionStep, CompactionResult]:
-    """Archive the replaced part, build the new history, report ``after_summarize``."""
-    archive: str | None = None
+    """Archive what leaves the history, build the new history, report ``after_summarize``."""
+    if summary is None:
+        return (yield from _truncate(run, plan, events))
     try:
-        if run.options.archive is not None:
-            archive = yield WriteArchive(plan.replaced, run.options.session_id)
+        archive = yield from _write_archive(run, plan.replaced)
     except CompactionError as exc:
         return run.unchanged(error=describe_error(exc), events=events)
-    if summary is None:
-        new = truncated(plan, archive)
-    else:
-        new = build(run.options, run.counter, plan, summary, archive=archive, tokens=run.tokens)
+    version = _previous_version(plan) + 1
+    new = build(run.options, run.counter, plan, summary, archive=archive)
     after = run.counter.count(new).total
-    if summary is not None:
-        yield from _emit(events, _after(run, summary, new, after, archive))
-    return run.compacted(new, after, summary, archive=archive, fallback=fallback, events=events)
+    yield from _emit(events, _after(run, summary, new, after, archive))
+    return run.compacted(
+        new, after, summary, archive=archive, fallback=fallback, events=events, version=version
+    )
 
 
-def _emit(events: list[Event], event: Event) -> Flow[CompactionStep, None]:
+def _truncate(
+    run: _Run, plan: CompactionPlan, events: list[CompactionEvent]
+) -> Flow[CompactionStep, CompactionResult]:
+    """The truncation fallback: archive the messages it drops, then build without them."""
+    truncation = _truncation(run, plan)
+    if not truncation.dropped:
+        nothing = CompactionError("the truncation fallback found nothing it may drop")
+        return run.unchanged(error=describe_error(nothing), events=events)
+    try:
+        archive = yield from _write_archive(run, truncation.dropped)
+    except CompactionError as exc:
+        return run.unchanged(error=describe_error(exc), events=events)
+    new = truncated(run.options, run.counter, plan, truncation, archive)
+    after = run.counter.count(new).total
+    return run.compacted(new, after, None, archive=archive, fallback="truncate", events=events)
+
+
+def _write_archive(
+    run: _Run, messages: Sequence[Mapping[str, Any]]
+) -> Flow[CompactionStep, str | None]:
+    if run.options.archive is None:
+        return None
+    where: str = yield WriteArchive(tuple(messages), run.options.session_id)
+    return where
+
+
+def _emit(events: list[CompactionEvent], event: CompactionEvent) -> Flow[CompactionStep, None]:
     events.append(event)
     yield Emit(event)
+
+
+def _skipped(run: _Run, why: str) -> CompactionSkipped:
+    return CompactionSkipped(
+        reason=run.reason,
+        skipped=why,
+        tokens=run.tokens,
+        message_count=len(run.messages),
+        session_id=run.options.session_id,
+    )
 
 
 def _before(run: _Run) -> BeforeSummarize:
@@ -359,19 +414,21 @@ def build(
     summary: SummaryResult,
     *,
     archive: str | None,
-    tokens: int,
 ) -> list[dict[str, Any]]:
-    """``[system] + [skills] + [summary] + [tail]`` with the summary's meta filled in."""
-    message = _summary_message(options, counter, plan, summary, archive=archive, tokens=tokens)
+    """``[system] + [skills] + [summary] + [tail]``. The summary's marker carries its version
+    and the tokens just after it (which the regrowth guard reads on later calls)."""
+    message = _summary_message(options, counter, plan, summary, archive=archive)
     skills = None
     if options.skills is not None:
         skills = preserve_skills(
             plan.replaced, options.skills, estimate=counter.estimate_text, prompts=options.prompts
         )
-    new = [dict(m) for m in plan.system] + ([skills] if skills else [])
-    new += [message, *(_without_stale_usage(m) for m in plan.tail)]
-    message["meta"]["tokens_after"] = counter.count(new).total
-    message["meta"]["messages_after"] = len(new)
+    new = [*map(_kept_system, plan.system), *([skills] if skills else [])]
+    new += [message, *map(_kept, plan.tail)]
+    marker = marker_of(message)
+    attributes = {**(marker.attributes if marker else {}), "tokens_after": counter.count(new).total}
+    body = marked_body(message, unescape=False)
+    message["content"] = mark(SUMMARY_KIND, body, attributes, raw=True)
     return new
 
 
@@ -382,15 +439,7 @@ def _summary_message(
     summary: SummaryResult,
     *,
     archive: str | None,
-    tokens: int,
 ) -> dict[str, Any]:
-    meta = {
-        "version": _previous_version(plan) + 1,
-        "model": summary.model,
-        "kept_tail": len(plan.tail),
-        "replaced_messages": len(plan.replaced),
-        "tokens_before": tokens,
-    }
     return finalize_summary(
         summary.text,
         context_messages=plan.replaced,
@@ -398,31 +447,93 @@ def _summary_message(
         estimate=counter.estimate_text,
         user_budget_tokens=options.user_budget,
         transcript_path=archive or options.transcript_path,
-        extra_meta=meta,
+        extra_meta={"version": _previous_version(plan) + 1},
     )
 
 
 def _previous_version(plan: CompactionPlan) -> int:
-    version = ((plan.previous_summary or {}).get("meta") or {}).get("version")
-    return version if isinstance(version, int) else 0
+    marker = marker_of(plan.previous_summary) if plan.previous_summary is not None else None
+    version = marker.integer("version") if marker is not None else None
+    return version or 0
 
 
-def truncated(plan: CompactionPlan, archive: str | None) -> list[dict[str, Any]]:
-    """The degraded history: the replaced part dropped (archived), a notice in its place."""
+def _truncation(run: _Run, plan: CompactionPlan) -> Truncation:
+    """What the truncation fallback drops: the oldest unprotected messages, until the history
+    is at most half the trigger's limit (or half its size, if smaller), messages and tokens."""
+    estimate, trigger = run.counter.estimate, run.options.trigger
+    total = sum(estimate(m) for m in run.messages)
+    limit = trigger.threshold_tokens()
+    max_messages = None
+    if trigger.messages:
+        max_messages = int(min(len(run.messages), trigger.messages) * _TRUNCATE_TO)
+    # The notice's quotes of the user's words are not reserved: each stands for a dropped
+    # message at most its size, so the result stays well below the limit all the same.
+    reserved = _fallback_messages(run.options, run.counter, plan.replaced, quote=False)
+    return plan_truncation(
+        plan,
+        estimate=estimate,
+        max_tokens=int(min(total, total if limit is None else limit) * _TRUNCATE_TO),
+        max_messages=max_messages,
+        reserved_tokens=sum(estimate(m) for m in reserved),
+        reserved_messages=len(reserved),
+    )
+
+
+def truncated(
+    options: CompactionOptions,
+    counter: TokenCounter,
+    plan: CompactionPlan,
+    truncation: Truncation,
+    archive: str | None,
+) -> list[dict[str, Any]]:
+    """The degraded history: ``[system] + [skills] + [previous summary] + [notice] + [kept] +
+    [tail]``. The notice says how many messages went and where they are archived, and quotes
+    what the user said in them; the skills loaded in them are preserved."""
+    messages = _fallback_messages(options, counter, truncation.dropped, archive=archive)
+    previous = [m for m in truncation.kept if m is plan.previous_summary]
+    rest = [m for m in truncation.kept if m is not plan.previous_summary]
+    skills, notice = messages[:-1], messages[-1]
+    head = [*map(_kept_system, plan.system), *skills, *map(_kept, previous), notice]
+    return [*head, *map(_kept, rest), *map(_kept, plan.tail)]
+
+
+def _fallback_messages(
+    options: CompactionOptions,
+    counter: TokenCounter,
+    dropped: Sequence[Mapping[str, Any]],
+    *,
+    archive: str | None = None,
+    quote: bool = True,
+) -> list[dict[str, Any]]:
+    """The preserved-skills message (if any skill was loaded) and the notice, for ``dropped``."""
+    skills = None
+    if options.skills is not None:
+        skills = preserve_skills(
+            dropped, options.skills, estimate=counter.estimate_text, prompts=options.prompts
+        )
     where = f" They are archived at {archive}." if archive else ""
-    notice = {
-        "role": "user",
-        "content": f"[{len(plan.replaced)} earlier messages were removed to fit the "
-        f"context window.{where}]",
-        "meta": {"content_type": "reminder", "truncated": len(plan.replaced)},
-    }
-    return [dict(m) for m in plan.system] + [notice, *map(_without_stale_usage, plan.tail)]
+    text = f"[{len(dropped)} earlier messages were removed to fit the context window.{where}]"
+    block = user_messages_block(
+        collect_user_messages(dropped) if quote else [],
+        budget_tokens=options.user_budget,
+        estimate=counter.estimate_text,
+        prompts=options.prompts,
+    )
+    if block:
+        text += "\n\nWhat the user said in them:\n" + block
+    notice = {"role": "user", "content": mark(NOTICE_KIND, text, {"dropped": len(dropped)})}
+    return [*([skills] if skills else []), notice]
 
 
-def _without_stale_usage(message: Mapping[str, Any]) -> dict[str, Any]:
-    """A kept message without ``usage``: its number measured the old, longer prompt and
-    would make the next count think nothing was removed."""
-    return {k: v for k, v in message.items() if k != "usage"}
+def _kept_system(message: Mapping[str, Any]) -> dict[str, Any]:
+    return dict(without_meta(message))
+
+
+def _kept(message: Mapping[str, Any]) -> dict[str, Any]:
+    """A kept message as it is sent: without a legacy ``meta``, and without ``usage``: its
+    number measured the old, longer prompt and would make the next count think nothing was
+    removed."""
+    return {k: v for k, v in without_meta(message).items() if k != "usage"}
 
 
 def _unchanged(
@@ -433,10 +544,10 @@ def _unchanged(
     triggered: bool,
     skipped: str | None = None,
     error: dict[str, Any] | None = None,
-    events: tuple[Event, ...] = (),
+    events: tuple[CompactionEvent, ...] = (),
 ) -> CompactionResult:
     return CompactionResult(
-        messages=[m if isinstance(m, dict) else dict(m) for m in messages],
+        messages=[without_meta(m) for m in messages],
         triggered=triggered,
         compacted=False,
         reason=reason,

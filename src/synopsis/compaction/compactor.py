@@ -22,6 +22,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, Unpack
 
 from synopsis._flow import Flow, adrive, drive
+from synopsis.compaction._events import deliverable
 from synopsis.compaction._flow import (
     CompactionResult,
     CompactionStep,
@@ -154,7 +155,7 @@ class Compactor(_Driver):
             case WriteArchive(messages, session_id):
                 return self._archive().write(messages, session_id=session_id)
             case Emit(event):
-                emit(self.options.on_event, event)
+                emit(self.options.on_event, deliverable(event))
         return None
 
     def _offline_summarizer(self) -> Summarizer:
@@ -216,7 +217,7 @@ class AsyncCompactor(_Driver):
                     self._archive().write, messages, session_id=session_id
                 )
             case Emit(event):
-                await aemit(self.options.on_event, event)
+                await aemit(self.options.on_event, deliverable(event))
         return None
 
     def _offline_summarizer(self) -> AsyncSummarizer:

@@ -9,7 +9,11 @@ A compacted history is ``[leading system messages] + [preserved skills] + [summa
   results;
 * everything between is summarized; an earlier summary found there is handed to the
   summarizer as the previous summary (incremental mode) instead of as conversation;
-* a guard refuses a compaction that would only re-summarize the previous summary.
+* a guard refuses a compaction that would only re-summarize the previous summary, and one
+  that could summarize something only by cutting into the requested tail.
+
+When summarizing fails and the fallback is truncation, :func:`plan_truncation` decides which
+of the replaced messages go: the oldest unprotected ones first, whole tool groups at a time.
 
 Large inputs are split into chunks that each fit the summarizer's window (rolling
 summarization), at safe points, with oversized single messages clipped.
@@ -19,19 +23,23 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from itertools import pairwise
 from typing import Any
 
 from synopsis.errors import ConfigError
 from synopsis.messages import (
     content_type,
     is_internal,
+    is_real_user_message,
     open_tool_calls,
     safe_cut_points,
     split_leading_system,
 )
 from synopsis.tokens import MessageEstimator
 
-__all__ = ["CompactionPlan", "KeepTail", "plan_compaction"]
+__all__ = ["CompactionPlan", "KeepTail", "Truncation", "plan_compaction", "plan_truncation"]
+
+Messages = tuple[Mapping[str, Any], ...]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -111,14 +119,11 @@ def _desired_tail_start(
 
 
 def _safe_tail_start(context: Sequence[Mapping[str, Any]], desired: int, floor: int) -> int:
-    """The nearest safe cut at or before ``desired`` (keeping a tool pair whole), but after
-    ``floor``; if none, the nearest safe cut after it (keeping less)."""
-    points = safe_cut_points(context)
-    before = [p for p in points if floor < p <= desired]
-    if before:
-        return before[-1]
-    after = [p for p in points if p > desired]
-    return after[0] if after else len(context)
+    """The nearest safe cut at or before ``desired`` (keeping a tool pair whole) but after
+    ``floor``; ``floor`` itself when there is none, which leaves nothing to summarize: the
+    tail is never cut into to make room (LangChain's behaviour)."""
+    before = [p for p in safe_cut_points(context) if floor < p <= desired]
+    return before[-1] if before else floor
 
 
 def plan_compaction(
@@ -136,6 +141,8 @@ def plan_compaction(
     start = len(context)
     if not keep.is_zero:
         start = _safe_tail_start(context, _desired_tail_start(context, keep, estimate), floor)
+        if start == floor:
+            return _covered_by_tail(system, context)
     if open_tool_calls(context):
         # Calls still waiting for results stay in the tail, or their results would arrive
         # after the summary as orphans.
@@ -160,3 +167,92 @@ def plan_compaction(
         worthwhile=worthwhile,
         skip_reason=reason,
     )
+
+
+def _covered_by_tail(
+    system: Sequence[Mapping[str, Any]], context: Sequence[Mapping[str, Any]]
+) -> CompactionPlan:
+    return CompactionPlan(
+        system=tuple(system),
+        replaced=(),
+        to_summarize=(),
+        tail=tuple(context),
+        previous_summary=None,
+        worthwhile=False,
+        skip_reason="the kept tail covers the whole history: nothing to summarize without "
+        "cutting into it",
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# The truncation fallback
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Truncation:
+    """Which replaced messages the truncation fallback keeps, and which it drops."""
+
+    kept: Messages
+    dropped: Messages
+
+
+def plan_truncation(
+    plan: CompactionPlan,
+    *,
+    estimate: MessageEstimator,
+    max_tokens: int | None = None,
+    max_messages: int | None = None,
+    reserved_tokens: int = 0,
+    reserved_messages: int = 0,
+) -> Truncation:
+    """Drop the oldest unprotected messages of ``plan.replaced`` until the history fits.
+
+    The history is ``plan.system``, what is kept and ``plan.tail``, plus ``reserved_*`` for the
+    messages the caller adds (preserved skills, a notice). Protected, and always kept: the
+    previous summary and the newest user message (when it is not in the tail anyway). Other
+    internal messages always go: what they carried (skills, quoted user messages) is carried
+    on by the caller's own messages. Messages go in whole groups between safe cut points, so
+    a tool call never loses its results; the kept part is the newest run that fits.
+    """
+    groups = _groups(plan.replaced)
+    protected = _protected(plan)
+    keep = [any(_same(m, protected) for m in group) for group in groups]
+    fixed = [
+        *plan.system,
+        *plan.tail,
+        *(m for g, k in zip(groups, keep, strict=True) if k for m in g),
+    ]
+    tokens = reserved_tokens + sum(estimate(m) for m in fixed)
+    count = reserved_messages + len(fixed)
+    for index in range(len(groups) - 1, -1, -1):
+        group = groups[index]
+        if keep[index] or all(is_internal(m) for m in group):
+            continue
+        tokens += sum(estimate(m) for m in group)
+        count += len(group)
+        if (max_tokens is not None and tokens > max_tokens) or (
+            max_messages is not None and count > max_messages
+        ):
+            break
+        keep[index] = True
+    kept = tuple(m for g, k in zip(groups, keep, strict=True) if k for m in g)
+    dropped = tuple(m for g, k in zip(groups, keep, strict=True) if not k for m in g)
+    return Truncation(kept=kept, dropped=dropped)
+
+
+def _groups(messages: Sequence[Mapping[str, Any]]) -> list[Messages]:
+    """``messages`` split at every safe cut point: a tool call and its results stay together."""
+    cuts = safe_cut_points(messages)
+    return [tuple(messages[a:b]) for a, b in pairwise(cuts) if a < b]
+
+
+def _protected(plan: CompactionPlan) -> list[Mapping[str, Any]]:
+    protected = [plan.previous_summary] if plan.previous_summary is not None else []
+    if not any(is_real_user_message(m) for m in plan.tail):
+        newest = [m for m in plan.replaced if is_real_user_message(m)][-1:]
+        protected += newest
+    return protected
+
+
+def _same(message: Mapping[str, Any], among: Sequence[Mapping[str, Any]]) -> bool:
+    return any(message is other for other in among)

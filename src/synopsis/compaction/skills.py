@@ -6,10 +6,10 @@ instruction, and a summary would blur it, so it is kept word for word in one int
 placed before the summary, within per-skill and total token budgets.
 
 Differences from the original design: skills already kept by an earlier compaction are read
-back from that message (its ``meta`` stores them exactly), so they survive every later
-compaction; a malformed skill call is skipped with a warning instead of failing the whole
-compaction; and a skill too large for the remaining budget is skipped while smaller, older
-ones still get in.
+back from that message (each sits in its own marked element, word for word), so they survive
+every later compaction; a malformed skill call is skipped with a warning instead of failing
+the whole compaction; and a skill too large for the remaining budget is skipped while
+smaller, older ones still get in.
 
 Pure apart from logging a warning for malformed calls.
 """
@@ -24,7 +24,14 @@ from typing import Any, Final
 
 from synopsis.compaction.summary import longest_fitting_prefix
 from synopsis.errors import ConfigError
-from synopsis.messages import content_type, text_of
+from synopsis.messages import (
+    content_type,
+    escape_markers,
+    mark,
+    marked_body,
+    marked_elements,
+    text_of,
+)
 from synopsis.prompts import ENGLISH, PromptSet
 from synopsis.tokens import Estimator
 
@@ -40,7 +47,8 @@ __all__ = [
 _log = logging.getLogger(__name__)
 
 SKILLS_CONTENT_TYPE: Final = "skills"
-_SEPARATOR: Final = "\n\n---\n\n"
+#: The marker kind of one skill's element inside the skills message.
+_SKILL_KIND: Final = "skill"
 
 #: Reads the skill's name from the parsed arguments of a skill call; None if it has none.
 NameReader = Callable[[Mapping[str, Any]], "str | None"]
@@ -148,7 +156,17 @@ def _from_result(
 
 
 def _carried(message: Mapping[str, Any]) -> list[Skill]:
-    """Skills stored in the meta of an earlier preserved-skills message."""
+    """Skills kept by an earlier preserved-skills message, read from its marked elements."""
+    skills = _legacy_carried(message)
+    for marker, content in marked_elements(marked_body(message, unescape=False), _SKILL_KIND):
+        name = marker.attributes.get("name", "")
+        if name.strip() and content.strip():
+            skills.append(Skill(name, content, marker.attributes.get("truncated") == "true"))
+    return skills
+
+
+def _legacy_carried(message: Mapping[str, Any]) -> list[Skill]:
+    """Skills in the ``meta`` of a message saved by an older version."""
     meta = message.get("meta")
     stored = meta.get("skills") if isinstance(meta, Mapping) else None
     skills = []
@@ -237,20 +255,18 @@ def find_skills(
 def build_skills_message(skills: Sequence[Skill], *, prompts: PromptSet) -> dict[str, Any] | None:
     """The internal user message that carries ``skills``; None when there are none.
 
-    ``meta.skills`` holds them structured, so the next compaction re-reads them exactly.
+    Marked "skills"; each skill sits under its heading in its own marked element (name and
+    truncation as attributes, the text escaped), so the next compaction re-reads it exactly.
     """
     if not skills:
         return None
-    sections = [f"{prompts.skill_title(s.name)}\n\n{s.content}" for s in skills]
-    content = prompts.skills_preamble + "\n\n" + _SEPARATOR.join(sections)
-    return {
-        "role": "user",
-        "content": content,
-        "meta": {
-            "content_type": SKILLS_CONTENT_TYPE,
-            "skills": [skill.as_dict() for skill in skills],
-        },
-    }
+    sections = [escape_markers(prompts.skills_preamble)]
+    for skill in skills:
+        attributes = {"name": skill.name, "truncated": "true" if skill.truncated else None}
+        heading = escape_markers(prompts.skill_title(skill.name))
+        sections.append(f"{heading}\n{mark(_SKILL_KIND, skill.content, attributes)}")
+    content = mark(SKILLS_CONTENT_TYPE, "\n\n".join(sections), raw=True)
+    return {"role": "user", "content": content}
 
 
 def preserve_skills(

@@ -4,8 +4,8 @@ Steps, each a pure function: :func:`validate_summary_response` (reject empty ans
 calls), :func:`extract_summary` (keep the ``<summary>`` part, drop the ``<analysis>``
 scratchpad), :func:`fill_user_messages` (overwrite the model's recollection of what the user
 said with the real messages, within a token budget) and :func:`build_summary_message` (wrap it
-in the preamble and continue instruction, and mark it internal). :func:`finalize_summary` runs
-the last three in order.
+in the preamble and continue instruction, inside the summary marker that makes it internal).
+:func:`finalize_summary` runs the last three in order.
 
 Pure: no I/O, no clock. Token budgets use the ``estimate`` callable the caller passes in.
 """
@@ -16,13 +16,23 @@ import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Final
 
-from synopsis.messages import content_type, is_real_user_message, media_parts, text_of
+from synopsis.messages import (
+    content_type,
+    is_real_user_message,
+    mark,
+    marked_body,
+    media_parts,
+    text_of,
+)
 from synopsis.prompts import CHINESE, ENGLISH, USER_MESSAGES_TAG, PromptSet
 from synopsis.summarizer import extract_summary
 from synopsis.tokens import Estimator
 
 __all__ = [
     "DEFAULT_USER_MESSAGES_BUDGET",
+    "NOTICE_KIND",
+    "QUOTING_KINDS",
+    "SUMMARY_KIND",
     "build_summary_message",
     "collect_user_messages",
     "fill_user_messages",
@@ -30,10 +40,17 @@ __all__ = [
     "longest_fitting_prefix",
     "parse_user_messages_block",
     "trim_middle",
+    "user_messages_block",
 ]
 
 
 DEFAULT_USER_MESSAGES_BUDGET: Final = 30_000
+#: The marker kinds of a summary message and of the truncation fallback's notice.
+SUMMARY_KIND: Final = "summary"
+NOTICE_KIND: Final = "notice"
+#: Kinds of internal messages whose ``<all_user_messages>`` block quotes what the user said:
+#: the next compaction carries the quotes forward.
+QUOTING_KINDS: Final = frozenset({SUMMARY_KIND, NOTICE_KIND})
 _FLAGS: Final = re.IGNORECASE | re.DOTALL
 _OPEN_TAG: Final = f"<{USER_MESSAGES_TAG}>"
 _CLOSE_TAG: Final = f"</{USER_MESSAGES_TAG}>"
@@ -173,6 +190,17 @@ def fill_user_messages(
     return _insert_block(summary_text, block, prompts)
 
 
+def user_messages_block(
+    user_messages: Sequence[str], *, budget_tokens: int, estimate: Estimator, prompts: PromptSet
+) -> str:
+    """The ``<all_user_messages>`` block alone, chosen as :func:`fill_user_messages` does;
+    empty when there is no user message."""
+    if not any(t.strip() for t in user_messages):
+        return ""
+    chosen, omitted = _select(user_messages, budget_tokens, estimate, prompts)
+    return _render_block(chosen, omitted, prompts)
+
+
 def _heading(number: int, text: str, prompts: PromptSet, start: int = 0) -> re.Match[str] | None:
     """The first heading line of section ``number`` at or after ``start``.
 
@@ -257,8 +285,8 @@ def collect_user_messages(messages: Iterable[Mapping[str, Any]]) -> list[str]:
     """
     texts: list[str] = []
     for message in messages:
-        if content_type(message) == "summary":
-            texts.extend(parse_user_messages_block(text_of(message)))
+        if content_type(message) in QUOTING_KINDS:
+            texts.extend(parse_user_messages_block(marked_body(message)))
         elif is_real_user_message(message):
             text = _user_text(message)
             if text:
@@ -285,14 +313,16 @@ def build_summary_message(
 ) -> dict[str, Any]:
     """The user-role message that stands in for the replaced history.
 
-    ``meta.content_type`` is ``"summary"`` so the next compaction treats it as internal (it
-    is never re-quoted as something the user said); ``extra_meta`` adds keys such as a
-    summary version or the model that wrote it.
+    Its text is wrapped in the summary marker, so the next compaction recognizes it from the
+    text alone (after any framework's conversion) as internal: folded in as the previous
+    summary, never re-quoted as something the user said. ``extra_meta`` becomes marker
+    attributes, such as the summary's version (``content_type`` is always "summary").
     """
     pointer = prompts.transcript(transcript_path) if transcript_path else ""
     parts = [prompts.summary_preamble, summary_text.strip(), pointer, prompts.continue_instruction]
-    meta = {**(extra_meta or {}), "content_type": "summary"}
-    return {"role": "user", "content": "\n\n".join(p for p in parts if p), "meta": meta}
+    attributes = {k: v for k, v in (extra_meta or {}).items() if k != "content_type"}
+    body = "\n\n".join(p for p in parts if p)
+    return {"role": "user", "content": mark(SUMMARY_KIND, body, attributes)}
 
 
 def finalize_summary(

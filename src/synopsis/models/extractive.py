@@ -26,7 +26,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from synopsis.messages import is_internal, text_of
+from synopsis.messages import is_internal, marked_body, text_of
 from synopsis.models._base import ModelResponse, ModelSettings, Usage
 from synopsis.prompts import CHINESE, ENGLISH, USER_MESSAGES_TAG, PromptSet
 
@@ -97,7 +97,7 @@ class _Transcript:
 
 
 def _is_instruction(message: Mapping[str, Any]) -> bool:
-    text = text_of(message)
+    text = text_of(message) if not is_internal(message) else ""
     return message.get("role") == "user" and "<summary>" in text and USER_MESSAGES_TAG in text
 
 
@@ -147,7 +147,7 @@ def _read(messages: Sequence[Mapping[str, Any]]) -> tuple[_Transcript, str]:
 def _add(transcript: _Transcript, message: Mapping[str, Any], names: dict[str, str]) -> None:
     role, text = message.get("role"), text_of(message)
     if role == "user":
-        wrapped = _strip_wrapping(text)
+        wrapped = _strip_wrapping(marked_body(message))
         if wrapped is not None:
             transcript.previous = _SUMMARY_TAG.sub("", wrapped)
         elif not is_internal(message) and not _is_skills(text) and text.strip():

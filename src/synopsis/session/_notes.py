@@ -2,7 +2,8 @@
 
 Pure: the store's hits come in as values. Ranking is :mod:`synopsis.memory.ranking`'s BM25
 and reciprocal rank fusion, the very formulas the memory stores use, so a note ranks the same
-whether it came from the store or from this session's history.
+whether it came from the store or from this session's history. :func:`notes_message` is the
+message that carries the chosen notes, marked as internal in its text.
 """
 
 from __future__ import annotations
@@ -10,22 +11,28 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 from synopsis.memory._types import Namespace, SearchHit
 from synopsis.memory.ranking import bm25_scores, document_terms, fused_order, query_terms
-from synopsis.messages import is_internal, text_of
+from synopsis.messages import is_internal, mark, text_of
 
 __all__ = [
+    "NOTES_KIND",
     "Recalled",
     "dedupe_recalled",
     "fuse_ranked",
     "hits_to_recalled",
     "latest_user_text",
+    "notes_message",
     "rank_history",
     "recall_query",
     "select_notes",
 ]
+
+
+#: The marker kind of the recalled-notes message.
+NOTES_KIND: Final = "memory"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -150,3 +157,12 @@ def select_notes(
         limit=limit * 2,
     )
     return dedupe_recalled(fused, against=against)[:limit]
+
+
+def notes_message(section: str) -> dict[str, Any]:
+    """The internal system message that carries the rendered recalled notes.
+
+    Marked in its text, not by a private key, so the request it is part of goes to any
+    provider as it is, and a later step still knows it for injected context, not user words.
+    """
+    return {"role": "system", "content": mark(NOTES_KIND, section)}
