@@ -15,6 +15,7 @@ from synopsis.events import SessionSummarySaved
 from synopsis.memory._types import MemoryItem, SearchHit
 from synopsis.memory.inmemory import AsyncInMemoryStore, InMemoryStore
 from synopsis.memory.sqlite import SQLiteStore
+from synopsis.messages import content_type, is_internal
 from synopsis.session.context import (
     Recalled,
     assemble_context,
@@ -386,7 +387,8 @@ def test_hybrid_recalls_other_sessions_and_older_messages(store: InMemoryStore) 
     with SessionMemory(store=store, summarizer=None, hybrid=True, window_messages=4) as session:
         built = session.build_context(T, "u1", "s1", history)
     recalled = built[0]
-    assert recalled["meta"]["content_type"] == "memory"
+    assert set(recalled) == {"role", "content"}  # schema keys only: sendable as it is
+    assert content_type(recalled) == "memory" and is_internal(recalled)
     assert "We planned a trip to Kyoto" in recalled["content"]
     assert "book the Kyoto hotel" in recalled["content"]
     assert "someone else" not in recalled["content"]

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from synopsis.messages import safe_cut_points, split_leading_system, text_of
-from synopsis.session._notes import Recalled
+from synopsis.session._notes import Recalled, notes_message
 from synopsis.tokens import DEFAULT_MESSAGE_OVERHEAD, Estimator
 
 __all__ = [
@@ -126,12 +126,8 @@ def _append_section(message: Mapping[str, Any], section: str) -> dict[str, Any]:
 
 
 def recall_message(notes: Sequence[Recalled]) -> dict[str, Any]:
-    """The internal system message that carries recalled notes."""
-    return {
-        "role": "system",
-        "content": render_recall_section(notes),
-        "meta": {"content_type": "memory", "internal": True},
-    }
+    """The internal system message that carries recalled notes (marked in its text)."""
+    return notes_message(render_recall_section(notes))
 
 
 def system_with_summary(
