@@ -40,7 +40,7 @@ Fields = dict[str, Any]
 
 
 def diff(original: Mapping[str, Any], rebuilt: Mapping[str, Any]) -> Fields:
-    """The fields of ``original`` that ``rebuilt`` lacks or holds differently (see :func:`patch`)."""
+    """The fields of ``original`` that ``rebuilt`` lacks or holds differently."""
     changed = {k: v for k, v in original.items() if k not in rebuilt or rebuilt[k] != v}
     absent = [k for k in rebuilt if k not in original]
     if absent:
