@@ -46,15 +46,14 @@ def foreign_message_hint(obj: object) -> str | None:
     """What ``obj`` is and which converter reads it, or ``None`` when it is nothing we know.
 
     For example ``"a langchain_core.messages.HumanMessage: convert with
-    synopsis.from_langchain(messages)"``. Dicts get a hint only when they are
+    synopsis.convert.from_langchain(messages)"``. Dicts get a hint only when they are
     Responses API items (a ``type`` and no ``role``).
     """
     if isinstance(obj, Mapping):
         kind = obj.get("type")
         if "role" not in obj and isinstance(kind, str) and _is_item_type(kind):
-            return (
-                f"a Responses API {kind!r} item: convert with synopsis.from_responses_items(items)"
-            )
+            converter = "synopsis.convert.from_responses_items(items)"
+            return f"a Responses API {kind!r} item: convert with {converter}"
         return None
     cls = type(obj)
     module = getattr(cls, "__module__", "") or ""
