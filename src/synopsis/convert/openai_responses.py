@@ -68,12 +68,15 @@ def to_responses_items(
 ) -> list[dict[str, Any]]:
     """Responses input items for our messages; tool calls become ``function_call`` items."""
     items: list[dict[str, Any]] = []
+    previous = None
     for index, message in enumerate(messages):
-        if message.get("role") not in {"system", "developer", "user", "assistant", "tool"}:
-            raise InvalidMessage(
-                f"cannot convert role {message.get('role')!r} to Responses items", index=index
-            )
-        items.extend(_to_group(message, keep_extras))
+        role = message.get("role")
+        if role not in {"system", "developer", "user", "assistant", "tool"}:
+            raise InvalidMessage(f"cannot convert role {role!r} to Responses items", index=index)
+        # Two assistant messages in a row would read back as one; carried data marks the seam.
+        seam = keep_extras and role == previous == "assistant"
+        items.extend(_to_group(message, keep_extras, seam=seam))
+        previous = role
     return items
 
 
@@ -90,13 +93,13 @@ def _from_group(group: list[Mapping[str, Any]], keep_extras: bool) -> dict[str, 
     return message
 
 
-def _to_group(message: Mapping[str, Any], keep_extras: bool) -> list[dict[str, Any]]:
+def _to_group(message: Mapping[str, Any], keep_extras: bool, *, seam: bool) -> list[dict[str, Any]]:
     own = without(message, CARRY_KEY)
     base = group_fields(_std_to(own), _kind)
     fields = restore(base, carried(message, _FRAMEWORK), _fields_round_trip)
     items = ungroup_fields(fields)
     extras = diff(own, _std_from(_std_to(own)) or {}) if keep_extras else {}
-    if extras and items:
+    if (extras or seam) and items:
         items[0] = {**items[0], CARRY_KEY: extras}
     return items
 
@@ -124,7 +127,12 @@ def _groups(items: Sequence[Mapping[str, Any]]) -> list[list[Mapping[str, Any]]]
     for item in items:
         kind = _kind(item)
         last = groups[-1] if groups else None
-        if kind in _ASSISTANT_KINDS and last is not None and _joins(last, kind):
+        if (
+            kind in _ASSISTANT_KINDS
+            and last is not None
+            and _joins(last, kind)
+            and CARRY_KEY not in item
+        ):
             last.append(item)
         elif kind in _ASSISTANT_KINDS or kind in {"message", "function_call_output"}:
             groups.append([*waiting, item])
