@@ -166,7 +166,13 @@ def _build(fields: Fields) -> BaseMessage:
     cls = _classes()[fields["type"]]
     kwargs = {k: v for k, v in fields.items() if not k.startswith(_KW)}
     kwargs["additional_kwargs"] = {k[len(_KW) :]: v for k, v in fields.items() if k.startswith(_KW)}
-    return cls(**kwargs)
+    # A chunk derives tool calls from explicit tool_call_chunks (parsing partial JSON) and the
+    # chunks from tool calls otherwise: pass the chunks only when the derived ones differ.
+    chunks = kwargs.pop("tool_call_chunks", None)
+    message = cls(**kwargs)
+    if chunks is not None and getattr(message, "tool_call_chunks", None) != chunks:
+        message = cls(**kwargs, tool_call_chunks=chunks)
+    return message
 
 
 def _role_of(fields: Mapping[str, Any]) -> str | None:
