@@ -297,6 +297,21 @@ def test_edits_win_over_carried_data() -> None:
     assert part.timestamp == original.timestamp
 
 
+def test_an_edited_part_loses_its_provider_id() -> None:
+    """A text part with a provider item id comes back without it once its text changed."""
+    response = ModelResponse(
+        parts=[TextPart("secret", id="msg_1", provider_name="openai")],
+        model_name="gpt",
+        provider_name="openai",
+    )
+    (ours,) = from_pydantic_ai([response], keep_extras=True)
+    ours["content"] = "[redacted]"
+    (back,) = to_pydantic_ai([ours])
+    assert isinstance(back, ModelResponse)
+    assert back.parts == [TextPart("[redacted]")]
+    assert (back.model_name, back.provider_name) == ("gpt", "openai")
+
+
 def test_unknown_objects_are_rejected() -> None:
     """Something that is not a ModelRequest/ModelResponse raises InvalidMessage with its index."""
     with pytest.raises(InvalidMessage, match="message 0: expected a ModelRequest"):

@@ -89,7 +89,7 @@ def _from_group(group: list[Mapping[str, Any]], keep_extras: bool) -> dict[str, 
     message = restore(base, ours, lambda m: _std_from(_std_to(m)))
     if keep_extras:
         rebuilt = group_fields(_std_to(message), _kind)
-        with_carried(message, _FRAMEWORK, diff(group_fields(clean, _kind), rebuilt))
+        with_carried(message, _FRAMEWORK, diff(group_fields(clean, _kind), rebuilt, sealed=True))
     return message
 
 

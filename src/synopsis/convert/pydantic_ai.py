@@ -128,7 +128,7 @@ def _from_response(message: ModelResponse, keep_extras: bool) -> dict[str, Any]:
     result = restore(base, ours, lambda m: _std_from_response(_std_response(m)))
     if keep_extras:
         rebuilt = _response_fields(_dump(_std_response(result)))
-        with_carried(result, _FRAMEWORK, diff(fields, rebuilt))
+        with_carried(result, _FRAMEWORK, diff(fields, rebuilt, sealed=True))
     return result
 
 
