@@ -18,22 +18,27 @@ from synopsis.errors import InvalidMessage
 
 __all__ = ["foreign_message_hint", "to_openai_messages"]
 
-# (module prefix, module to name it by, how to convert)
+_CONVERT: Final = "convert with synopsis.convert."
+# (module prefix, module to name the type by, what to do)
 _FOREIGN: Final = (
-    ("langchain_core.messages", "langchain_core.messages", "from_langchain(messages)"),
-    ("pydantic_ai.messages", "pydantic_ai.messages", "from_pydantic_ai(messages)"),
-    ("agents.items", "agents.items", "from_responses_items(result.to_input_list())"),
+    ("langchain_core.messages", "langchain_core.messages", _CONVERT + "from_langchain(messages)"),
+    ("pydantic_ai.messages", "pydantic_ai.messages", _CONVERT + "from_pydantic_ai(messages)"),
+    (
+        "agents.items",
+        "agents.items",
+        _CONVERT + "from_responses_items(result.to_input_list())",
+    ),
     (
         "openai.types.responses",
         "openai.types.responses",
-        "from_responses_items([item.model_dump(exclude_unset=True) for item in items])",
+        _CONVERT + "from_responses_items([item.model_dump(exclude_unset=True) for item in items])",
     ),
     (
         "openai.types.chat",
         "openai.types.chat",
-        "nothing: pass message.model_dump(exclude_none=True), it is our shape",
+        "pass message.model_dump(exclude_none=True), it is already our shape",
     ),
-    ("anthropic.types", "anthropic.types", "from_anthropic(system, messages)"),
+    ("anthropic.types", "anthropic.types", _CONVERT + "from_anthropic(system, messages)"),
 )
 _ITEM_TYPES: Final = frozenset(
     {"message", "function_call", "function_call_output", "reasoning", "item_reference"}
@@ -52,14 +57,14 @@ def foreign_message_hint(obj: object) -> str | None:
     if isinstance(obj, Mapping):
         kind = obj.get("type")
         if "role" not in obj and isinstance(kind, str) and _is_item_type(kind):
-            converter = "synopsis.convert.from_responses_items(items)"
-            return f"a Responses API {kind!r} item: convert with {converter}"
+            return f"a Responses API {kind!r} item: {_CONVERT}from_responses_items(items)"
         return None
     cls = type(obj)
     module = getattr(cls, "__module__", "") or ""
-    for prefix, public, call in _FOREIGN:
+    for prefix, public, advice in _FOREIGN:
         if module == prefix or module.startswith(prefix + "."):
-            return f"a {public}.{cls.__qualname__}: convert with synopsis.convert.{call}"
+            article = "an" if public[0] in "aeiou" else "a"
+            return f"{article} {public}.{cls.__qualname__}: {advice}"
     return None
 
 
