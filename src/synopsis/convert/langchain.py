@@ -152,14 +152,22 @@ def _classes() -> dict[str, type[BaseMessage]]:
 
 def _fields_of(message: BaseMessage) -> Fields:
     fields: Fields = {}
-    for name, info in type(message).model_fields.items():
+    for name, default in _defaults(type(message)).items():
         value = getattr(message, name)
         if name == "additional_kwargs":
             fields.update((_KW + key, item) for key, item in value.items())
-        elif name == "type" or value != info.get_default(call_default_factory=True):
+        elif name == "type" or value != default:
             fields[name] = value
     fields.update(message.model_extra or {})
     return fields
+
+
+@cache
+def _defaults(cls: type[BaseMessage]) -> dict[str, Any]:
+    """Each field's default (computed once per class: default factories are slow to inspect)."""
+    return {
+        name: info.get_default(call_default_factory=True) for name, info in cls.model_fields.items()
+    }
 
 
 def _build(fields: Fields) -> BaseMessage:
