@@ -31,11 +31,11 @@ from synopsis.messages import (
     marker_of,
     open_tool_calls,
     text_of,
-    validate_messages,
 )
 from synopsis.models.retry import RetryPolicy
 from synopsis.summarizer import Summarizer
 from synopsis.testing import AsyncFakeModel, FakeModel, RecordingSleep, tool_call_reply
+from synopsis.validation import validate_messages
 from tests.strategies import histories
 
 DATA = Path(__file__).parent / "data"

@@ -175,3 +175,13 @@ def test_responses_lists_read_like_from_responses_items(history: list[dict[str, 
     """Responses items are recognized even when they begin with easy messages."""
     items = to_responses_items(history)
     assert to_openai_messages(items) == from_responses_items(items)
+
+
+def test_the_compactor_names_the_converter_for_langchain_messages() -> None:
+    """LangChain message objects given to the compactor: InvalidMessage naming type and fix."""
+    from langchain_core.messages import HumanMessage
+
+    from synopsis import Compactor, InvalidMessage
+
+    with pytest.raises(InvalidMessage, match=r"HumanMessage.*synopsis\.convert\.from_langchain"):
+        Compactor(trigger_messages=1).compact([HumanMessage("hi"), HumanMessage("there")])

@@ -24,7 +24,8 @@ from langchain_core.messages import (
 
 from synopsis.convert import CARRY_KEY, from_langchain, to_langchain
 from synopsis.errors import InvalidMessage
-from synopsis.messages import open_tool_calls, validate_messages
+from synopsis.messages import open_tool_calls
+from synopsis.validation import validate_messages
 from tests.convert_histories import SUMMARY_MARKER, TEXT, chat_histories
 
 MESSAGE_KEYS = {"role", "content", "tool_calls", "tool_call_id", "name", "usage", "meta"}

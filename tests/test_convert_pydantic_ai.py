@@ -33,7 +33,8 @@ from pydantic_ai.usage import RequestUsage
 
 from synopsis.convert import CARRY_KEY, from_pydantic_ai, to_pydantic_ai
 from synopsis.errors import InvalidMessage
-from synopsis.messages import open_tool_calls, validate_messages
+from synopsis.messages import open_tool_calls
+from synopsis.validation import validate_messages
 from tests.convert_histories import SUMMARY_MARKER, chat_histories
 
 PROPERTY = settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])

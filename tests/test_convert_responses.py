@@ -15,7 +15,8 @@ from hypothesis import strategies as st
 
 from synopsis.convert import CARRY_KEY, from_responses_items, to_responses_items
 from synopsis.errors import InvalidMessage
-from synopsis.messages import open_tool_calls, validate_messages
+from synopsis.messages import open_tool_calls
+from synopsis.validation import validate_messages
 from tests.convert_histories import SUMMARY_MARKER, TEXT, chat_histories
 
 PROPERTY = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -29,15 +29,10 @@ from synopsis import (
     RetryPolicy,
 )
 from synopsis.errors import ContextLengthExceeded, ProviderUnavailable
-from synopsis.messages import (
-    content_type,
-    is_internal,
-    is_real_user_message,
-    text_of,
-    validate_messages,
-)
+from synopsis.messages import content_type, is_internal, is_real_user_message, text_of
 from synopsis.models.openai import OpenAIModel
 from synopsis.testing import AsyncFakeModel, FakeModel, FunctionModel, RecordingSleep
+from synopsis.validation import validate_messages
 
 SUMMARY = (
     "<analysis>thinking</analysis><summary>1. Primary Request and Intent: fix the bug\n"

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from hypothesis import given
 
-from synopsis import messages as messages_module
+from synopsis import validation as messages_module
 from synopsis.errors import InvalidMessage
 from synopsis.messages import (
     Marker,
@@ -24,10 +24,10 @@ from synopsis.messages import (
     strip_extensions,
     text_of,
     total_tokens_of,
-    validate_messages,
     with_meta,
     without_meta,
 )
+from synopsis.validation import validate_messages
 from tests.strategies import histories
 
 

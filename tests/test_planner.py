@@ -11,8 +11,9 @@ from hypothesis import strategies as st
 
 from synopsis.compaction.plan import KeepTail, plan_compaction
 from synopsis.errors import ConfigError
-from synopsis.messages import open_tool_calls, text_of, validate_messages
+from synopsis.messages import open_tool_calls, text_of
 from synopsis.summarizer import chunk_for_window, clip_message
+from synopsis.validation import validate_messages
 from tests.strategies import histories
 
 

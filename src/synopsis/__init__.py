@@ -50,7 +50,6 @@ from synopsis.events import (
     SessionSummaryStarted,
     SummarizeFailed,
 )
-from synopsis.messages import validate_messages
 from synopsis.models import AsyncModel, Model, ModelResponse, ModelSettings, Usage
 from synopsis.models._resolve import resolve_model
 from synopsis.models.extractive import AsyncExtractiveModel, ExtractiveModel
@@ -66,6 +65,7 @@ from synopsis.session.memory import AsyncSessionMemory, ScheduleResult, SessionM
 from synopsis.summarizer import AsyncSummarizer, Summarizer, SummaryResult
 from synopsis.tokens import TokenCount, TokenCounter
 from synopsis.transcripts import Transcript, dump_transcript, load_transcript
+from synopsis.validation import validate_messages
 
 __version__ = "0.1.0"
 

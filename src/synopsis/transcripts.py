@@ -1,6 +1,6 @@
 """Reading and writing transcripts: a JSON array, JSONL, or ``{"messages": [...]}``.
 
-Loading validates every message (see :func:`synopsis.messages.validate_messages`) and reports
+Loading validates every message (see :func:`synopsis.validation.validate_messages`) and reports
 the first problem with its line or index. Dumping writes the same format that was read, so
 ``synopsis compact`` returns a file of the shape it was given.
 
@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any, Final, Literal
 
 from synopsis.errors import InvalidInput
-from synopsis.messages import validate_messages
+from synopsis.validation import validate_messages
 
 __all__ = [
     "Transcript",

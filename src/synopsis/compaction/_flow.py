@@ -38,9 +38,10 @@ from synopsis.compaction.summary import (
 from synopsis.compaction.trigger import TriggerDecision
 from synopsis.errors import CompactionError, ModelError, describe_error
 from synopsis.events import AfterSummarize, BeforeSummarize, SummarizeFailed
-from synopsis.messages import mark, marked_body, marker_of, validate_messages, without_meta
+from synopsis.messages import mark, marked_body, marker_of, without_meta
 from synopsis.summarizer import SummaryResult, strip_summary_wrapping
 from synopsis.tokens import TokenCounter
+from synopsis.validation import require_mappings, validate_messages
 
 __all__ = [
     "CompactionResult",
@@ -153,6 +154,7 @@ def decide(
     tools: Sequence[Mapping[str, Any]] | None = None,
 ) -> tuple[int, TriggerDecision]:
     """Count tokens (baseline + increment) and evaluate the trigger. O(new messages)."""
+    require_mappings(messages)
     tokens = counter.count(messages, tools=tools).total
     decision = options.trigger.evaluate(tokens, len(messages))
     if decision.fired and _regrowth_guard(options, messages, tokens):
