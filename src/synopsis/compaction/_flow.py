@@ -28,6 +28,7 @@ from synopsis.compaction.trigger import TriggerDecision
 from synopsis.errors import CompactionError, ModelError, describe_error
 from synopsis.events import AfterSummarize, BeforeSummarize, Event, SummarizeFailed
 from synopsis.messages import content_type, text_of, validate_messages
+from synopsis.models._base import Usage
 from synopsis.summarizer import SummaryResult, strip_summary_wrapping
 from synopsis.tokens import TokenCounter
 
@@ -70,6 +71,8 @@ class CompactionResult:
     fallback: str | None = None
     error: dict[str, Any] | None = None
     events: tuple[Event, ...] = field(default_factory=tuple)
+    usage: Usage | None = None  # what the summary cost, summed over its calls
+    calls: int = 0
 
     def report(self) -> dict[str, Any]:
         """A JSON-ready summary of the result (without the messages)."""
@@ -85,6 +88,8 @@ class CompactionResult:
             "skipped": self.skipped,
             "fallback": self.fallback,
             "error": self.error,
+            "usage": self.usage.as_dict() if self.usage else None,
+            "calls": self.calls,
         }
 
 
@@ -212,6 +217,8 @@ class _Run:
             archive=archive,
             fallback=fallback,
             events=tuple(events),
+            usage=summary.usage if summary else None,
+            calls=summary.calls if summary else 0,
         )
 
 
@@ -346,6 +353,8 @@ def _after(
         attempts=summary.attempts,
         archive=archive,
         session_id=run.options.session_id,
+        usage=summary.usage.as_dict() if summary.usage else None,
+        calls=summary.calls,
     )
 
 
