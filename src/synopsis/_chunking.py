@@ -62,16 +62,24 @@ def clip_message(
     return result
 
 
-def _fitting(sizes: Sequence[int], start: int, budget: int) -> int:
-    """The end of the longest run of ``sizes[start:]`` within ``budget`` (at least one)."""
+Groups = Sequence[Sequence[Mapping[str, Any]]]
+
+
+def _fitting(
+    groups: Groups, start: int, budget: int, estimate: MessageEstimator
+) -> tuple[int, int]:
+    """The end of the longest run of ``groups[start:]`` within ``budget`` (at least one
+    group), and its size. Only the groups looked at are estimated."""
     end, used = start, 0
-    while end < len(sizes) and (end == start or used + sizes[end] <= budget):
-        used += sizes[end]
-        end += 1
-    return end
+    while end < len(groups):
+        size = sum(estimate(m) for m in groups[end])
+        if end > start and used + size > budget:
+            break
+        end, used = end + 1, used + size
+    return end, used
 
 
-def safe_groups(messages: Sequence[Mapping[str, Any]]) -> list[list[Mapping[str, Any]]]:
+def safe_groups(messages: Messages) -> list[list[Mapping[str, Any]]]:
     """``messages`` split at every safe cut point: a group never separates a call from its
     results."""
     points = safe_cut_points(messages)
@@ -79,7 +87,7 @@ def safe_groups(messages: Sequence[Mapping[str, Any]]) -> list[list[Mapping[str,
 
 
 def chunk_for_window(
-    messages: Sequence[Mapping[str, Any]], *, budget: int, estimate: MessageEstimator
+    messages: Messages, *, budget: int, estimate: MessageEstimator
 ) -> list[list[Mapping[str, Any]]]:
     """Split ``messages`` into consecutive chunks of at most ``budget`` tokens each, cutting
     at safe points where possible. A single group larger than the budget forms its own chunk
@@ -87,35 +95,32 @@ def chunk_for_window(
     if budget <= 0:
         raise ConfigError("the summarizer's window leaves no room for conversation")
     groups = safe_groups(messages)
-    sizes = [sum(estimate(m) for m in group) for group in groups]
     chunks: list[list[Mapping[str, Any]]] = []
     start = 0
     while start < len(groups):
-        end = _fitting(sizes, start, budget)
+        end, _ = _fitting(groups, start, budget, estimate)
         chunks.append([m for group in groups[start:end] for m in group])
         start = end
     return chunks
 
 
 def take_chunk(
-    groups: Sequence[list[Mapping[str, Any]]], *, budget: int, counter: TokenCounter
-) -> tuple[list[Mapping[str, Any]], list[list[Mapping[str, Any]]]]:
-    """The leading groups that fit ``budget`` as one chunk, and the groups left.
+    groups: Groups, start: int, *, budget: int, counter: TokenCounter
+) -> tuple[list[Mapping[str, Any]], int]:
+    """The groups from ``start`` on that fit ``budget`` as one chunk, and where the next
+    chunk starts.
 
     A first group larger than the budget on its own is shrunk until it fits (see
     :func:`shrink_group`), so a chunk never exceeds the budget.
     """
-    sizes = [sum(counter.estimate(m) for m in group) for group in groups]
-    end = _fitting(sizes, 0, budget)
-    chunk = [m for group in groups[:end] for m in group]
-    if sum(sizes[:end]) > budget:
+    end, used = _fitting(groups, start, budget, counter.estimate)
+    chunk = [m for group in groups[start:end] for m in group]
+    if used > budget:
         chunk = shrink_group(chunk, budget=budget, counter=counter)
-    return chunk, list(groups[end:])
+    return chunk, end
 
 
-def shrink_group(
-    group: Sequence[Mapping[str, Any]], *, budget: int, counter: TokenCounter
-) -> list[Mapping[str, Any]]:
+def shrink_group(group: Messages, *, budget: int, counter: TokenCounter) -> list[Mapping[str, Any]]:
     """``group`` within ``budget``: each message's text clipped to an equal share; when that
     is not enough (long tool arguments, media, many messages) the group becomes one plain-text
     transcript message, clipped in the middle."""

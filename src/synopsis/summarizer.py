@@ -331,16 +331,22 @@ class _SummarizerCore:
         )
 
     def _next_request(
-        self, pending: list[list[Mapping[str, Any]]], previous: str | None, focus: str | None
-    ) -> tuple[list[dict[str, Any]], list[list[Mapping[str, Any]]]]:
-        """The next request (rolling summary fitted, as many groups as fit) and the groups
-        left; without a window, everything at once."""
+        self,
+        groups: list[list[Mapping[str, Any]]],
+        start: int,
+        previous: str | None,
+        focus: str | None,
+    ) -> tuple[list[dict[str, Any]], int]:
+        """The request for the chunk from ``groups[start]`` on (rolling summary fitted, as
+        many groups as fit) and where the next chunk starts; without a window, everything."""
         if self.window is None:
-            return self.request([m for g in pending for m in g], previous, focus), []
+            return self.request([m for g in groups[start:] for m in g], previous, focus), len(
+                groups
+            )
         previous = self._fit_summary(previous, focus)
         budget = self._room(previous, focus)
-        chunk, rest = take_chunk(pending, budget=budget, counter=self.counter)
-        return self.request(chunk, previous, focus), rest
+        chunk, end = take_chunk(groups, start, budget=budget, counter=self.counter)
+        return self.request(chunk, previous, focus), end
 
     # -- the flow ----------------------------------------------------------------------------
 
@@ -367,9 +373,9 @@ class _SummarizerCore:
         answers: list[ModelResponse] = []
         running, attempts, model = previous_summary, 0, self.model_name
         rng = self.rng or random.Random()
-        pending = self.groups(messages)
-        while pending:
-            request, pending = self._next_request(pending, running, focus)
+        groups, start = self.groups(messages), 0
+        while start < len(groups):
+            request, start = self._next_request(groups, start, running, focus)
             result = yield from failover_flow(
                 self.models,
                 functools.partial(CallModel, messages=request, settings=self.settings),

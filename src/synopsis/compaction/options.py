@@ -24,7 +24,7 @@ from synopsis.compaction.summary import DEFAULT_USER_MESSAGES_BUDGET
 from synopsis.compaction.trigger import Trigger
 from synopsis.errors import ConfigError
 from synopsis.events import EventHandler
-from synopsis.models import redact_url
+from synopsis.models import redact_spec
 from synopsis.models.retry import Cooldown, RetryPolicy
 from synopsis.prompts import ENGLISH, PromptSet, prompt_set
 from synopsis.summarizer import ModelSpec
@@ -85,7 +85,7 @@ class CompactionOptions:
         for name, valid, expected in _CHECKS:
             value = getattr(self, name)
             if not valid(value):
-                raise ConfigError(f"{name} must be {expected}, got {_shown(value)!r}")
+                raise ConfigError(f"{name} must be {expected}, got {_shown(name, value)!r}")
         window, output = self.summarizer_window, self.summarizer_max_output_tokens
         if window is not None and output is not None and output >= window:
             raise ConfigError(
@@ -94,7 +94,9 @@ class CompactionOptions:
             )
 
     def __repr__(self) -> str:
-        shown = (f"{f.name}={_shown(getattr(self, f.name))!r}" for f in fields(self) if f.repr)
+        shown = (
+            f"{f.name}={_shown(f.name, getattr(self, f.name))!r}" for f in fields(self) if f.repr
+        )
         return f"{type(self).__name__}({', '.join(shown)})"
 
     @classmethod
@@ -191,12 +193,14 @@ def _fold_trigger(values: dict[str, Any]) -> None:
         values["trigger"] = Trigger(**given)
 
 
-def _shown(value: object) -> object:
-    """``value`` as it may be printed: model specs without the credentials of their URLs."""
+def _shown(name: str, value: object) -> object:
+    """An option's value as it may be printed: model specs without URL credentials."""
+    if name not in ("model", "failover"):
+        return value
     if isinstance(value, str):
-        return redact_url(value)
+        return redact_spec(value)
     if isinstance(value, tuple):
-        return tuple(_shown(item) for item in value)
+        return tuple(redact_spec(v) if isinstance(v, str) else v for v in value)
     return value
 
 

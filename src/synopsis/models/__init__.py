@@ -8,7 +8,7 @@ needed. :mod:`synopsis.models.limits` knows the context windows of the common mo
 from typing import Any
 
 from synopsis.models._base import AsyncModel, Model, ModelResponse, ModelSettings, Usage
-from synopsis.models._resolve import redact_url, resolve_model
+from synopsis.models._resolve import redact_spec, redact_url, resolve_model
 
 __all__ = [
     "AnthropicModel",
@@ -22,6 +22,7 @@ __all__ = [
     "ModelSettings",
     "OpenAIModel",
     "Usage",
+    "redact_spec",
     "redact_url",
     "resolve_model",
 ]

@@ -29,12 +29,13 @@ from typing import Any, Literal, overload
 
 from synopsis.errors import ConfigError
 from synopsis.models._base import AsyncModel, Model, ModelResponse, ModelSettings
-from synopsis.models._urls import parse_endpoint, redact_url, split_model_url
+from synopsis.models._urls import parse_endpoint, redact_spec, redact_url, split_model_url
 
 __all__ = [
     "KNOWN_PROVIDERS",
     "AsyncCallableModel",
     "CallableModel",
+    "redact_spec",
     "redact_url",
     "resolve_model",
 ]
@@ -153,7 +154,7 @@ def _from_string(spec: str, async_: bool, options: dict[str, Any]) -> Model | As
         return _load("synopsis.models.extractive", "ExtractiveModel", async_)(**options)  # type: ignore[no-any-return]
     if provider not in KNOWN_PROVIDERS or not rest:
         raise ConfigError(
-            f"unknown model {redact_url(spec)!r}: write 'provider:model' with provider one of "
+            f"unknown model {redact_spec(spec)!r}: write 'provider:model' with provider one of "
             f"{', '.join(KNOWN_PROVIDERS)} (e.g. 'openai:gpt-4o-mini'), or pass a model object"
         )
     if provider == "anthropic":

@@ -17,7 +17,7 @@ from typing import Final
 
 from synopsis.errors import ConfigError
 
-__all__ = ["Endpoint", "parse_endpoint", "redact_url", "split_model_url"]
+__all__ = ["Endpoint", "parse_endpoint", "redact_spec", "redact_url", "split_model_url"]
 
 #: ``scheme://userinfo@``: the userinfo runs to the last ``@`` before the path.
 _USERINFO: Final = re.compile(r"(?P<scheme>\b[A-Za-z][A-Za-z0-9+.-]*://)[^/?#\s]*@")
@@ -37,6 +37,15 @@ def redact_url(text: str) -> str:
     return _SECRET_QUERY.sub(r"\g<name>***", _USERINFO.sub(r"\g<scheme>***@", text))
 
 
+def redact_spec(spec: str) -> str:
+    """A model spec as it may be shown: :func:`redact_url`, and when the part after an ``@``
+    is no URL at all (``MODEL@user:secret@host``), nothing of it."""
+    shown = redact_url(spec)
+    if "@" in shown and "://" not in shown:
+        return shown.partition("@")[0] + "@***"
+    return shown
+
+
 def split_model_url(spec: str) -> tuple[str, str]:
     """``MODEL@BASE_URL`` split at the last ``@`` that starts a URL (a model id may hold ``@``;
     the URL's own ``user@host`` does not start one). ConfigError when there is none."""
@@ -45,7 +54,7 @@ def split_model_url(spec: str) -> tuple[str, str]:
     if not model or not url:
         raise ConfigError(
             "write 'openai-compatible:MODEL@BASE_URL', e.g. "
-            f"'openai-compatible:qwen2.5@http://localhost:8000/v1' (got {redact_url(spec)!r})"
+            f"'openai-compatible:qwen2.5@http://localhost:8000/v1' (got {redact_spec(spec)!r})"
         )
     return model, url
 

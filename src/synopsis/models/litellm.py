@@ -128,15 +128,21 @@ class _LiteLLMBase(ProviderModel):
 
     def _make_client(self, options: dict[str, Any]) -> dict[str, Any]:
         """LiteLLM keeps no client: the "client" is the keyword arguments of every call."""
-        self._sdk()  # a missing litellm is a ConfigError now, not at the first call
+        # A missing litellm is a ConfigError now, not at the first call. LiteLLM prints a help
+        # banner on stdout for every failed call unless told not to, and stdout may carry our
+        # CLI's transcript: the errors reach the caller as ours anyway.
+        self._sdk().suppress_debug_info = True
         call: dict[str, Any] = {"timeout": options["timeout"], "num_retries": 0}
         renamed = {"base_url": "api_base", "api_key": "api_key", "default_headers": "extra_headers"}
         call.update({ours: options[key] for key, ours in renamed.items() if key in options})
         return {**call, **self._extra_options}
 
     def _translated_types(self) -> tuple[type[BaseException], ...]:
+        # LiteLLM's exceptions subclass the openai SDK's (a dependency of LiteLLM), except a
+        # few of its own.
         errors = self._sdk().exceptions
-        return (errors.OpenAIError, errors.BudgetExceededError)
+        base = import_sdk("openai", "LiteLLM").OpenAIError
+        return (base, errors.OpenAIError, errors.BudgetExceededError)
 
     def _translate(self, exc: Exception) -> ModelError:
         return translate_error(exc, self.name)
