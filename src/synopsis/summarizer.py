@@ -340,9 +340,8 @@ class _SummarizerCore:
         """The request for the chunk from ``groups[start]`` on (rolling summary fitted, as
         many groups as fit) and where the next chunk starts; without a window, everything."""
         if self.window is None:
-            return self.request([m for g in groups[start:] for m in g], previous, focus), len(
-                groups
-            )
+            everything = [m for group in groups[start:] for m in group]
+            return self.request(everything, previous, focus), len(groups)
         previous = self._fit_summary(previous, focus)
         budget = self._room(previous, focus)
         chunk, end = take_chunk(groups, start, budget=budget, counter=self.counter)
