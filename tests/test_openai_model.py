@@ -3,16 +3,21 @@
 from __future__ import annotations
 
 import json
+import logging
 import random
 import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
 import pytest
+from click.testing import CliRunner
 
+from synopsis.cli import main
+from synopsis.compaction.compactor import Compactor
 from synopsis.errors import (
     AllModelsFailed,
     ContextLengthExceeded,
@@ -32,6 +37,8 @@ from synopsis.models.retry import (
     run_with_failover,
 )
 from synopsis.testing import RecordingSleep
+
+SUMMARY_TEXT = "<summary>1. Primary Request and Intent: keep going</summary>"
 
 HISTORY = [
     {"role": "system", "content": "be brief"},
@@ -90,6 +97,7 @@ class Server:
         self.script: list[Scripted] = []
         self.requests: list[dict[str, Any]] = []
         self.raw: list[bytes] = []
+        self.headers: list[dict[str, str]] = []
         self._lock = threading.Lock()
         server = self
 
@@ -98,6 +106,7 @@ class Server:
                 raw = self.rfile.read(int(self.headers.get("content-length", "0")))
                 with server._lock:
                     server.raw.append(raw)
+                    server.headers.append(dict(self.headers.items()))
                     server.requests.append(json.loads(raw))
                     reply = server.script.pop(0) if server.script else Scripted(status=599)
                 if reply.delay:
@@ -382,3 +391,53 @@ async def test_async_timeout_and_failover(server: Server) -> None:
         ("failover", 1),
     ]
     assert result.model == "b"
+
+
+# ---------------------------------------------------------------------------------------------
+# Credentials in the endpoint URL and the default timeout
+
+
+def test_url_credentials_show_up_nowhere(
+    server: Server, caplog: pytest.LogCaptureFixture, tmp_path: Path
+) -> None:
+    """'openai-compatible:MODEL@http://user:PASS@host/v1': the server gets basic auth, and no
+    event, log record (DEBUG included), repr, report or CLI output holds the password."""
+    caplog.set_level(logging.DEBUG)
+    url = server.base_url.replace("http://", "http://user:PASS@")
+    spec = f"openai-compatible:local-model@{url}"
+    history = [
+        {"role": "user" if i % 2 == 0 else "assistant", "content": f"turn {i} " + "word " * 40}
+        for i in range(12)
+    ]
+    events: list[Any] = []
+    server.script = [error(503, "busy"), completion(SUMMARY_TEXT)]
+    compactor = Compactor(model=spec, retry=RetryPolicy(max_retries=0), on_event=[events.append])
+    failed, done = compactor.compact(history), compactor.compact(history)
+    assert failed.error is not None and done.compacted
+    assert {h.get("authorization", h.get("Authorization")) for h in server.headers} == {
+        "Basic dXNlcjpQQVNT"
+    }
+    transcript = tmp_path / "t.json"
+    transcript.write_text(json.dumps(history), encoding="utf-8")
+    server.script = [error(503, "busy")]
+    cli = CliRunner().invoke(main, ["compact", str(transcript), "--model", spec, "--force"])
+    assert cli.exit_code == 2
+    shown = [
+        repr(compactor.options),
+        repr(compactor.summarizer.models[0]),  # type: ignore[attr-defined]
+        json.dumps([event.to_dict() for event in events]),
+        json.dumps([failed.report(), done.report()]),
+        caplog.text,
+        *(str(record.args) for record in caplog.records),
+        cli.stdout,
+        cli.stderr,
+    ]
+    for text in shown:
+        assert "PASS" not in text and "dXNlcjpQQVNT" not in text
+
+
+def test_the_default_timeout_is_finite() -> None:
+    """Without a timeout (or with None) a provider call gives up after 120 seconds."""
+    for model in (OpenAIModel("m", api_key="k"), OpenAIModel("m", api_key="k", timeout=None)):
+        assert model._client.timeout == 120.0
+        model.close()

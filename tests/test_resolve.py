@@ -8,7 +8,7 @@ import pytest
 
 from synopsis.errors import ConfigError
 from synopsis.models._base import AsyncModel, Model, ModelResponse
-from synopsis.models._resolve import AsyncCallableModel, CallableModel, resolve_model
+from synopsis.models._resolve import AsyncCallableModel, CallableModel, redact_url, resolve_model
 from synopsis.models.anthropic import AnthropicModel, AsyncAnthropicModel
 from synopsis.models.openai import AsyncOpenAIModel, OpenAIModel
 from synopsis.testing import AsyncFakeModel, FakeModel
@@ -156,3 +156,79 @@ def test_non_model_object_is_config_error() -> None:
     """Something that is neither string, model nor callable is rejected."""
     with pytest.raises(ConfigError):
         resolve_model(3.14)  # type: ignore[arg-type]
+
+
+# -- credentials in endpoint URLs ---------------------------------------------------------------
+
+
+def test_credentials_in_the_url_never_reach_the_model_name() -> None:
+    """'openai-compatible:gpt@http://user:PASS@host/v1': the model is 'gpt', the client's URL
+    has no credentials, user:PASS becomes HTTP basic auth; nothing shown holds PASS."""
+    model = resolve_model("openai-compatible:gpt@http://user:PASS@127.0.0.1:8000/v1")
+    assert isinstance(model, OpenAIModel)
+    assert (model.model, model.name) == ("gpt", "openai-compatible:gpt")
+    assert str(model._client.base_url) == "http://127.0.0.1:8000/v1/"
+    assert model._client.default_headers["Authorization"] == "Basic dXNlcjpQQVNT"
+    assert "PASS" not in repr(model) and "user" not in model.name
+    model.close()
+
+
+def test_a_lone_secret_in_the_url_is_the_api_key(monkeypatch: pytest.MonkeyPatch) -> None:
+    """'https://KEY@host/v1' (or ':KEY@') sends KEY as the bearer API key."""
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    for url in ("https://sk-secret@example.test/v1", "https://:sk-secret@example.test/v1"):
+        model = resolve_model(f"openai-compatible:qwen2.5@{url}")
+        assert model._client.api_key == "sk-secret"  # type: ignore[attr-defined]
+        assert str(model._client.base_url) == "https://example.test/v1/"  # type: ignore[attr-defined]
+        model.close()  # type: ignore[attr-defined]
+
+
+def test_a_model_id_may_contain_an_at_sign() -> None:
+    """The split is at the last '@' that starts a URL, so 'org/model@v2' stays whole."""
+    model = resolve_model("openai-compatible:org/model@v2@http://127.0.0.1:8000/v1", api_key="k")
+    assert model.model == "org/model@v2"  # type: ignore[attr-defined]
+    model.close()  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize(
+    "spec",
+    [
+        "openai-compatible:gpt@ftp://user:PASS@host/v1",
+        "openai-compatible:gpt@user:PASS@host/v1",
+        "nonsense:gpt@http://user:PASS@host/v1",
+    ],
+)
+def test_errors_about_a_spec_never_show_its_password(spec: str) -> None:
+    """A malformed spec is a ConfigError whose message has no credentials."""
+    with pytest.raises(ConfigError) as info:
+        resolve_model(spec)
+    assert "PASS" not in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("text", "shown"),
+    [
+        ("http://user:PASS@host:8000/v1", "http://***@host:8000/v1"),
+        ("https://sk-abc@api.test/v1", "https://***@api.test/v1"),
+        ("http://u:p@ss@host/v1", "http://***@host/v1"),  # an unencoded '@' in the password
+        ("https://host/v1?key=PASS&alt=json", "https://host/v1?key=***&alt=json"),
+        (
+            "error at http://a:PASS@h/v1 and http://h2/v1",
+            "error at http://***@h/v1 and http://h2/v1",
+        ),
+        ("http://host/v1", "http://host/v1"),
+    ],
+)
+def test_redact_url(text: str, shown: str) -> None:
+    """redact_url hides the userinfo and secret query values of every URL in a text."""
+    assert redact_url(text) == shown
+
+
+def test_litellm_is_a_known_provider() -> None:
+    """'litellm:MODEL' resolves (the unknown-provider message lists it too)."""
+    from synopsis.models.litellm import AsyncLiteLLMModel, LiteLLMModel
+
+    assert isinstance(resolve_model("litellm:gpt-4o-mini"), LiteLLMModel)
+    assert isinstance(resolve_model("litellm:gpt-4o-mini", async_=True), AsyncLiteLLMModel)
+    with pytest.raises(ConfigError, match="litellm"):
+        resolve_model("gemini:pro")

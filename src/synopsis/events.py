@@ -2,7 +2,8 @@
 
 Summarization (compaction and session jobs): ``before_summarize`` -> ``generate_summary`` (one
 per attempt, primary then failover, delivered as it happens) -> ``after_summarize`` on
-success, or ``summarize_failed`` when every model failed.
+success (with the summary's ``model``, ``usage`` and ``calls``: what it cost), or
+``summarize_failed`` when every model failed.
 
 Session memory:
 
@@ -95,6 +96,11 @@ class AfterSummarize:
     attempts: int
     archive: str | None = None
     session_id: str | None = None
+    #: What the summary cost: token usage summed over every answer (``prompt_tokens``,
+    #: ``completion_tokens``, ``total_tokens``; None when no model reported it), and how many
+    #: calls returned one.
+    usage: dict[str, int] | None = None
+    calls: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         return {"event": self.name, **asdict(self)}

@@ -11,20 +11,21 @@ deliver it the moment the attempt ends, before the next call starts.
 from __future__ import annotations
 
 import asyncio
-import itertools
+import functools
+import operator
 import random
 import re
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from functools import partial
 from typing import Any, ClassVar, Final, Protocol, runtime_checkable
 
+from synopsis._chunking import chunk_for_window, clip_message, clip_text, safe_groups, take_chunk
 from synopsis._flow import Flow, adrive, drive
-from synopsis.errors import ConfigError, InvalidSummary
+from synopsis.errors import ConfigError, InvalidInput, InvalidSummary
 from synopsis.events import Event, EventHandler, aemit, check_sync_handlers, emit
-from synopsis.messages import safe_cut_points, text_of
-from synopsis.models._base import ModelResponse, ModelSettings
+from synopsis.models._base import ModelResponse, ModelSettings, Usage
+from synopsis.models.limits import output_budget, smallest
 from synopsis.models.retry import (
     AttemptRecord,
     CallModel,
@@ -34,8 +35,8 @@ from synopsis.models.retry import (
     failover_flow,
     perform,
 )
-from synopsis.prompts import PromptSet, build_summarizer_input, prompt_set, summary_request
-from synopsis.tokens import Estimator, MessageEstimator, TokenCounter
+from synopsis.prompts import PromptSet, build_summarizer_input, prompt_set
+from synopsis.tokens import TokenCounter
 
 __all__ = [
     "AsyncSummarizer",
@@ -44,17 +45,27 @@ __all__ = [
     "Summarizer",
     "SummarizerLike",
     "SummaryResult",
+    "chunk_for_window",
+    "clip_message",
     "strip_summary_wrapping",
 ]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class SummaryResult:
-    """A validated summary: the kept ``<summary>`` text, and how it was obtained."""
+    """A validated summary: the kept ``<summary>`` text, and how it was obtained.
+
+    ``model`` wrote the summary (its last chunk); ``attempts`` counts every call made,
+    ``calls`` the calls that returned an answer, valid or not, and ``usage`` is the token
+    usage those answers reported, summed over retries and chunks: what the summary cost
+    (None when no model reported any).
+    """
 
     text: str
     model: str
     attempts: int
+    usage: Usage | None = None
+    calls: int = 0
 
 
 @runtime_checkable
@@ -180,50 +191,20 @@ def _cut(
 
 # ---------------------------------------------------------------------------------------------
 # Fitting the input to the summarizer's window
+#
+# A request is [system prompt, *chunk, instruction with the rolling summary]; it must fit the
+# window together with the answer (max_output_tokens). Every size below is our estimate (the
+# summarizer's TokenCounter), so requests keep ESTIMATE_MARGIN of the window spare for a
+# provider whose tokenizer counts more. The pure clipping and chunking is in synopsis._chunking.
 
-
-def clip_message(
-    message: Mapping[str, Any], max_tokens: int, estimate_text: Estimator
-) -> Mapping[str, Any]:
-    """A copy of ``message`` whose text is cut to about ``max_tokens`` (head and tail kept).
-
-    Only the summarizer's input is clipped; the archive keeps the original.
-    """
-    text = text_of(message)
-    tokens = estimate_text(text)
-    if tokens <= max_tokens or not text:
-        return message
-    keep_chars = max(1, int(len(text) * max_tokens / tokens) // 2)
-    dropped = len(text) - 2 * keep_chars
-    clipped = f"{text[:keep_chars]}\n[... {dropped} characters clipped ...]\n{text[-keep_chars:]}"
-    result = dict(message)
-    result["content"] = clipped
-    return result
-
-
-def chunk_for_window(
-    messages: Sequence[Mapping[str, Any]], *, budget: int, estimate: MessageEstimator
-) -> list[list[Mapping[str, Any]]]:
-    """Split ``messages`` into consecutive chunks of at most ``budget`` tokens each, cutting
-    at safe points where possible. A single group larger than the budget forms its own chunk
-    (its messages should have been clipped first)."""
-    if budget <= 0:
-        raise ConfigError("the summarizer's window leaves no room for conversation")
-    points = safe_cut_points(messages)
-    chunks: list[list[Mapping[str, Any]]] = []
-    current: list[Mapping[str, Any]] = []
-    used = 0
-    for left, right in itertools.pairwise(points):
-        group = list(messages[left:right])
-        size = sum(estimate(m) for m in group)
-        if current and used + size > budget:
-            chunks.append(current)
-            current, used = [], 0
-        current.extend(group)
-        used += size
-    if current:
-        chunks.append(current)
-    return chunks
+#: Each request leaves at least this many tokens for conversation; a window too small for the
+#: prompts, a rolling summary, the answer and this much is a ConfigError at construction.
+MIN_CONVERSATION_TOKENS: Final = 256
+#: The share of the window (after the answer) our estimate keeps spare: tokenizers differ (the
+#: default estimator follows o200k; Claude's or Mistral's count the same text higher).
+ESTIMATE_MARGIN: Final = 0.10
+#: The answer's budget when no window is known (the models declare none).
+DEFAULT_OUTPUT_TOKENS: Final = 8_192
 
 
 # ---------------------------------------------------------------------------------------------
@@ -241,12 +222,26 @@ def _resolve_models(model: ModelSpec, failover: Sequence[ModelSpec], *, async_: 
     return [resolve_model(spec) for spec in (model, *failover)]
 
 
+def _positive(option: str, value: int | None) -> int | None:
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+        raise ConfigError(f"{option} must be a positive integer or None, got {value!r}")
+    return value
+
+
 def _window_of(models: Sequence[Any], window: int | None) -> int | None:
-    if window is not None:
-        return window
-    sizes = [getattr(m, "context_window", None) for m in models]
-    known = [s for s in sizes if isinstance(s, int) and s > 0]
-    return min(known) if known else None
+    """``window``, or the smallest ``context_window`` the models declare (None: unbounded)."""
+    given = _positive("window", window)
+    return given or smallest(getattr(m, "context_window", None) for m in models)
+
+
+def _output_of(models: Sequence[Any], window: int | None, given: int | None) -> int:
+    """``given``, or a share of the window no model's ``max_output_tokens`` forbids."""
+    if _positive("max_output_tokens", given) is not None:
+        return given  # type: ignore[return-value]
+    model_max = smallest(getattr(m, "max_output_tokens", None) for m in models)
+    if window is None:
+        return min(model_max or DEFAULT_OUTPUT_TOKENS, DEFAULT_OUTPUT_TOKENS)
+    return output_budget(window, model_max)
 
 
 def strip_summary_wrapping(text: str, prompts: PromptSet) -> str:
@@ -282,47 +277,84 @@ class _SummarizerCore:
         prompts: PromptSet | str,
         counter: TokenCounter | str,
         window: int | None,
-        max_output_tokens: int,
+        max_output_tokens: int | None,
         max_message_tokens: int,
         on_event: Sequence[EventHandler],
         clock: Callable[[], float],
         rng: random.Random | None,
     ) -> None:
-        if max_output_tokens <= 0 or max_message_tokens <= 0:
-            raise ConfigError("max_output_tokens and max_message_tokens must be positive")
+        _positive("max_message_tokens", max_message_tokens)
         self.models = _resolve_models(model, failover, async_=self._async)
         self.retry = retry or RetryPolicy()
         self.cooldown = cooldown
         self.prompts = prompt_set(prompts) if isinstance(prompts, str) else prompts
         self.counter = TokenCounter(estimator=counter) if isinstance(counter, str) else counter
         self.window = _window_of(self.models, window)
-        self.max_output_tokens = max_output_tokens
+        self.max_output_tokens = _output_of(self.models, self.window, max_output_tokens)
         self.max_message_tokens = max_message_tokens
         self.on_event = tuple(on_event)
         self.rng = rng
-        self.settings = ModelSettings(max_tokens=max_output_tokens)
+        self.settings = ModelSettings(max_tokens=self.max_output_tokens)
         self._clock = clock
+        self._check_window()
 
     @property
     def model_name(self) -> str:
         return str(getattr(self.models[0], "name", "model"))
 
-    def chunks(
-        self, messages: Sequence[Mapping[str, Any]], previous_summary: str | None
-    ) -> list[list[Mapping[str, Any]]]:
-        """Clip oversized messages, then split into chunks that fit the summarizer's window."""
+    # -- fitting requests into the window ------------------------------------------------------
+
+    def _check_window(self) -> None:
+        """A window that cannot hold the prompts, a rolling summary, the answer and some
+        conversation fails now, not inside a before-model hook."""
+        if self.window is None:
+            return
+        overhead = self._overhead("-", None)
+        room = self._input_budget() - overhead - self.max_output_tokens
+        if room < MIN_CONVERSATION_TOKENS:
+            raise ConfigError(
+                f"the summarizer's window of {self.window} tokens is too small: its prompts "
+                f"take about {overhead}, the answer and the rolling summary "
+                f"{self.max_output_tokens} each, leaving {room} of the "
+                f"{MIN_CONVERSATION_TOKENS} needed for conversation; give a larger window= "
+                "or a smaller max_output_tokens="
+            )
+
+    def _input_budget(self) -> int:
+        """What a request may hold besides the answer, keeping our estimate's margin."""
+        assert self.window is not None
+        spare = self.window - self.max_output_tokens
+        return spare - int(spare * ESTIMATE_MARGIN)
+
+    def _overhead(self, previous: str | None, focus: str | None) -> int:
+        """The estimate of a request without conversation: system prompt and instruction."""
+        return sum(self.counter.estimate(m) for m in self.request((), previous, focus))
+
+    def _room(self, previous: str | None, focus: str | None) -> int:
+        """Tokens left for conversation in a request carrying ``previous``."""
+        return self._input_budget() - self._overhead(previous, focus)
+
+    def _fit_summary(self, previous: str | None, focus: str | None) -> str | None:
+        """``previous`` clipped until a request carrying it leaves room for conversation (it
+        only grows past its share when a caller passes a long one or a model ignores
+        ``max_tokens``). InvalidInput when ``focus`` alone is too long."""
+        deficit = MIN_CONVERSATION_TOKENS - self._room(previous, focus)
+        while previous and deficit > 0:
+            target = self.counter.estimate_text(previous) - deficit
+            clipped = clip_text(previous, target, self.counter.estimate_text) if target > 0 else ""
+            previous = clipped if self.counter.estimate_text(clipped) <= target else ""
+            deficit = MIN_CONVERSATION_TOKENS - self._room(previous, focus)
+        if deficit > 0:
+            raise InvalidInput("focus is too long for the summarizer's window; shorten it")
+        return previous
+
+    def groups(self, messages: Sequence[Mapping[str, Any]]) -> list[list[Mapping[str, Any]]]:
+        """Oversized messages clipped, split into the groups chunks are made of (one group of
+        everything when no window is known)."""
         clipped = [
             clip_message(m, self.max_message_tokens, self.counter.estimate_text) for m in messages
         ]
-        if self.window is None:
-            return [clipped]
-        overhead = self.counter.estimate_text(
-            self.prompts.summarizer_system
-            + summary_request(prompts=self.prompts, previous_summary=previous_summary)
-        )
-        # The previous summary grows into each later chunk's prompt: budget for it twice.
-        budget = self.window - self.max_output_tokens - 2 * overhead
-        return chunk_for_window(clipped, budget=budget, estimate=self.counter.estimate)
+        return safe_groups(clipped) if self.window is not None else [clipped]
 
     def request(
         self, chunk: Sequence[Mapping[str, Any]], previous: str | None, focus: str | None
@@ -330,6 +362,25 @@ class _SummarizerCore:
         return build_summarizer_input(
             chunk, prompts=self.prompts, previous_summary=previous, focus=focus
         )
+
+    def _next_request(
+        self,
+        groups: list[list[Mapping[str, Any]]],
+        start: int,
+        previous: str | None,
+        focus: str | None,
+    ) -> tuple[list[dict[str, Any]], int]:
+        """The request for the chunk from ``groups[start]`` on (rolling summary fitted, as
+        many groups as fit) and where the next chunk starts; without a window, everything."""
+        if self.window is None:
+            everything = [m for group in groups[start:] for m in group]
+            return self.request(everything, previous, focus), len(groups)
+        previous = self._fit_summary(previous, focus)
+        budget = self._room(previous, focus)
+        chunk, end = take_chunk(groups, start, budget=budget, counter=self.counter)
+        return self.request(chunk, previous, focus), end
+
+    # -- the flow ----------------------------------------------------------------------------
 
     def flow(
         self,
@@ -344,29 +395,48 @@ class _SummarizerCore:
         Each chunk's request goes through the retry + failover chain; an answer
         :func:`validate_summary_response` rejects is a failed, retried attempt. Steps:
         ``CallModel``, ``Pause``, ``ReadClock`` (see :mod:`synopsis.models.retry`) and
-        :class:`Emit` for each attempt's ``generate_summary`` event.
+        :class:`Emit` for each attempt's ``generate_summary`` event. Every answer's usage
+        counts, valid or not.
         """
 
         def announce(record: AttemptRecord) -> Emit:
             return Emit(record.to_event(session_id=session_id))
 
+        answers: list[ModelResponse] = []
         running, attempts, model = previous_summary, 0, self.model_name
         rng = self.rng or random.Random()
-        for chunk in self.chunks(messages, previous_summary):
+        groups, start = self.groups(messages), 0
+        while start < len(groups):
+            request, start = self._next_request(groups, start, running, focus)
             result = yield from failover_flow(
                 self.models,
-                partial(
-                    CallModel, messages=self.request(chunk, running, focus), settings=self.settings
-                ),
+                functools.partial(CallModel, messages=request, settings=self.settings),
                 policy=self.retry,
                 rng=rng,
                 cooldown=self.cooldown,
-                check=validate_summary_response,
+                check=functools.partial(_kept_and_validated, answers),
                 notify=announce,
             )
             running, model = extract_summary(result.value), result.model
             attempts += result.attempts
-        return SummaryResult(text=running or "", model=model, attempts=attempts)
+        return SummaryResult(
+            text=running or "",
+            model=model,
+            attempts=attempts,
+            usage=_total_usage(answers),
+            calls=len(answers),
+        )
+
+
+def _kept_and_validated(answers: list[ModelResponse], response: ModelResponse) -> str:
+    """Keep every answer (its usage is paid for, valid or not), then validate it."""
+    answers.append(response)
+    return validate_summary_response(response)
+
+
+def _total_usage(answers: Sequence[ModelResponse]) -> Usage | None:
+    reported = [a.usage for a in answers if isinstance(getattr(a, "usage", None), Usage)]
+    return functools.reduce(operator.add, reported) if reported else None
 
 
 class Summarizer(_SummarizerCore):
@@ -375,9 +445,17 @@ class Summarizer(_SummarizerCore):
     ``model`` and each of ``failover`` may be a model object, a ``"provider:model"`` string
     (``"openai:gpt-4o-mini"``, ``"anthropic:…"``, ``"extractive"``) or a callable
     ``fn(messages) -> str``. No tools are ever passed; a response that is empty or calls a
-    tool is an invalid attempt and is retried. Histories larger than the summarizer's window
-    (``window``, or the smallest ``context_window`` the models declare) are summarized in
-    chunks, each chunk updating the summary of the ones before (rolling).
+    tool is an invalid attempt and is retried.
+
+    ``window`` is the most one request may hold, answer included (default: the smallest
+    ``context_window`` the models declare; provider models know theirs, see
+    :mod:`synopsis.models.limits`). Longer histories are summarized in chunks, each updating
+    the summary of the ones before (rolling), and no request exceeds the window: oversized
+    messages and tool-call groups are clipped in the middle. ``max_output_tokens`` caps each
+    answer (default: a quarter of the window, at least 1,024, at most what the models allow;
+    8,192 without a window). A window too small for the prompts, the answer and some
+    conversation is a :class:`~synopsis.errors.ConfigError` here, never during a summary.
+    The result's ``usage`` and ``calls`` say what the summary cost.
     """
 
     _async = False
@@ -392,7 +470,7 @@ class Summarizer(_SummarizerCore):
         prompts: PromptSet | str = "en",
         counter: TokenCounter | str = "default",
         window: int | None = None,
-        max_output_tokens: int = 8_192,
+        max_output_tokens: int | None = None,
         max_message_tokens: int = 20_000,
         on_event: Sequence[EventHandler] = (),
         sleep: Callable[[float], None] = time.sleep,
@@ -442,7 +520,7 @@ class AsyncSummarizer(_SummarizerCore):
         prompts: PromptSet | str = "en",
         counter: TokenCounter | str = "default",
         window: int | None = None,
-        max_output_tokens: int = 8_192,
+        max_output_tokens: int | None = None,
         max_message_tokens: int = 20_000,
         on_event: Sequence[EventHandler] = (),
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,

@@ -17,6 +17,7 @@ import click
 
 from synopsis.compaction.options import FALLBACKS, CompactionOptions
 from synopsis.errors import ConfigError, SynopsisError
+from synopsis.models import redact_url
 from synopsis.prompts import CHINESE, ENGLISH
 from synopsis.tokens import ESTIMATORS
 
@@ -148,6 +149,8 @@ _FLAG_KEYWORDS = {
     "estimator": "counter",
     "language": "prompts",
     "fallback": "fallback",
+    "summarizer_window": "summarizer_window",
+    "summarizer_max_output": "summarizer_max_output_tokens",
 }
 
 
@@ -166,6 +169,7 @@ def _print_report(report: dict[str, Any]) -> None:
     from rich.table import Table
 
     table = Table(title="synopsis compact", show_header=False)
+    shown = {**report, "usage": _usage_line(report.get("usage"), report.get("calls"))}
     for key in (
         "triggered",
         "compacted",
@@ -176,13 +180,24 @@ def _print_report(report: dict[str, Any]) -> None:
         "messages",
         "model",
         "attempts",
+        "usage",
         "output",
         "skipped",
         "error",
     ):
-        if report.get(key) is not None:
-            table.add_row(key, str(report[key]))
+        if shown.get(key) is not None:
+            table.add_row(key, redact_url(str(shown[key])))
     Console(stderr=True).print(table)
+
+
+def _usage_line(usage: Mapping[str, int] | None, calls: int | None) -> str | None:
+    """What the summary cost, e.g. ``1,200 prompt + 300 completion = 1,500 tokens in 2 calls``."""
+    if not usage:
+        return None
+    return (
+        f"{usage.get('prompt_tokens', 0):,} prompt + {usage.get('completion_tokens', 0):,} "
+        f"completion = {usage.get('total_tokens', 0):,} tokens in {calls or 0} call(s)"
+    )
 
 
 @main.command()
@@ -196,7 +211,8 @@ def _print_report(report: dict[str, Any]) -> None:
 @click.option(
     "--model",
     show_default=str(_LIBRARY.model),
-    help='Summarizer: "extractive" (offline), "openai:MODEL", "anthropic:MODEL".',
+    help='Summarizer: "extractive" (offline), "openai:MODEL", "anthropic:MODEL", '
+    '"litellm:MODEL", "openai-compatible:MODEL@URL".',
 )
 @click.option("--failover", multiple=True, help="A backup model, tried in order (repeatable).")
 @click.option(
@@ -228,6 +244,17 @@ def _print_report(report: dict[str, Any]) -> None:
     type=click.Choice(FALLBACKS),
     show_default=_LIBRARY.fallback,
     help="What to do when every model fails.",
+)
+@click.option(
+    "--summarizer-window",
+    type=click.IntRange(min=1),
+    help="Tokens one summarizer request may hold, answer included (default: the model's "
+    "known window; 8,192 for a model synopsis does not know).",
+)
+@click.option(
+    "--summarizer-max-output",
+    type=click.IntRange(min=1),
+    help="Tokens the summary may use (default: a quarter of the window, at least 1,024).",
 )
 @click.option("--force", is_flag=True, help="Compact even if no trigger fires.")
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON report on standard output.")

@@ -39,6 +39,7 @@ from synopsis.compaction.trigger import TriggerDecision
 from synopsis.errors import CompactionError, ModelError, describe_error
 from synopsis.events import AfterSummarize, BeforeSummarize, SummarizeFailed
 from synopsis.messages import mark, marked_body, marker_of, without_meta
+from synopsis.models._base import Usage
 from synopsis.summarizer import SummaryResult, strip_summary_wrapping
 from synopsis.tokens import TokenCounter
 from synopsis.validation import require_mappings, validate_messages
@@ -86,6 +87,8 @@ class CompactionResult:
     error: dict[str, Any] | None = None
     events: tuple[CompactionEvent, ...] = field(default_factory=tuple)
     version: int | None = None
+    usage: Usage | None = None  # what the summary cost, summed over its calls
+    calls: int = 0
 
     def report(self) -> dict[str, Any]:
         """A JSON-ready summary of the result (without the messages)."""
@@ -102,6 +105,8 @@ class CompactionResult:
             "fallback": self.fallback,
             "error": self.error,
             "version": self.version,
+            "usage": self.usage.as_dict() if self.usage else None,
+            "calls": self.calls,
         }
 
 
@@ -233,6 +238,8 @@ class _Run:
             fallback=fallback,
             events=tuple(events),
             version=version,
+            usage=summary.usage if summary else None,
+            calls=summary.calls if summary else 0,
         )
 
 
@@ -403,6 +410,8 @@ def _after(
         attempts=summary.attempts,
         archive=archive,
         session_id=run.options.session_id,
+        usage=summary.usage.as_dict() if summary.usage else None,
+        calls=summary.calls,
     )
 
 

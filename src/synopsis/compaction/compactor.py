@@ -97,6 +97,7 @@ class _Driver:
             "prompts": self.prompts,
             "counter": self.counter,
             "window": options.summarizer_window,
+            "max_output_tokens": options.summarizer_max_output_tokens,
             "on_event": options.on_event,
         }
 

@@ -14,7 +14,7 @@ compactors and still compare equal to another.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any, Final, Literal, TypedDict, Unpack, get_args
 
 from synopsis.compaction.archive import Archive
@@ -24,6 +24,7 @@ from synopsis.compaction.summary import DEFAULT_USER_MESSAGES_BUDGET
 from synopsis.compaction.trigger import Trigger
 from synopsis.errors import ConfigError
 from synopsis.events import EventHandler
+from synopsis.models import redact_spec
 from synopsis.models.retry import Cooldown, RetryPolicy
 from synopsis.prompts import ENGLISH, PromptSet, prompt_set
 from synopsis.summarizer import ModelSpec
@@ -47,10 +48,14 @@ class CompactionOptions:
     ``skills`` keeps loaded skills (None: off); ``incremental`` updates the previous summary
     instead of re-reading it. ``archive`` (an :class:`Archive` or a directory for JSONL
     transcripts) receives the replaced messages; ``transcript_path`` is named in the summary
-    when there is no archive. ``model``, ``failover``, ``retry``, ``cooldown`` and
-    ``summarizer_window`` build the summarizer; ``fallback`` says what happens when it fails.
-    ``min_new_messages`` is how many messages must follow the previous summary to make
-    another worthwhile. ``on_event`` handlers and ``session_id`` go into every event.
+    when there is no archive. ``model``, ``failover``, ``retry`` and ``cooldown`` build the
+    summarizer; ``fallback`` says what happens when it fails. ``summarizer_window`` and
+    ``summarizer_max_output_tokens`` override the summarizer's window and answer budget
+    (default: what the model declares or :mod:`synopsis.models.limits` knows, and a share of
+    that window); a window that cannot hold a request fails when the compactor is built, not
+    when it compacts. ``min_new_messages`` is how many messages must follow the previous
+    summary to make another worthwhile. ``on_event`` handlers and ``session_id`` go into every
+    event. The ``repr`` never shows credentials a model spec's URL carries.
     """
 
     trigger: Trigger = field(default_factory=Trigger.default)
@@ -67,6 +72,7 @@ class CompactionOptions:
     retry: RetryPolicy | None = None
     cooldown: Cooldown | None = None
     summarizer_window: int | None = None
+    summarizer_max_output_tokens: int | None = None
     fallback: Fallback = "keep"
     min_new_messages: int = 1
     on_event: Sequence[EventHandler] = ()
@@ -79,7 +85,19 @@ class CompactionOptions:
         for name, valid, expected in _CHECKS:
             value = getattr(self, name)
             if not valid(value):
-                raise ConfigError(f"{name} must be {expected}, got {value!r}")
+                raise ConfigError(f"{name} must be {expected}, got {_shown(name, value)!r}")
+        window, output = self.summarizer_window, self.summarizer_max_output_tokens
+        if window is not None and output is not None and output >= window:
+            raise ConfigError(
+                f"summarizer_max_output_tokens ({output}) must be well below "
+                f"summarizer_window ({window}): the request has to fit there too"
+            )
+
+    def __repr__(self) -> str:
+        shown = (
+            f"{f.name}={_shown(f.name, getattr(self, f.name))!r}" for f in fields(self) if f.repr
+        )
+        return f"{type(self).__name__}({', '.join(shown)})"
 
     @classmethod
     def from_keywords(cls, **keywords: Unpack[CompactionKeywords]) -> CompactionOptions:
@@ -124,6 +142,7 @@ class CompactionKeywords(TypedDict, total=False):
     retry: RetryPolicy | None
     cooldown: Cooldown | None
     summarizer_window: int | None
+    summarizer_max_output_tokens: int | None
     fallback: Fallback
     min_new_messages: int
     on_event: Sequence[EventHandler]
@@ -174,6 +193,17 @@ def _fold_trigger(values: dict[str, Any]) -> None:
         values["trigger"] = Trigger(**given)
 
 
+def _shown(name: str, value: object) -> object:
+    """An option's value as it may be printed: model specs without URL credentials."""
+    if name not in ("model", "failover"):
+        return value
+    if isinstance(value, str):
+        return redact_spec(value)
+    if isinstance(value, tuple):
+        return tuple(redact_spec(v) if isinstance(v, str) else v for v in value)
+    return value
+
+
 def _sequence(name: str, value: object) -> Sequence[Any]:
     if isinstance(value, str) or not isinstance(value, Sequence):
         raise ConfigError(f"{name} must be a list or tuple, got {value!r}")
@@ -222,6 +252,11 @@ _CHECKS: Final[tuple[tuple[str, Callable[[object], bool], str], ...]] = (
     ("retry", _optional(RetryPolicy), "a RetryPolicy or None"),
     ("cooldown", _optional(Cooldown), "a Cooldown or None"),
     ("summarizer_window", lambda v: v is None or _count(1)(v), "a positive integer or None"),
+    (
+        "summarizer_max_output_tokens",
+        lambda v: v is None or _count(1)(v),
+        "a positive integer or None",
+    ),
     ("fallback", lambda value: value in FALLBACKS, f"one of {', '.join(FALLBACKS)}"),
     ("min_new_messages", _count(0), "an integer >= 0"),
     ("on_event", _handlers, "a list of callables"),

@@ -1,24 +1,29 @@
 """Models: the protocol, ``"provider:model"`` resolution, and provider adapters.
 
-The adapters (``synopsis.models.openai``, ``synopsis.models.anthropic``) are imported on
-first use, so neither SDK is loaded unless it is needed.
+The adapters (``synopsis.models.openai``, ``synopsis.models.anthropic``,
+``synopsis.models.litellm``) are imported on first use, so no SDK is loaded unless it is
+needed. :mod:`synopsis.models.limits` knows the context windows of the common model families.
 """
 
 from typing import Any
 
 from synopsis.models._base import AsyncModel, Model, ModelResponse, ModelSettings, Usage
-from synopsis.models._resolve import resolve_model
+from synopsis.models._resolve import redact_spec, redact_url, resolve_model
 
 __all__ = [
     "AnthropicModel",
     "AsyncAnthropicModel",
+    "AsyncLiteLLMModel",
     "AsyncModel",
     "AsyncOpenAIModel",
+    "LiteLLMModel",
     "Model",
     "ModelResponse",
     "ModelSettings",
     "OpenAIModel",
     "Usage",
+    "redact_spec",
+    "redact_url",
     "resolve_model",
 ]
 
@@ -27,6 +32,8 @@ _LAZY = {
     "AsyncOpenAIModel": "synopsis.models.openai",
     "AnthropicModel": "synopsis.models.anthropic",
     "AsyncAnthropicModel": "synopsis.models.anthropic",
+    "LiteLLMModel": "synopsis.models.litellm",
+    "AsyncLiteLLMModel": "synopsis.models.litellm",
 }
 
 

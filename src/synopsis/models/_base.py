@@ -24,6 +24,14 @@ class Usage:
     completion_tokens: int = 0
     total_tokens: int = 0
 
+    def __add__(self, other: Usage) -> Usage:
+        """The usage of two calls together (what a chunked, retried summary cost)."""
+        return Usage(
+            self.prompt_tokens + other.prompt_tokens,
+            self.completion_tokens + other.completion_tokens,
+            self.total_tokens + other.total_tokens,
+        )
+
     def as_dict(self) -> dict[str, int]:
         return {
             "prompt_tokens": self.prompt_tokens,

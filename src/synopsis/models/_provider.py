@@ -6,15 +6,19 @@ exception classes ``APITimeoutError``, ``APIConnectionError`` and ``APIStatusErr
 module holds the one copy of what follows from that: the client options (SDK retries off, so
 :mod:`synopsis.models.retry` is the only retry layer), the per-call settings of a request body,
 the translation of SDK errors into :mod:`synopsis.errors`, and :class:`ProviderModel`, the base
-of the four provider classes (client ownership, name, translation around the call).
+of the provider classes (client ownership, name, limits, translation around the call).
+
+Every provider model has a finite request timeout (:data:`DEFAULT_TIMEOUT` unless given), and
+knows its context window and output limit (``context_window=`` / ``max_output_tokens=``, or the
+table in :mod:`synopsis.models.limits`), which the summarizer fits its requests into.
 """
 
 from __future__ import annotations
 
 import importlib
-from collections.abc import Iterator, Set
+from collections.abc import Iterator, Mapping, Set
 from contextlib import contextmanager
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Final
 
 from synopsis.errors import (
     ConfigError,
@@ -25,8 +29,11 @@ from synopsis.errors import (
 )
 from synopsis.models._base import ModelSettings
 from synopsis.models._http import error_for_status
+from synopsis.models._urls import redact_url
+from synopsis.models.limits import limits_for
 
 __all__ = [
+    "DEFAULT_TIMEOUT",
     "AsyncClientModel",
     "ProviderModel",
     "SyncClientModel",
@@ -35,6 +42,10 @@ __all__ = [
     "settings_body",
     "translate_sdk_error",
 ]
+
+#: Seconds a provider call may take when no ``timeout`` is given: a summary of a long history
+#: can take a minute, a hung connection must not hang the agent.
+DEFAULT_TIMEOUT: Final = 120.0
 
 
 def import_sdk(module: str, provider: str) -> Any:
@@ -47,14 +58,31 @@ def import_sdk(module: str, provider: str) -> Any:
         ) from exc
 
 
-def client_options(base_url: str | None, api_key: str | None, timeout: float) -> dict[str, Any]:
-    """SDK client options: only what was given, so the SDK reads its environment variables."""
-    options: dict[str, Any] = {"timeout": timeout, "max_retries": 0}
+def client_options(
+    base_url: str | None,
+    api_key: str | None,
+    timeout: float | None,
+    headers: Mapping[str, str] | None = None,
+) -> dict[str, Any]:
+    """SDK client options: only what was given, so the SDK reads its environment variables.
+    The timeout is always finite and SDK retries are always off."""
+    options: dict[str, Any] = {"timeout": finite_timeout(timeout), "max_retries": 0}
     if base_url is not None:
         options["base_url"] = base_url
     if api_key is not None:
         options["api_key"] = api_key
+    if headers:
+        options["default_headers"] = dict(headers)
     return options
+
+
+def finite_timeout(timeout: float | None) -> float:
+    """``timeout`` seconds, :data:`DEFAULT_TIMEOUT` for None; ConfigError unless positive."""
+    if timeout is None:
+        return DEFAULT_TIMEOUT
+    if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not timeout > 0:
+        raise ConfigError(f"timeout must be a positive number of seconds, got {timeout!r}")
+    return float(timeout)
 
 
 def settings_body(
@@ -82,20 +110,20 @@ def translate_sdk_error(
     if isinstance(exc, sdk.APITimeoutError):
         return ModelTimeout(f"{name}: request timed out", model=name)
     if isinstance(exc, sdk.APIConnectionError):
-        return ProviderUnavailable(f"{name}: connection failed: {exc}", model=name)
+        return ProviderUnavailable(f"{name}: connection failed: {redact_url(str(exc))}", model=name)
     if isinstance(exc, sdk.APIStatusError):
         return error_for_status(
             exc.status_code,
-            str(getattr(exc, "message", exc)),
+            redact_url(str(getattr(exc, "message", exc))),
             model=name,
             headers=exc.response.headers,
             code=code,
         )
-    return PermanentModelError(f"{name}: {exc}", model=name)
+    return PermanentModelError(f"{name}: {redact_url(str(exc))}", model=name)
 
 
 class ProviderModel:
-    """The shared part of a provider model: its id, name, window and SDK client.
+    """The shared part of a provider model: its id, name, limits and SDK client.
 
     A provider's base names it and its SDK (``provider``, ``example``, ``key_variable``,
     ``sdk_module``, ``sdk_error``) and says how to translate its errors (``_translate``); each
@@ -118,18 +146,25 @@ class ProviderModel:
         client: Any = None,
         base_url: str | None = None,
         api_key: str | None = None,
-        timeout: float = 60.0,
+        timeout: float | None = DEFAULT_TIMEOUT,
         context_window: int | None = None,
+        max_output_tokens: int | None = None,
         name: str | None = None,
+        headers: Mapping[str, str] | None = None,
     ) -> None:
         if not model:
             raise ConfigError(f"an {self.provider} model needs a model id, e.g. {self.example!r}")
         self.model = model
-        self.context_window = context_window
+        known = limits_for(model)
+        self.context_window = _positive("context_window", context_window) or known.window
+        self.max_output_tokens = (
+            _positive("max_output_tokens", max_output_tokens) or known.max_output
+        )
         self._name = name or f"{self.provider.lower()}:{model}"
         self._owns_client = client is None
         if client is None:
-            self._client = self._make_client(client_options(base_url, api_key, timeout))
+            options = client_options(base_url, api_key, timeout, headers)
+            self._client = self._make_client(options)
         else:
             self._client = client.with_options(max_retries=0)
 
@@ -157,13 +192,23 @@ class ProviderModel:
                 f"pass api_key=... or set {self.key_variable}"
             ) from exc
 
+    def _translated_types(self) -> type[BaseException] | tuple[type[BaseException], ...]:
+        """The exceptions of the SDK that :meth:`_translate` turns into ours."""
+        return getattr(self._sdk(), self.sdk_error)  # type: ignore[no-any-return]
+
     @contextmanager
     def _translated(self) -> Iterator[None]:
         """Around an SDK call: its exceptions come out as :mod:`synopsis.errors`."""
         try:
             yield
-        except getattr(self._sdk(), self.sdk_error) as exc:
-            raise self._translate(exc) from exc
+        except self._translated_types() as exc:
+            raise self._translate(exc) from exc  # type: ignore[arg-type]
+
+
+def _positive(option: str, value: int | None) -> int | None:
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+        raise ConfigError(f"{option} must be a positive integer or None, got {value!r}")
+    return value
 
 
 class SyncClientModel(ProviderModel):

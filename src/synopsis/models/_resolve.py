@@ -6,9 +6,14 @@ Accepted specs:
   ``base_url=``, ``api_key=``, ``timeout=`` are passed on);
 - ``"anthropic:claude-sonnet-4-5"``: :class:`~synopsis.models.anthropic.AnthropicModel`;
 - ``"openai-compatible:MODEL@http://host:port/v1"``: any OpenAI-compatible endpoint (vLLM,
-  llama.cpp, LM Studio, ...); the API key defaults to ``OPENAI_API_KEY`` or a placeholder,
-  since local servers usually ignore it;
+  llama.cpp, LM Studio, ...), split at the last ``@`` that starts a URL (so a model id may hold
+  ``@``). Credentials in the URL never reach the model's name or any message: a lone secret
+  (``https://KEY@host/v1``) is the API key, ``user:password@`` becomes HTTP basic auth. The API
+  key otherwise defaults to ``OPENAI_API_KEY`` or a placeholder, since local servers usually
+  ignore it;
 - ``"ollama:MODEL"``: the same against Ollama's default ``http://localhost:11434/v1``;
+- ``"litellm:MODEL"``: :class:`~synopsis.models.litellm.LiteLLMModel`, any provider LiteLLM
+  speaks (``"litellm:bedrock/anthropic.claude-3-5-haiku-20241022-v1:0"``);
 - ``"extractive"``: the offline extractive summarizer (no model at all);
 - an object with ``name`` and ``complete`` (a :class:`Model` / :class:`AsyncModel`): as is;
 - a plain callable ``fn(messages) -> str`` (or async): wrapped into a model.
@@ -24,10 +29,18 @@ from typing import Any, Literal, overload
 
 from synopsis.errors import ConfigError
 from synopsis.models._base import AsyncModel, Model, ModelResponse, ModelSettings
+from synopsis.models._urls import parse_endpoint, redact_spec, redact_url, split_model_url
 
-__all__ = ["KNOWN_PROVIDERS", "AsyncCallableModel", "CallableModel", "resolve_model"]
+__all__ = [
+    "KNOWN_PROVIDERS",
+    "AsyncCallableModel",
+    "CallableModel",
+    "redact_spec",
+    "redact_url",
+    "resolve_model",
+]
 
-KNOWN_PROVIDERS = ("anthropic", "extractive", "ollama", "openai", "openai-compatible")
+KNOWN_PROVIDERS = ("anthropic", "extractive", "ollama", "openai", "openai-compatible", "litellm")
 _OLLAMA_URL = "http://localhost:11434/v1"
 _PLACEHOLDER_KEY = "not-needed"
 
@@ -141,13 +154,15 @@ def _from_string(spec: str, async_: bool, options: dict[str, Any]) -> Model | As
         return _load("synopsis.models.extractive", "ExtractiveModel", async_)(**options)  # type: ignore[no-any-return]
     if provider not in KNOWN_PROVIDERS or not rest:
         raise ConfigError(
-            f"unknown model {spec!r}: write 'provider:model' with provider one of "
+            f"unknown model {redact_spec(spec)!r}: write 'provider:model' with provider one of "
             f"{', '.join(KNOWN_PROVIDERS)} (e.g. 'openai:gpt-4o-mini'), or pass a model object"
         )
     if provider == "anthropic":
         return _load("synopsis.models.anthropic", "AnthropicModel", async_)(rest, **options)  # type: ignore[no-any-return]
     if provider == "openai":
         return _openai(rest, async_, options)
+    if provider == "litellm":
+        return _load("synopsis.models.litellm", "LiteLLMModel", async_)(rest, **options)  # type: ignore[no-any-return]
     return _openai_compatible(provider, rest, async_, options)
 
 
@@ -157,16 +172,16 @@ def _openai_compatible(
     if provider == "ollama":
         model, url = rest, options.pop("base_url", None) or _OLLAMA_URL
     else:
-        model, sep, url = rest.rpartition("@")
-        if not sep or not model or not url:
-            raise ConfigError(
-                f"write 'openai-compatible:MODEL@BASE_URL', e.g. "
-                f"'openai-compatible:qwen2.5@http://localhost:8000/v1' (got {rest!r})"
-            )
+        model, url = split_model_url(rest)
+    endpoint = parse_endpoint(url)
+    if endpoint.api_key is not None:
+        options.setdefault("api_key", endpoint.api_key)
+    if endpoint.headers():
+        options["headers"] = {**endpoint.headers(), **(options.get("headers") or {})}
     # Reading the environment is fine here: this is the edge where configuration enters.
     options.setdefault("api_key", os.environ.get("OPENAI_API_KEY") or _PLACEHOLDER_KEY)
     options.setdefault("name", f"{provider}:{model}")
-    return _openai(model, async_, {**options, "base_url": url})
+    return _openai(model, async_, {**options, "base_url": endpoint.url})
 
 
 def _openai(model: str, async_: bool, options: dict[str, Any]) -> Model | AsyncModel:

@@ -16,6 +16,7 @@ from synopsis.errors import ConfigError, InvalidSummary, ModelError
 from synopsis.messages import strip_extensions
 from synopsis.models._base import ModelResponse, ModelSettings, Usage
 from synopsis.models._provider import (
+    DEFAULT_TIMEOUT,
     AsyncClientModel,
     ProviderModel,
     SyncClientModel,
@@ -98,14 +99,17 @@ class _AnthropicBase(ProviderModel):
         client: Any = None,
         base_url: str | None = None,
         api_key: str | None = None,
-        timeout: float = 60.0,
+        timeout: float | None = DEFAULT_TIMEOUT,
         max_tokens: int = DEFAULT_MAX_TOKENS,
         context_window: int | None = None,
+        max_output_tokens: int | None = None,
         name: str | None = None,
+        headers: Mapping[str, str] | None = None,
     ) -> None:
         super().__init__(
             model, client=client, base_url=base_url, api_key=api_key, timeout=timeout,
-            context_window=context_window, name=name,
+            context_window=context_window, max_output_tokens=max_output_tokens, name=name,
+            headers=headers,
         )  # fmt: skip
         if max_tokens < 1:
             raise ConfigError(f"max_tokens must be >= 1, got {max_tokens}")

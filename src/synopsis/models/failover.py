@@ -18,6 +18,7 @@ from typing import Any, ClassVar
 from synopsis._flow import Flow, adrive, drive
 from synopsis.errors import AllModelsFailed, ConfigError, InvalidSummary
 from synopsis.models._base import AsyncModel, Model, ModelResponse, ModelSettings
+from synopsis.models.limits import smallest
 from synopsis.models.retry import (
     AsyncSleep,
     AttemptRecord,
@@ -112,9 +113,12 @@ class _Chain:
     @property
     def context_window(self) -> int | None:
         """The smallest window of the chain: a request must fit whichever model answers."""
-        windows = [getattr(m, "context_window", None) for m in self.models]
-        known = [w for w in windows if isinstance(w, int)]
-        return min(known) if known else None
+        return smallest(getattr(m, "context_window", None) for m in self.models)
+
+    @property
+    def max_output_tokens(self) -> int | None:
+        """The smallest output limit of the chain, for the same reason."""
+        return smallest(getattr(m, "max_output_tokens", None) for m in self.models)
 
     def _flow(
         self, messages: Sequence[Mapping[str, Any]], settings: ModelSettings | None
