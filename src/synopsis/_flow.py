@@ -23,35 +23,48 @@ T = TypeVar("T")
 Flow = Generator[S, Any, T]
 
 
+class _Cursor:
+    """Where a flow stands: what to send it next (a step's result, or its exception)."""
+
+    def __init__(self, flow: Flow[Any, Any]) -> None:
+        self.flow = flow
+        self.value: Any = None
+        self.error: Exception | None = None
+
+    def advance(self) -> tuple[bool, Any]:
+        """``(False, next step)``, or ``(True, the flow's result)`` once it has returned."""
+        try:
+            error, self.error = self.error, None
+            step = self.flow.send(self.value) if error is None else self.flow.throw(error)
+        except StopIteration as stop:
+            return True, stop.value
+        self.value = None
+        return False, step
+
+
 def drive(flow: Flow[S, T], perform: Callable[[S], Any]) -> T:
     """Run ``flow`` to its end, performing each step synchronously."""
     with closing(flow):  # a cancelled driver still runs the flow's finally blocks
-        value: Any = None
-        error: Exception | None = None
+        cursor = _Cursor(flow)
         while True:
+            done, item = cursor.advance()
+            if done:
+                return item  # type: ignore[no-any-return]
             try:
-                step = flow.send(value) if error is None else flow.throw(error)
-            except StopIteration as stop:
-                return stop.value  # type: ignore[no-any-return]
-            value, error = None, None
-            try:
-                value = perform(step)
+                cursor.value = perform(item)
             except Exception as exc:  # handed to the flow, which decides what it means
-                error = exc
+                cursor.error = exc
 
 
 async def adrive(flow: Flow[S, T], perform: Callable[[S], Awaitable[Any]]) -> T:
     """Run ``flow`` to its end, awaiting each step; the twin of :func:`drive`."""
-    with closing(flow):  # a cancelled driver still runs the flow's finally blocks
-        value: Any = None
-        error: Exception | None = None
+    with closing(flow):
+        cursor = _Cursor(flow)
         while True:
+            done, item = cursor.advance()
+            if done:
+                return item  # type: ignore[no-any-return]
             try:
-                step = flow.send(value) if error is None else flow.throw(error)
-            except StopIteration as stop:
-                return stop.value  # type: ignore[no-any-return]
-            value, error = None, None
-            try:
-                value = await perform(step)
-            except Exception as exc:  # handed to the flow, which decides what it means
-                error = exc
+                cursor.value = await perform(item)
+            except Exception as exc:
+                cursor.error = exc

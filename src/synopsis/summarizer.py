@@ -18,7 +18,7 @@ import re
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar, Final, Protocol, runtime_checkable
+from typing import Any, ClassVar, Final, Protocol, TypedDict, Unpack, runtime_checkable
 
 from synopsis._chunking import chunk_for_window, clip_message, clip_text, safe_groups, take_chunk
 from synopsis._flow import Flow, adrive, drive
@@ -44,6 +44,7 @@ __all__ = [
     "Emit",
     "Summarizer",
     "SummarizerLike",
+    "SummarizerOptions",
     "SummaryResult",
     "chunk_for_window",
     "clip_message",
@@ -262,6 +263,24 @@ class Emit:
     event: Event
 
 
+class SummarizerOptions(TypedDict, total=False):
+    """The options both summarizers take (defaults on :class:`_SummarizerCore`); see
+    :class:`Summarizer` for what each means. Declared once, so the twins cannot drift."""
+
+    model: ModelSpec
+    failover: Sequence[ModelSpec]
+    retry: RetryPolicy | None
+    cooldown: Cooldown | None
+    prompts: PromptSet | str
+    counter: TokenCounter | str
+    window: int | None
+    max_output_tokens: int | None
+    max_message_tokens: int
+    on_event: Sequence[EventHandler]
+    clock: Callable[[], float]
+    rng: random.Random | None
+
+
 class _SummarizerCore:
     """Configuration and the summary flow shared by the sync and async summarizers."""
 
@@ -270,18 +289,18 @@ class _SummarizerCore:
     def __init__(
         self,
         *,
-        model: ModelSpec,
-        failover: Sequence[ModelSpec],
-        retry: RetryPolicy | None,
-        cooldown: Cooldown | None,
-        prompts: PromptSet | str,
-        counter: TokenCounter | str,
-        window: int | None,
-        max_output_tokens: int | None,
-        max_message_tokens: int,
-        on_event: Sequence[EventHandler],
-        clock: Callable[[], float],
-        rng: random.Random | None,
+        model: ModelSpec = "extractive",
+        failover: Sequence[ModelSpec] = (),
+        retry: RetryPolicy | None = None,
+        cooldown: Cooldown | None = None,
+        prompts: PromptSet | str = "en",
+        counter: TokenCounter | str = "default",
+        window: int | None = None,
+        max_output_tokens: int | None = None,
+        max_message_tokens: int = 20_000,
+        on_event: Sequence[EventHandler] = (),
+        clock: Callable[[], float] = time.monotonic,
+        rng: random.Random | None = None,
     ) -> None:
         _positive("max_message_tokens", max_message_tokens)
         self.models = _resolve_models(model, failover, async_=self._async)
@@ -463,26 +482,11 @@ class Summarizer(_SummarizerCore):
     def __init__(
         self,
         *,
-        model: ModelSpec = "extractive",
-        failover: Sequence[ModelSpec] = (),
-        retry: RetryPolicy | None = None,
-        cooldown: Cooldown | None = None,
-        prompts: PromptSet | str = "en",
-        counter: TokenCounter | str = "default",
-        window: int | None = None,
-        max_output_tokens: int | None = None,
-        max_message_tokens: int = 20_000,
-        on_event: Sequence[EventHandler] = (),
         sleep: Callable[[float], None] = time.sleep,
-        clock: Callable[[], float] = time.monotonic,
-        rng: random.Random | None = None,
+        **options: Unpack[SummarizerOptions],
     ) -> None:
-        check_sync_handlers(on_event)
-        super().__init__(
-            model=model, failover=failover, retry=retry, cooldown=cooldown, prompts=prompts,
-            counter=counter, window=window, max_output_tokens=max_output_tokens,
-            max_message_tokens=max_message_tokens, on_event=on_event, clock=clock, rng=rng,
-        )  # fmt: skip
+        check_sync_handlers(options.get("on_event", ()))
+        super().__init__(**options)
         self._sleep = sleep
 
     def summarize(
@@ -513,25 +517,10 @@ class AsyncSummarizer(_SummarizerCore):
     def __init__(
         self,
         *,
-        model: ModelSpec = "extractive",
-        failover: Sequence[ModelSpec] = (),
-        retry: RetryPolicy | None = None,
-        cooldown: Cooldown | None = None,
-        prompts: PromptSet | str = "en",
-        counter: TokenCounter | str = "default",
-        window: int | None = None,
-        max_output_tokens: int | None = None,
-        max_message_tokens: int = 20_000,
-        on_event: Sequence[EventHandler] = (),
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
-        clock: Callable[[], float] = time.monotonic,
-        rng: random.Random | None = None,
+        **options: Unpack[SummarizerOptions],
     ) -> None:
-        super().__init__(
-            model=model, failover=failover, retry=retry, cooldown=cooldown, prompts=prompts,
-            counter=counter, window=window, max_output_tokens=max_output_tokens,
-            max_message_tokens=max_message_tokens, on_event=on_event, clock=clock, rng=rng,
-        )  # fmt: skip
+        super().__init__(**options)
         self._sleep = sleep
 
     async def summarize(

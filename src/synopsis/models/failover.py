@@ -13,7 +13,7 @@ import random
 import time
 from collections.abc import Callable, Mapping, Sequence
 from functools import partial
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypedDict, Unpack
 
 from synopsis._flow import Flow, adrive, drive
 from synopsis.errors import AllModelsFailed, ConfigError, InvalidSummary
@@ -37,6 +37,7 @@ from synopsis.models.retry import (
 __all__ = [
     "AsyncFailoverModel",
     "AsyncRetryingModel",
+    "ChainOptions",
     "FailoverModel",
     "RetryingModel",
     "Validator",
@@ -77,6 +78,22 @@ def _sole(flow: Flow[Any, ModelResponse]) -> Flow[Any, ModelResponse]:
         raise _sole_failure(group) from None
 
 
+class ChainOptions(TypedDict, total=False):
+    """The options every wrapper takes (defaults on ``_Chain``), declared once for the four.
+
+    ``policy`` retries each model; ``validate(response)`` may raise
+    :class:`~synopsis.errors.InvalidSummary` to have a response retried; ``on_attempt`` sees
+    every attempt; ``cooldown`` refuses calls after repeated complete failures.
+    """
+
+    policy: RetryPolicy
+    validate: Validator | None
+    on_attempt: Callable[[AttemptRecord], None] | None
+    clock: Clock
+    rng: random.Random | None
+    cooldown: Cooldown | None
+
+
 class _Chain:
     """Everything the wrappers share: the models, the options, and the flow of a call.
 
@@ -90,13 +107,13 @@ class _Chain:
         self,
         models: Sequence[Any],
         *,
-        policy: RetryPolicy,
         sleep: Any,
-        validate: Validator | None,
-        on_attempt: Callable[[AttemptRecord], None] | None,
-        clock: Clock,
-        rng: random.Random | None,
-        cooldown: Cooldown | None,
+        policy: RetryPolicy = RetryPolicy(),
+        validate: Validator | None = None,
+        on_attempt: Callable[[AttemptRecord], None] | None = None,
+        clock: Clock = time.monotonic,
+        rng: random.Random | None = None,
+        cooldown: Cooldown | None = None,
     ) -> None:
         if not models:
             raise ConfigError(f"{type(self).__name__} needs at least one model")
@@ -144,18 +161,10 @@ class FailoverModel(_Chain):
     def __init__(
         self,
         *models: Model,
-        policy: RetryPolicy = RetryPolicy(),
         sleep: Sleep = time.sleep,
-        validate: Validator | None = None,
-        on_attempt: Callable[[AttemptRecord], None] | None = None,
-        clock: Clock = time.monotonic,
-        rng: random.Random | None = None,
-        cooldown: Cooldown | None = None,
+        **options: Unpack[ChainOptions],
     ) -> None:
-        super().__init__(
-            models, policy=policy, sleep=sleep, validate=validate, on_attempt=on_attempt,
-            clock=clock, rng=rng, cooldown=cooldown,
-        )  # fmt: skip
+        super().__init__(models, sleep=sleep, **options)
 
     def complete(
         self, messages: Sequence[Mapping[str, Any]], *, settings: ModelSettings | None = None
@@ -170,18 +179,10 @@ class RetryingModel(FailoverModel):
         self,
         model: Model,
         *,
-        policy: RetryPolicy = RetryPolicy(),
         sleep: Sleep = time.sleep,
-        validate: Validator | None = None,
-        on_attempt: Callable[[AttemptRecord], None] | None = None,
-        clock: Clock = time.monotonic,
-        rng: random.Random | None = None,
-        cooldown: Cooldown | None = None,
+        **options: Unpack[ChainOptions],
     ) -> None:
-        super().__init__(
-            model, policy=policy, sleep=sleep, validate=validate, on_attempt=on_attempt,
-            clock=clock, rng=rng, cooldown=cooldown,
-        )  # fmt: skip
+        super().__init__(model, sleep=sleep, **options)
 
     _lone = True
 
@@ -192,18 +193,10 @@ class AsyncFailoverModel(_Chain):
     def __init__(
         self,
         *models: AsyncModel,
-        policy: RetryPolicy = RetryPolicy(),
         sleep: AsyncSleep = asyncio.sleep,
-        validate: Validator | None = None,
-        on_attempt: Callable[[AttemptRecord], None] | None = None,
-        clock: Clock = time.monotonic,
-        rng: random.Random | None = None,
-        cooldown: Cooldown | None = None,
+        **options: Unpack[ChainOptions],
     ) -> None:
-        super().__init__(
-            models, policy=policy, sleep=sleep, validate=validate, on_attempt=on_attempt,
-            clock=clock, rng=rng, cooldown=cooldown,
-        )  # fmt: skip
+        super().__init__(models, sleep=sleep, **options)
 
     async def complete(
         self, messages: Sequence[Mapping[str, Any]], *, settings: ModelSettings | None = None
@@ -218,17 +211,9 @@ class AsyncRetryingModel(AsyncFailoverModel):
         self,
         model: AsyncModel,
         *,
-        policy: RetryPolicy = RetryPolicy(),
         sleep: AsyncSleep = asyncio.sleep,
-        validate: Validator | None = None,
-        on_attempt: Callable[[AttemptRecord], None] | None = None,
-        clock: Clock = time.monotonic,
-        rng: random.Random | None = None,
-        cooldown: Cooldown | None = None,
+        **options: Unpack[ChainOptions],
     ) -> None:
-        super().__init__(
-            model, policy=policy, sleep=sleep, validate=validate, on_attempt=on_attempt,
-            clock=clock, rng=rng, cooldown=cooldown,
-        )  # fmt: skip
+        super().__init__(model, sleep=sleep, **options)
 
     _lone = True
