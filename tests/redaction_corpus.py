@@ -301,7 +301,9 @@ class _Values:
              'api_key = os.environ["OPENAI_API_KEY"]', "token: ${{ secrets.GITHUB_TOKEN }}",
              "secret: my-secret-name", "password=<your-password>", "PWD=/home/dev/project",
              "token_count = 12345", "api_key=settings.OPENAI_API_KEY", "passwd: null",
-             "the password: reset it from the console", "密码是什么？", "pwd = os.getcwd()"]
+             "the password: reset it from the console", "密码是什么？", "pwd = os.getcwd()",
+             "self.user, self.password = user, password", "(using password: YES)",
+             "password:  The password for the account.", "passwd = acct = ''"]
         )  # fmt: skip
 
     def near_address(self) -> str:
@@ -309,7 +311,8 @@ class _Values:
             ["git@github.com:acme/infra.git", "root@localhost", "admin@server",
              "https://user@git.internal/acme/app", "http://localhost:8080/api/v1",
              "1.3.6.1.4.1.2021", "2024-05-15 12:30:45", "ISBN 978-0-306-40615-7",
-             "sk-ant prefix", "ghp_ prefix", "tokens start with sk-proj-", "3.14159265358979"]
+             "sk-ant prefix", "ghp_ prefix", "tokens start with sk-proj-", "3.14159265358979",
+             "Decimal('+35236450.6')", "[0-9a-f]{32}", "user@example"]
         )  # fmt: skip
 
 
@@ -437,6 +440,7 @@ _TEMPLATES: Final[dict[str, tuple[str, ...]]] = {
         "curl -H 'x-api-key: {{generic_secret}}' -H 'anthropic-version: 2023-06-01' "
         "https://api.anthropic.com/v1/messages  # {{~code}}",
         'curl -H "Authorization: Bearer {{jwt}}" https://{{ip_address:v4}}:8443/api/me',
+        "curl -u deploy:{{password}} https://ci.internal/job/build/api/json  # {{~placeholder}}",
         "curl -X POST -H 'Content-type: application/json' --data '{\"text\":\"deployed "
         "{{~version}}\"}' {{slack_webhook}}",
     ),

@@ -247,7 +247,8 @@ def is_placeholder(value: str) -> bool:
     """A value that stands for a secret instead of being one.
 
     ``${DB_PASSWORD}``, ``****``, ``<password>``, ``null``, and in code a variable or an
-    attribute: ``db_password``, ``settings.DB_PASSWORD``, ``args.pw``, ``os.environ``.
+    attribute: ``db_password``, ``DB_PASSWORD``, ``settings.DbPassword``, ``os.environ``
+    (a random mixed-case value that happens to contain ``key`` is not a name).
     (Written without backtracking patterns: values can be a kilobyte long.)
     """
     lowered = value.lower()
@@ -256,7 +257,8 @@ def is_placeholder(value: str) -> bool:
     if not _IDENTIFIER_PATH.fullmatch(value) or not ("_" in value or "." in value):
         return False
     head = value.split(".", 1)[0]
-    return ("." in value and head in _OBJECT_NAMES) or any(w in lowered for w in _SECRET_WORDS)
+    named = (value.islower() or value.isupper()) and any(w in lowered for w in _SECRET_WORDS)
+    return named or ("." in value and head in _OBJECT_NAMES)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -279,9 +281,17 @@ def tld_ok(domain: str) -> bool:
     return len(tld) == 2 or tld in _GENERIC_TLDS
 
 
+_PHONE_GROUPS: Final = re.compile(r"[0-9]+")
+
+
 def phone_ok(candidate: str) -> bool:
-    """An international number: 8 to 15 digits, sane separators, balanced parentheses."""
+    """An international number: 8 to 15 digits, sane separators, balanced parentheses.
+
+    Groups after the country code have two digits or more (``+35236450.6`` is a number).
+    """
     if not 8 <= len(digits_of(candidate)) <= 15:
+        return False
+    if any(len(group) < 2 for group in _PHONE_GROUPS.findall(candidate)[1:]):
         return False
     if candidate.count("(") != candidate.count(")") or candidate.count("(") > 1:
         return False
