@@ -26,6 +26,8 @@ import string
 from dataclasses import dataclass
 from typing import Final
 
+from synopsis.redact import Redactor
+
 __all__ = ["KINDS", "Planted", "Sample", "build_corpus"]
 
 _SLOT: Final = re.compile(r"\{\{(~?)([a-z0-9_]+)(?::([a-z0-9_]+))?\}\}")
@@ -544,8 +546,8 @@ def _overlaps(span: tuple[int, int], other: tuple[int, int]) -> bool:
     return span[0] < other[1] and other[0] < span[1]
 
 
-def score(samples: list[Sample], redact: object) -> Report:
-    """Per-kind and overall precision/recall of ``redact`` (a Redactor) on the corpus.
+def score(samples: list[Sample], redactor: Redactor) -> Report:
+    """Per-kind and overall precision/recall of ``redactor`` on the corpus.
 
     A planted value counts as caught when a finding of its own kind covers all of it; a
     finding counts as correct when it overlaps a planted value of its kind. A near-miss is hit
@@ -556,7 +558,7 @@ def score(samples: list[Sample], redact: object) -> Report:
     leaked: list[str] = []
     near_total = 0
     for sample in samples:
-        result = redact.redact_text(sample.text)  # type: ignore[attr-defined]
+        result = redactor.redact_text(sample.text)
         spans = [(f.kind, (f.start, f.end)) for f in result.findings]
         for planted in sample.planted:
             counts[planted.kind][0] += 1

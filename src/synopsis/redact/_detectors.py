@@ -258,6 +258,9 @@ def _assignment(keywords: str) -> str:
     )
 
 
+_KEY_VALUE: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=")
+
+
 def _password_ok(match: re.Match[str]) -> bool:
     quoted = match.group("quoted")
     value = quoted if quoted is not None else match.group("bare")
@@ -270,6 +273,8 @@ def _password_ok(match: re.Match[str]) -> bool:
     # real passwords almost always carry a digit or a symbol.
     spaced = match.start("bare") > match.end("sep")
     word = value.replace("_", "").isalpha()
+    if spaced and _KEY_VALUE.match(value):  # ``password= dbname=prod``: an empty password
+        return False
     return not (word and (spaced or match.group("sep") != "="))
 
 
@@ -288,7 +293,7 @@ _PASSWORD = PatternDetector(
 
 def _secret_value_ok(match: re.Match[str]) -> bool:
     value = match.group("quoted") or match.group("bare")
-    return v.looks_random(value)
+    return v.looks_random(value) and not v.is_placeholder(value)
 
 
 _GENERIC_SECRET = PatternDetector(
