@@ -11,7 +11,7 @@ Every pattern was written to run in linear time on any input (the test suite fee
 * context that needs a look at the surroundings (a version number before a dotted quad) is read
   by the validator from a fixed-size window, not by an unbounded look-behind.
 
-Tokens also start right after an escaped newline or tab (``\\n``, ``\\t``): tool output often
+Tokens also start right after a JSON escape (``\\n``, ``\\t``, ``\\u4f60``): tool output often
 carries JSON whose strings hold whole files, and ``"...\\nghp_..."`` must still be caught.
 
 The list is ordered: where two findings overlap, the earlier detector wins (a JWT inside
@@ -102,6 +102,8 @@ _ASSIGN: Final = r"""\\?["']?[ \t]{0,5}(?P<sep>[:=：]|是|为)[ \t]{0,5}"""
 # ---------------------------------------------------------------------------------------------
 # Secrets
 
+# The whole block, also with escaped newlines (inside JSON). A block cut short, without its END
+# line, is still a secret: it is taken up to the first character a block cannot hold.
 _PRIVATE_KEY = PatternDetector(
     "private_key",
     _ascii(
