@@ -34,7 +34,9 @@ the Stripe and Azure key names), and each detector here is a focused pattern plu
 Measured on the labelled corpus the tests generate (``bench/bench_redaction.py`` prints the
 table): precision and recall 1.0 for every kind, every near-miss (Luhn-invalid cards,
 checksum-invalid IDs, versions, UUIDs, git SHAs, non-JWT base64, ``sk-`` in prose,
-``@decorator``, order numbers, ...) left intact. Decisions worth knowing:
+``@decorator``, order numbers, ...) left intact. Throughput is about 3-4 MB/s of text on one
+core (``str.lower()`` on the same text: about 200 MB/s), so a 100 KB history costs some 30 ms.
+Decisions worth knowing:
 
 * A dotted quad right after a version marker (``v``, ``version``, ``==``, ``Chrome/``, ``版本``)
   is a version, not an address; elsewhere ``1.2.3.4`` is an address.
