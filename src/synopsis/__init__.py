@@ -61,6 +61,7 @@ from synopsis.models.failover import (
 )
 from synopsis.models.retry import Cooldown, RetryPolicy
 from synopsis.prompts import CHINESE, ENGLISH, PromptSet
+from synopsis.redact import Redactor
 from synopsis.session.memory import AsyncSessionMemory, ScheduleResult, SessionMemory
 from synopsis.summarizer import AsyncSummarizer, Summarizer, SummaryResult
 from synopsis.tokens import TokenCount, TokenCounter
@@ -119,6 +120,7 @@ __all__ = [
     "PromptSet",
     "ProviderUnavailable",
     "RateLimited",
+    "Redactor",
     "RetryExhausted",
     "RetryPolicy",
     "RetryingModel",
