@@ -191,7 +191,7 @@ def run_compact(request: CompactRequest) -> dict[str, Any]:
 
     screen, places = terminal(), request.places
     shown = screen.shows_progress(quiet=request.quiet, as_json=request.as_json)
-    label = request.file if places.source is not None else "standard input"
+    label = places.source.name if places.source is not None else "standard input"
     with screen.progress(*status_columns(), shown=shown) as display:
         handlers = (CompactionProgress(display, label),) if display is not None else ()
         transcript = read_transcript(request.file)

@@ -81,15 +81,18 @@ def counted(count: int, singular: str, plural: str | None = None) -> str:
 
 
 def readable_error(error: Any) -> str | None:
-    """An error as one sentence, ``Type: message``, from a serialized error or an exception."""
+    """An error as one sentence, ``Type: message``, from a serialized error or an exception;
+    a failover chain's errors follow in parentheses, so the reason is never lost."""
     if error is None:
         return None
     if isinstance(error, BaseException):
         return f"{type(error).__name__}: {error}"
-    if isinstance(error, dict):
-        kind, message = error.get("type"), error.get("message")
-        return f"{kind}: {message}" if kind and message else str(message or kind or error)
-    return str(error)
+    if not isinstance(error, dict):
+        return str(error)
+    kind, message = error.get("type"), error.get("message")
+    sentence = f"{kind}: {message}" if kind and message else str(message or kind or "error")
+    causes = [readable_error(cause) for cause in error.get("errors") or ()]
+    return f"{sentence} ({'; '.join(filter(None, causes))})" if causes else sentence
 
 
 def status_columns() -> tuple[ProgressColumn, ...]:
@@ -119,14 +122,14 @@ class CompactionProgress:
     """An ``on_event`` handler that turns the compactor's events into a status line.
 
     Each summarizer call is counted as it ends, failed ones with their error, so retries and
-    failovers are visible while they happen.
+    failovers are visible while they happen. The line is cut at the terminal's width, so the
+    least useful part (the model's name) comes last.
     """
 
     def __init__(self, display: Progress, label: str) -> None:
         self.display = display
         self.task: TaskID = display.add_task(f"compacting {label}", total=None)
         self.calls = 0
-        self.messages = 0
 
     def __call__(self, event: Event) -> None:
         description = self.describe(event)
@@ -136,18 +139,14 @@ class CompactionProgress:
     def describe(self, event: Event) -> str | None:
         match event:
             case BeforeSummarize(message_count=count, tokens=tokens):
-                self.messages = count
                 return f"summarizing {counted(count, 'message')} ({counted(tokens, 'token')})"
             case GenerateSummary(ok=True, model=model, latency_s=latency):
                 self.calls += 1
-                return f"{self._doing()}: call {self.calls} done ({model}, {latency:.1f} s)"
+                return f"call {self.calls} done in {latency:.1f} s ({model})"
             case GenerateSummary(model=model, phase=phase, error=error):
                 self.calls += 1
-                why = readable_error(error) or "failed"
-                return f"{self._doing()}: call {self.calls} to {model} ({phase}) failed: {why}"
+                why = readable_error(error) or "no reason given"
+                return f"call {self.calls} failed: {why} ({phase} model {model})"
             case AfterSummarize(messages_after=after):
                 return f"summarized into {counted(after, 'message')}; writing"
         return None
-
-    def _doing(self) -> str:
-        return f"summarizing {counted(self.messages, 'message')}"
