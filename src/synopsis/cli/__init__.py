@@ -214,16 +214,15 @@ def compact(file: Path, output: Path | None, force: bool, as_json: bool, **optio
         force=force,
         as_json=as_json,
     )
-    report = run_compact(request)
-    text, messages = report.pop("text"), report.pop("transcript")
+    done = run_compact(request)
     to_stdout = request.places.output is None
     if as_json:
-        emit_json({**report, "transcript": messages} if to_stdout else report)
+        emit_json({**done.report, "transcript": done.messages} if to_stdout else done.report)
     else:
-        _print_report({**report, "error": readable_error(report["error"])})
+        _print_report({**done.report, "error": readable_error(done.report["error"])})
         if to_stdout:
-            click.echo(text, nl=False)
-    problem = failure(report, as_json=as_json)
+            click.echo(done.text, nl=False)
+    problem = failure(done.report, as_json=as_json)
     if problem is not None:
         raise problem
 

@@ -29,7 +29,18 @@ from synopsis.transcripts import (
     write_atomically,
 )
 
-__all__ = ["ARCHIVE_SUFFIX", "Destinations", "FileArchive", "destinations", "read_transcript"]
+__all__ = [
+    "ARCHIVE_SUFFIX",
+    "CompactRequest",
+    "Compacted",
+    "Destinations",
+    "FileArchive",
+    "compact_request",
+    "destinations",
+    "failure",
+    "read_transcript",
+    "run_compact",
+]
 
 ARCHIVE_SUFFIX = ".archive.jsonl"
 STDIN = "-"
@@ -76,9 +87,10 @@ def destinations(
             f"-o {output} is the input file; pass --in-place to overwrite it "
             "(the messages it replaces are archived first)"
         )
-    places = Destinations(source, target, _archive_path(source, target, archive, no_archive))
-    _check(places, in_place=in_place)
-    return replace(places, in_place=in_place)
+    archived = _archive_path(source, target, archive, no_archive)
+    places = Destinations(source, target, archived, in_place=in_place)
+    _check(places)
+    return places
 
 
 def _archive_path(
@@ -94,8 +106,8 @@ def _archive_path(
     return base.with_name(base.name + ARCHIVE_SUFFIX)
 
 
-def _check(places: Destinations, *, in_place: bool) -> None:
-    if in_place and places.archive is None:
+def _check(places: Destinations) -> None:
+    if places.in_place and places.archive is None:
         fail("--in-place archives the messages it replaces; it cannot go with --no-archive")
     if _same_file(places.archive, places.source) or _same_file(places.archive, places.output):
         fail(f"--archive {places.archive} must not be the input or the output file")
@@ -181,11 +193,18 @@ def compact_request(
     )
 
 
-def run_compact(request: CompactRequest) -> dict[str, Any]:
-    """Compact, write the output, and return the report (``text`` holds the transcript text).
+@dataclass(frozen=True, slots=True)
+class Compacted:
+    """What ``compact`` did: its JSON-ready report, the new messages and their text."""
 
-    Progress is shown on stderr while it runs (see :class:`~synopsis.cli._terminal.Terminal`).
-    """
+    report: dict[str, Any]
+    messages: list[dict[str, Any]]
+    text: str
+
+
+def run_compact(request: CompactRequest) -> Compacted:
+    """Compact, write the output (the archive is written during compaction, before it), and
+    report. Progress is shown on stderr while it runs (see :class:`~.Terminal`)."""
     from synopsis.compaction.compactor import Compactor
     from synopsis.transcripts import dump_transcript
 
@@ -200,15 +219,14 @@ def run_compact(request: CompactRequest) -> dict[str, Any]:
         text = dump_transcript(result.messages, transcript.format, extra=transcript.extra)
         if places.output is not None and (result.compacted or not places.in_place):
             write_atomically(places.output, text)
-    return {
+    report = {
         "ok": result.error is None,
         **result.report(),
         "messages_before": len(transcript.messages),
         "messages": len(result.messages),
         "output": str(places.output) if places.output is not None else None,
-        "transcript": result.messages,
-        "text": text,
     }
+    return Compacted(report, result.messages, text)
 
 
 def failure(report: Mapping[str, Any], *, as_json: bool) -> CliError | None:
