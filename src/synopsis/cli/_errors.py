@@ -46,8 +46,9 @@ class ExitCode(IntEnum):
 
 #: The exit codes as ``--help`` shows them (``\b`` keeps click from rewrapping the lines).
 EXIT_CODES_HELP = (
-    "\b\nExit codes: 0 success, 2 bad input or usage, 3 summarization failed (history kept),"
-    '\n4 store error. With --json a failure prints {"ok": false, "error": {...}} too.'
+    "\b\nExit codes: 0 success, 2 bad input or usage,"
+    "\n3 summarization failed (history kept), 4 store error."
+    '\nWith --json a failure also prints {"ok": false, "error": {...}}.'
 )
 
 # What bad input can raise on its way through a command: our errors, unreadable or unwritable
