@@ -110,7 +110,7 @@ def test_missing_file_is_exit_2(tmp_path: Path) -> None:
 
 
 def test_failed_compact_never_destroys_its_input(tmp_path: Path) -> None:
-    """`-o` naming the input itself: a message validation rejects leaves the file byte-identical."""
+    """--in-place: a message validation rejects leaves the file byte-identical."""
     path = tmp_path / "t.json"
     call = {"id": "c1", "type": "function", "function": {"name": "\ud800", "arguments": "{}"}}
     history = [
@@ -120,17 +120,17 @@ def test_failed_compact_never_destroys_its_input(tmp_path: Path) -> None:
     ]
     path.write_text(json.dumps(history), encoding="utf-8")
     before = path.read_bytes()
-    code, _, err = run("compact", str(path), "--force", "-o", str(path))
+    code, _, err = run("compact", str(path), "--force", "--in-place")
     assert code == 2 and "tool_calls[0].function.name" in err
     assert path.read_bytes() == before
 
 
 def test_compact_output_replaces_the_file_whole(tmp_path: Path) -> None:
-    """Compacting in place (-o = input) writes the compacted transcript, nothing left over."""
+    """Compacting in place writes the compacted transcript and its archive, nothing else."""
     path = tmp_path / "c.jsonl"
     messages = json.loads(EXAMPLE.read_text(encoding="utf-8"))
     path.write_text("".join(json.dumps(m) + "\n" for m in messages), encoding="utf-8")
-    code, _, _ = run("compact", str(path), "--trigger-tokens", "2000", "-o", str(path), "--json")
+    code, _, _ = run("compact", str(path), "--trigger-tokens", "2000", "--in-place", "--json")
     assert code == 0
     assert len(path.read_text(encoding="utf-8").splitlines()) < len(messages)
-    assert [p.name for p in tmp_path.iterdir()] == ["c.jsonl"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["c.jsonl", "c.jsonl.archive.jsonl"]

@@ -314,6 +314,7 @@ def test_vector_search_through_the_cli_with_the_bundled_model(db: str) -> None:
 
 def test_vector_mode_without_an_embedder_is_one_line(db: str) -> None:
     """--mode vector needs --embedder: one clear line, exit code 2."""
+    run(db, "put", "--namespace", "user/u1", "coffee")  # search never creates the database
     assert_one_line_error(run(db, "search", "--mode", "hybrid", "coffee"), "embedder")
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -10,6 +11,7 @@ from synopsis.compaction.summary import (
     parse_user_messages_block,
 )
 from synopsis.models._base import AsyncModel, Model, ModelSettings
+from synopsis.models._clip import clip, clip_line
 from synopsis.models.extractive import AsyncExtractiveModel, ExtractiveModel, extractive_summary
 from synopsis.prompts import CHINESE, ENGLISH, build_summarizer_input
 from synopsis.summarizer import extract_summary, validate_summary_response
@@ -188,3 +190,76 @@ def test_any_history_gives_a_bounded_deterministic_summary(
     assert first == model.complete(messages).text
     assert first.startswith("<summary>")
     assert len(first) <= 4000
+
+
+# -- clipping on word boundaries (issue #8, item 19) ---------------------------------------------
+
+words = st.text(alphabet="abcdefghijklmnopqrstuvwxyz().", min_size=1, max_size=12)
+
+
+@settings(max_examples=200)
+@given(st.text(max_size=400), st.integers(min_value=0, max_value=300))
+def test_clip_stays_within_its_limit(text: str, limit: int) -> None:
+    assert len(clip(text, limit)) <= max(limit, 0)
+
+
+@settings(max_examples=200)
+@given(st.lists(words, min_size=2, max_size=80), st.integers(min_value=90, max_value=300))
+def test_clip_cuts_between_words(parts: list[str], limit: int) -> None:
+    """The head ends before a space and the tail starts after one: no word is cut in half
+    (words are at most 12 letters, so at these limits a space is always near the cut)."""
+    text = " ".join(parts)
+    clipped = clip(text, limit)
+    assert len(clipped) <= limit
+    if clipped == text:
+        return
+    head, _, tail = clipped.partition(" … ")
+    assert text.startswith(head) and text.endswith(tail)
+    assert text[len(head)] == " " and text[len(text) - len(tail) - 1] == " "
+
+
+def test_the_reported_cut_keeps_both_words() -> None:
+    """The issue's example, "open ... plitlines()": both ends are whole words now."""
+    text = "open the file, then " + "read every line carefully " * 20 + "and call splitlines()"
+    clipped = clip_line(text, 120)
+    assert clipped.endswith(" splitlines()") or "splitlines()" not in clipped
+    tokens = set(text.split())
+    assert all(token in tokens for token in clipped.split() if token != "…")
+
+
+def test_chinese_is_cut_after_punctuation() -> None:
+    """Text without spaces is cut after its punctuation when there is some nearby."""
+    sentence = "用户希望把数据库连接池调大，并且在配置文件里记录原因。"
+    text = sentence * 40
+    clipped = clip(text, 100)
+    head, _, tail = clipped.partition(" … ")
+    assert len(clipped) <= 100
+    assert head[-1] in "，。" and text[len(text) - len(tail) - 1] in "，。"
+
+
+@pytest.mark.parametrize(
+    "unit",
+    [
+        "e\u0301",  # e + combining acute accent
+        "\U0001f468\u200d\U0001f469\u200d\U0001f467",  # a ZWJ family
+        "\U0001f44d\U0001f3fd",  # thumbs up, skin tone
+        "\ud83d\ude00",  # a surrogate pair as two code points (surrogatepass input)
+    ],
+    ids=["combining", "zwj", "modifier", "surrogates"],
+)
+def test_text_without_boundaries_is_cut_between_graphemes(unit: str) -> None:
+    text = unit * 200
+    for limit in range(20, 60):
+        head, _, tail = clip(text, limit).partition(" … ")
+        assert len(head) % len(unit) == 0 and len(tail) % len(unit) == 0, limit
+        assert head and tail
+
+
+def test_problem_solving_counts_are_singular_for_one() -> None:
+    """ "1 user message", not "1 user messages"."""
+    context = [
+        {"role": "user", "content": "fix it"},
+        {"role": "assistant", "content": "done"},
+    ]
+    text = summarize(context)
+    assert "1 user message," in text and "1 assistant reply," in text

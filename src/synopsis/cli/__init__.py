@@ -1,96 +1,53 @@
 """The ``synopsis`` command line: count, compact, memory.
 
-Every command takes ``--json`` for machine-readable output. Bad input, a usage error (a bad
-option, a directory given as FILE) included, prints one clear line on stderr and exits with
-code 2, never a traceback or a usage screen.
+Every command takes ``--json`` for machine-readable output. A failure prints one clear line
+on stderr, never a traceback or a usage screen, and exits with an :class:`ExitCode`: 0
+success, 2 bad input or usage (a bad option, a directory given as FILE), 3 summarization
+failed (the history was kept), 4 store error. With ``--json`` a failure is also a JSON object
+on stdout, ``{"ok": false, "error": {"type": ..., "message": ...}}``. Progress shows on stderr
+only when it is a terminal (not with ``--quiet`` or ``--json``).
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Mapping
 from pathlib import Path
-from typing import IO, Any, NoReturn, TypeVar
+from typing import Any
 
 import click
 
+from synopsis.cli._errors import (
+    BadInput,
+    CliError,
+    ExitCode,
+    OneLineCommand,
+    OneLineGroup,
+    fail,
+    guarded,
+    one_line_errors,
+)
+from synopsis.cli._terminal import Terminal, counted, readable_error, terminal
 from synopsis.compaction.options import FALLBACKS, CompactionOptions
-from synopsis.errors import ConfigError, SynopsisError
 from synopsis.models import redact_url
 from synopsis.prompts import CHINESE, ENGLISH
 from synopsis.tokens import ESTIMATORS
 
-__all__ = ["BadInput", "OneLineGroup", "main", "one_line_errors"]
+__all__ = [
+    "BadInput",
+    "CliError",
+    "ExitCode",
+    "OneLineCommand",
+    "OneLineGroup",
+    "Terminal",
+    "fail",
+    "main",
+    "one_line_errors",
+]
 
-F = TypeVar("F", bound=Callable[..., Any])
 #: The library's defaults, shown in --help; a flag left out is not passed, so they apply.
 _LIBRARY = CompactionOptions()
 _LANGUAGES = (ENGLISH.language, CHINESE.language)
-# What bad input can raise on its way through a command: our errors, unreadable or unwritable
-# files, text that is not UTF-8, input nested deeper than Python's recursion limit, and values
-# out of range (a stored expiry beyond the year 9999).
-_INPUT_ERRORS = (SynopsisError, OSError, UnicodeError, RecursionError, ValueError, OverflowError)
-
-
-class BadInput(click.ClickException):
-    """One line on stderr, exit code 2."""
-
-    exit_code = 2
-
-    def show(self, file: IO[Any] | None = None) -> None:
-        click.echo(f"synopsis: error: {self.format_message()}", err=True)
-
-
-def fail(message: str) -> NoReturn:
-    """Print one line on stderr and exit with code 2."""
-    raise BadInput(message)
-
-
-def _describe(exc: BaseException) -> str:
-    if isinstance(exc, RecursionError):
-        return "input nested too deeply"
-    return str(exc) or type(exc).__name__
-
-
-@contextmanager
-def one_line_errors() -> Iterator[None]:
-    """Usage errors and bad input raised inside become :class:`BadInput` (one line, exit 2).
-
-    A group called without a command still shows its help.
-    """
-    try:
-        yield
-    except click.exceptions.NoArgsIsHelpError:
-        raise
-    except click.UsageError as exc:
-        raise BadInput(exc.format_message()) from None
-    except _INPUT_ERRORS as exc:
-        raise BadInput(_describe(exc)) from None
-
-
-class OneLineGroup(click.Group):
-    """A group whose own usage errors and those of every command under it are one line."""
-
-    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
-        with one_line_errors():
-            return super().parse_args(ctx, args)
-
-    def invoke(self, ctx: click.Context) -> Any:
-        with one_line_errors():
-            return super().invoke(ctx)
-
-
-def guarded(fn: F) -> F:
-    """Turn our errors (and unreadable files, deep input) into one line and exit code 2."""
-
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        with one_line_errors():
-            return fn(*args, **kwargs)
-
-    wrapper.__name__ = fn.__name__
-    wrapper.__doc__ = fn.__doc__
-    return wrapper  # type: ignore[return-value]
 
 
 def emit_json(data: Any) -> None:
@@ -103,7 +60,7 @@ def main() -> None:
     """Keep LLM agents working past their context window."""
 
 
-@main.command()
+@main.command(cls=OneLineCommand)
 @click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
 @click.option(
     "--estimator",
@@ -115,11 +72,12 @@ def main() -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON object.")
 @guarded
 def count(file: Path, estimator: str, as_json: bool) -> None:
-    """Count a transcript's tokens: provider-reported baseline + estimated increment."""
+    """Count the tokens of a transcript (FILE, or - for standard input): provider-reported
+    baseline + estimated increment."""
+    from synopsis.cli._compact import read_transcript
     from synopsis.tokens import TokenCounter
-    from synopsis.transcripts import load_transcript
 
-    messages = load_transcript(file).messages
+    messages = read_transcript(str(file)).messages
     result = TokenCounter(estimator=estimator).count(messages)
     data = {
         "tokens": result.total,
@@ -133,7 +91,7 @@ def count(file: Path, estimator: str, as_json: bool) -> None:
         return
     click.echo(
         f"{result.total} tokens ({result.baseline} reported baseline + "
-        f"{result.increment} estimated) in {result.message_count} messages "
+        f"{result.increment} estimated) in {counted(result.message_count, 'message')} "
         f"[{estimator}]"
     )
 
@@ -165,10 +123,11 @@ def compaction_options(flags: Mapping[str, Any], transcript_path: str) -> Compac
 
 
 def _print_report(report: dict[str, Any]) -> None:
-    from rich.console import Console
     from rich.table import Table
 
     table = Table(title="synopsis compact", show_header=False)
+    table.add_column("field", no_wrap=True)
+    table.add_column("value", overflow="fold")  # long paths wrap, never cut
     shown = {**report, "usage": _usage_line(report.get("usage"), report.get("calls"))}
     for key in (
         "triggered",
@@ -182,12 +141,13 @@ def _print_report(report: dict[str, Any]) -> None:
         "attempts",
         "usage",
         "output",
+        "archive",
         "skipped",
         "error",
     ):
         if shown.get(key) is not None:
             table.add_row(key, redact_url(str(shown[key])))
-    Console(stderr=True).print(table)
+    terminal().err.print(table)
 
 
 def _usage_line(usage: Mapping[str, int] | None, calls: int | None) -> str | None:
@@ -200,14 +160,23 @@ def _usage_line(usage: Mapping[str, int] | None, calls: int | None) -> str | Non
     )
 
 
-@main.command()
+@main.command(cls=OneLineCommand)
 @click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
 @click.option(
     "-o",
     "--output",
     type=click.Path(dir_okay=False, path_type=Path),
-    help="Write the compacted transcript here (default: standard output).",
+    help="Write the compacted transcript here (default or -: standard output).",
 )
+@click.option(
+    "--archive",
+    type=click.Path(dir_okay=False),
+    help="Append the replaced messages to this JSONL file (default: OUT.archive.jsonl, or "
+    "FILE.archive.jsonl when writing to standard output).",
+)
+@click.option("--no-archive", is_flag=True, help="Do not archive the replaced messages.")
+@click.option("--in-place", is_flag=True, help="Overwrite FILE (its replaced part archived).")
+@click.option("-q", "--quiet", is_flag=True, help="Show no progress on standard error.")
 @click.option(
     "--model",
     show_default=str(_LIBRARY.model),
@@ -260,32 +229,29 @@ def _usage_line(usage: Mapping[str, int] | None, calls: int | None) -> str | Non
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON report on standard output.")
 @guarded
 def compact(file: Path, output: Path | None, force: bool, as_json: bool, **options: Any) -> None:
-    """Compact a transcript: old history becomes one structured summary message."""
-    from synopsis.compaction.compactor import Compactor
-    from synopsis.transcripts import dump_transcript, load_transcript, write_atomically
+    """Compact a transcript (FILE, or - for standard input): old history becomes one
+    structured summary message, and the messages it replaces are archived first."""
+    from synopsis.cli._compact import compact_request, failure, run_compact
 
-    transcript = load_transcript(file)
-    compactor = Compactor(options=compaction_options(options, str(file)))
-    result = compactor.compact(transcript.messages, force=force)
-    text = dump_transcript(result.messages, transcript.format, extra=transcript.extra)
-    if output is not None:
-        write_atomically(output, text)
-    report = {
-        **result.report(),
-        "messages_before": len(transcript.messages),
-        "messages": len(result.messages),
-        "output": str(output) if output else None,
-    }
+    request = compact_request(
+        str(file),
+        None if output is None else str(output),
+        options,
+        compaction_options(options, str(file)),
+        force=force,
+        as_json=as_json,
+    )
+    done = run_compact(request)
+    to_stdout = request.places.output is None
     if as_json:
-        if output is None:
-            report["transcript"] = result.messages
-        emit_json(report)
-        return
-    _print_report(report)
-    if output is None:
-        click.echo(text, nl=False)
-    if result.error:
-        raise ConfigError(f"summarization failed, history kept: {result.error['message']}")
+        emit_json({**done.report, "transcript": done.messages} if to_stdout else done.report)
+    else:
+        _print_report({**done.report, "error": readable_error(done.report["error"])})
+        if to_stdout:
+            click.echo(done.text, nl=False)
+    problem = failure(done.report, as_json=as_json)
+    if problem is not None:
+        raise problem
 
 
 def _register_memory() -> None:

@@ -22,7 +22,14 @@ exported): lines are split at ``\\n`` only, and U+2028, U+2029 and U+0085 are wr
 escaped. A memory without a key gets one derived from its kind and text, so importing or
 putting the same memory twice is a no-op.
 
-Bad input prints one line on stderr and exits with code 2; there are no tracebacks.
+The read-only commands (``search``, ``export``) and ``delete-user`` refuse a SQLite file
+that does not exist ("no such database", exit code 2) instead of creating an empty one; only
+``put`` and ``import`` create the database. ``import`` shows its progress on stderr when that
+is a terminal (``--quiet`` turns it off).
+
+Bad input prints one line on stderr and exits with code 2, a store that fails (or cannot be
+reached) exits with code 4; there are no tracebacks. With ``--json`` a failure is also
+``{"ok": false, "error": {"type": ..., "message": ...}}`` on stdout.
 """
 
 from __future__ import annotations
@@ -35,11 +42,13 @@ import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, NoReturn, TypeVar
 
 import click
 
-from synopsis.cli import BadInput, OneLineGroup, one_line_errors
+from synopsis.cli._errors import BadInput, OneLineCommand, OneLineGroup, cli_error
+from synopsis.cli._terminal import advancer, count_columns, counted, terminal
 from synopsis.config import EMBEDDERS, Settings
 from synopsis.errors import ConfigError, InvalidInput, InvalidNamespace, SynopsisError
 from synopsis.memory._checks import check_tenant, prepare_put
@@ -54,7 +63,7 @@ from synopsis.memory._types import (
     normalize_namespace,
     normalize_tags,
 )
-from synopsis.memory.open import open_store
+from synopsis.memory.open import open_store, parse_db
 from synopsis.transcripts import json_line, split_json_lines
 
 __all__ = ["memory"]
@@ -70,22 +79,6 @@ MAX_TTL_SECONDS = 100 * 365.25 * 24 * 3600
 
 def _fail(message: str) -> NoReturn:
     raise BadInput(message)
-
-
-class _OneLineCommand(click.Command):
-    """A command whose usage errors (missing option, bad value) and bad input are one line.
-
-    The ``memory`` group does the same for commands called through it; this covers a command
-    invoked on its own.
-    """
-
-    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
-        with one_line_errors():
-            return super().parse_args(ctx, args)
-
-    def invoke(self, ctx: click.Context) -> Any:
-        with one_line_errors():
-            return super().invoke(ctx)
 
 
 def _check_ttl(ctx: click.Context, param: click.Parameter, value: float | None) -> float | None:
@@ -165,15 +158,28 @@ def _embedder(name: str) -> Embedder | None:
     return E5Embedder()
 
 
+def _require_existing(db: str) -> None:
+    """Refuse a SQLite file that does not exist, so a mistyped --db creates nothing."""
+    plain = "://" not in db and db.strip() != ":memory:"
+    if plain and not Path(db.strip()).expanduser().exists():
+        _fail(f"no such database: {db}")
+    kind, target = parse_db(db)
+    if kind == "sqlite" and target != ":memory:" and not Path(target).exists():
+        _fail(f"no such database: {db}")
+
+
 @contextmanager
-def _opened(db: str, embedder: str = "none") -> Iterator[MemoryStore]:
-    """Open the store, turn our errors and OS errors into one line, and close it."""
+def _opened(db: str, embedder: str = "none", *, create: bool = True) -> Iterator[MemoryStore]:
+    """Open the store (only an existing one unless ``create``), turn our errors and OS errors
+    into one line with their exit code (a failing store is 4), and close it."""
+    if not create:
+        _require_existing(db)
     store: MemoryStore | None = None
     try:
         store = open_store(db, embedder=_embedder(embedder))
         yield store
     except (SynopsisError, OSError, UnicodeError) as exc:
-        _fail(str(exc) or type(exc).__name__)
+        raise cli_error(exc) from None
     finally:
         if store is not None:
             store.close()
@@ -220,7 +226,7 @@ def memory() -> None:
     """Long-term memories: put, search, import, export, delete a user."""
 
 
-@memory.command(cls=_OneLineCommand)
+@memory.command(cls=OneLineCommand)
 @_common
 @_embedding
 @click.option("--namespace", required=True, help="Where to put it, e.g. user/u1/session/s1.")
@@ -269,26 +275,32 @@ def _hit_dict(hit: SearchHit) -> dict[str, Any]:
     }  # fmt: skip
 
 
-def _print_table(hits: Sequence[SearchHit]) -> None:
-    from rich.console import Console
-    from rich.table import Table
+def score_text(score: float | None) -> str:
+    """A score with three significant digits (BM25 scores can be tiny), "-" when absent."""
+    return "-" if score is None else f"{score:.3g}"
 
-    table = Table("score", "namespace", "kind", "key", "text", "created", show_lines=False)
+
+def _print_table(hits: Sequence[SearchHit]) -> None:
+    """The hits at any width: namespaces, keys and texts wrap (long words fold), never cut."""
+    from rich.table import Table
+    from rich.text import Text
+
+    table = Table(show_lines=True, expand=True)
+    table.add_column("score", justify="right", no_wrap=True)
+    table.add_column("namespace/key", overflow="fold", ratio=2)
+    table.add_column("kind", overflow="fold", max_width=12)
+    table.add_column("text", overflow="fold", ratio=3)
+    table.add_column("created", no_wrap=True)
     for hit in hits:
         item = hit.item
-        score = "" if hit.score is None else f"{hit.score:.3f}"
-        table.add_row(
-            score,
-            "/".join(item.namespace),
-            item.kind,
-            item.key,
-            item.text,
-            item.created_at.strftime("%Y-%m-%d %H:%M"),
-        )
-    Console(soft_wrap=False).print(table)
+        where = Text("/".join(item.namespace))
+        where.append("\n" + item.key, style="dim")
+        created = item.created_at.strftime("%Y-%m-%d\n%H:%M")
+        table.add_row(score_text(hit.score), where, item.kind, item.text, created)
+    terminal().out.print(table)
 
 
-@memory.command(cls=_OneLineCommand)
+@memory.command(cls=OneLineCommand)
 @_common
 @_embedding
 @click.option("--namespace-prefix", default="", help="Only under this prefix, e.g. user/u1.")
@@ -312,7 +324,7 @@ def search(
 ) -> None:
     """Search for QUERY: keyword (BM25; Chinese and English), vector or hybrid."""
     prefix = _namespace(namespace_prefix, option="--namespace-prefix", allow_empty=True)
-    with _opened(db, embedder) as store:
+    with _opened(db, embedder, create=False) as store:
         hits = store.search(tenant, prefix, query=query, kind=kind, limit=limit, mode=mode)
     if as_json:
         _echo_json([_hit_dict(hit) for hit in hits])
@@ -425,30 +437,30 @@ def _write_batches(
         advance(len(batch))
 
 
-@memory.command("import", cls=_OneLineCommand)
+@memory.command("import", cls=OneLineCommand)
 @_common
 @_embedding
+@click.option("-q", "--quiet", is_flag=True, help="Show no progress on standard error.")
 @click.argument("file")
-def import_(db: str, tenant: str, as_json: bool, embedder: str, file: str) -> None:
+def import_(db: str, tenant: str, as_json: bool, embedder: str, quiet: bool, file: str) -> None:
     """Import memories from a JSON Lines FILE (or stdin with -); all lines are checked first."""
-    from rich.console import Console
-    from rich.progress import Progress
-
     try:
         checked_tenant = check_tenant(tenant)
     except SynopsisError as exc:
         _fail(str(exc))
     records = _read_records(file, checked_tenant)
+    screen = terminal()
+    shown = screen.shows_progress(quiet=quiet, as_json=as_json)
     with (
         _opened(db, embedder) as store,
-        Progress(console=Console(stderr=True), transient=True) as bar,
+        screen.progress(*count_columns(), shown=shown) as bar,
     ):
-        task = bar.add_task("importing", total=len(records))
-        _write_batches(store, checked_tenant, file, records, lambda done: bar.advance(task, done))
+        advance = advancer(bar, "importing", total=len(records))
+        _write_batches(store, checked_tenant, file, records, advance)
     if as_json:
         _echo_json({"imported": len(records)})
     else:
-        click.echo(f"imported {len(records)} memories")
+        click.echo(f"imported {counted(len(records), 'memory', 'memories')}")
 
 
 def _export_dict(item: MemoryItem) -> dict[str, Any]:
@@ -461,13 +473,13 @@ def _export_dict(item: MemoryItem) -> dict[str, Any]:
     }
 
 
-@memory.command(cls=_OneLineCommand)
+@memory.command(cls=OneLineCommand)
 @_common
 @click.option("--namespace-prefix", default="", help="Only under this prefix, e.g. user/u1.")
 def export(db: str, tenant: str, as_json: bool, namespace_prefix: str) -> None:
     """Write the tenant's memories as JSON Lines (the shape `import` reads)."""
     prefix = _namespace(namespace_prefix, option="--namespace-prefix", allow_empty=True)
-    with _opened(db) as store:
+    with _opened(db, create=False) as store:
         offset = 0
         while True:
             hits = store.search(tenant, prefix, limit=_PAGE, offset=offset)
@@ -478,14 +490,14 @@ def export(db: str, tenant: str, as_json: bool, namespace_prefix: str) -> None:
             offset += _PAGE
 
 
-@memory.command("delete-user", cls=_OneLineCommand)
+@memory.command("delete-user", cls=OneLineCommand)
 @_common
 @click.argument("user_id")
 def delete_user(db: str, tenant: str, as_json: bool, user_id: str) -> None:
     """Delete every memory, session summary and outbox entry of USER_ID."""
-    with _opened(db) as store:
+    with _opened(db, create=False) as store:
         deleted = store.delete_user(tenant, user_id)
     if as_json:
         _echo_json({"user_id": user_id, "deleted": deleted})
     else:
-        click.echo(f"deleted {deleted} records of user {user_id}")
+        click.echo(f"deleted {counted(deleted, 'record')} of user {user_id}")

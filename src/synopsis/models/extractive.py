@@ -28,6 +28,9 @@ from typing import Any, Final
 
 from synopsis.messages import is_internal, marked_body, text_of
 from synopsis.models._base import ModelResponse, ModelSettings, Usage
+from synopsis.models._clip import clip as _clip
+from synopsis.models._clip import clip_line as _clip_line
+from synopsis.models._clip import quote as _quote
 from synopsis.prompts import CHINESE, ENGLISH, USER_MESSAGES_TAG, PromptSet
 
 __all__ = ["AsyncExtractiveModel", "ExtractiveModel", "extractive_summary"]
@@ -187,26 +190,12 @@ def _brief_args(arguments: object, limit: int = 160) -> str:
 
 
 # ---------------------------------------------------------------------------------------------
-# Small text helpers
+# Small text helpers (clipping on word boundaries is in synopsis.models._clip)
 
 
-def _clip(text: str, limit: int) -> str:
-    """At most ``limit`` characters, cut in the middle with an ellipsis."""
-    text = text.strip()
-    if len(text) <= limit:
-        return text
-    if limit < 8:
-        return text[:limit]
-    head = (limit - 3) * 2 // 3
-    return f"{text[:head].rstrip()} … {text[len(text) - (limit - 3 - head) :].lstrip()}"
-
-
-def _clip_line(text: str, limit: int) -> str:
-    return _clip(" ".join(text.split()), limit)
-
-
-def _quote(text: str, limit: int) -> str:
-    return "> " + _clip(text, limit).replace("\n", "\n> ")
+def _count(number: int, noun: str, plural: str | None = None) -> str:
+    """``1 user message``, ``2 user messages``."""
+    return f"{number} {noun if number == 1 else plural or noun + 's'}"
 
 
 def _is_chinese(text: str) -> bool:
@@ -359,11 +348,11 @@ def _problem_solving(t: _Transcript, zh: bool) -> list[str]:
             f"工具调用 {len(t.calls)} 次"
         )
         return [line + (f"（{used}）" if used else ""), f"- 含错误的工具结果 {errors} 个"]
+    replies = _count(len(t.assistants), "assistant reply", "assistant replies")
     line = (
-        f"- {len(t.users)} user messages, {len(t.assistants)} assistant replies, "
-        f"{len(t.calls)} tool calls"
+        f"- {_count(len(t.users), 'user message')}, {replies}, {_count(len(t.calls), 'tool call')}"
     )
-    return [line + (f" ({used})" if used else ""), f"- {errors} tool results reported errors"]
+    return [line + (f" ({used})" if used else ""), f"- {_count(errors, 'tool result')} with errors"]
 
 
 def _user_block(t: _Transcript) -> list[str]:
