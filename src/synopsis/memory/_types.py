@@ -116,7 +116,13 @@ class MemoryItem:
 
 @dataclass(frozen=True, slots=True)
 class NewMemory:
-    """One item of a ``put_many`` batch: the arguments ``put`` takes after the tenant."""
+    """One item of a ``put_many`` batch: the arguments ``put`` takes after the tenant.
+
+    ``created_at``, ``updated_at`` and ``expires_at`` (aware datetimes) *restore* an item,
+    as ``memory import`` does from an export: each one given is stored as it is, instead of
+    being stamped from the clock (``created_at`` then replaces that of an existing item).
+    ``expires_at`` and ``ttl`` exclude each other.
+    """
 
     namespace: NamespaceLike
     key: str
@@ -124,6 +130,9 @@ class NewMemory:
     kind: str = "note"
     tags: Mapping[str, str] | None = None
     ttl: float | None = None
+    created_at: datetime | None = None
+    updated_at: datetime | None = None
+    expires_at: datetime | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
