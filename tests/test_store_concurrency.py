@@ -182,3 +182,28 @@ def test_opening_a_file_another_writer_holds_waits_for_it(tmp_path: Path) -> Non
         with SQLiteStore(path, busy_timeout=0.05) as store:
             assert store.search(T) == []
         release.join()
+
+
+# --- shared pure code under threads ------------------------------------------------------------
+
+
+def test_terms_computed_in_many_threads_at_once_are_the_single_threaded_ones() -> None:
+    """Stemming is safe to share: eight threads indexing new words get Snowball's own stems."""
+    import snowballstemmer
+
+    from synopsis.memory.ranking import document_terms
+
+    words = [
+        ["".join(random.Random(f"{worker}-{i}").choices("abcdefghijklmnop", k=9)) + "ing"
+         for i in range(3000)]
+        for worker in range(8)
+    ]  # fmt: skip
+    reference = snowballstemmer.stemmer("english")
+    want = [[reference.stemWord(word) for word in group] for group in words]
+    got: list[list[str]] = [[] for _ in words]
+
+    def index(worker: int) -> None:
+        got[worker] = [term for word in words[worker] for term in document_terms(word)]
+
+    assert _errors(index, 8) == []
+    assert got == want

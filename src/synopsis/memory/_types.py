@@ -163,6 +163,7 @@ class MemoryStore(Protocol):
         would, with ``index`` (and the message) naming its position. An existing address is
         replaced as by ``put``. When an address occurs more than once in the batch, the last
         occurrence wins. Returns one item per distinct address, in order of first occurrence.
+        Times an item gives (``NewMemory.created_at`` and the others) are restored as given.
         """
         ...
 
