@@ -728,3 +728,17 @@ def test_a_transaction_that_keeps_deadlocking_gives_up(
         store.put(T, NS, "k", "never written")
     assert caught.value.sqlstate == "40P01"  # type: ignore[attr-defined]
     assert store.get(T, NS, "k") is None
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize(
+    ("query", "option", "libpq"),
+    [("", None, "10"), ("?connect_timeout=7", None, "7"), ("?connect_timeout=7", 2.5, "3")],
+)
+def test_connect_timeout_reaches_libpq(
+    postgres_url: str, schema: str, query: str, option: float | None, libpq: str
+) -> None:
+    """The option wins, then the URL's own connect_timeout, then 10 s (libpq counts seconds)."""
+    store = PostgresStore(postgres_url + query, schema=schema, connect_timeout=option)
+    with store, store._pool.connection() as conn:
+        assert f"connect_timeout={libpq} " in conn.info.dsn + " "

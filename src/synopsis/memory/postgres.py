@@ -84,6 +84,8 @@ def _translate(exc: psycopg.Error, what: str) -> StoreError:
     return DatabaseError(message, operation=what, sqlstate=state)
 
 
+#: Seconds to wait for the server when the caller and the URL do not say.
+_CONNECT_TIMEOUT = 10.0
 #: Aborts after which running the whole operation again, in a new transaction, is correct.
 _RETRIED = (psycopg.errors.DeadlockDetected, psycopg.errors.SerializationFailure)
 _ATTEMPTS = 5
@@ -146,6 +148,8 @@ class _Target:
 
     where: str
     secrets: tuple[str, ...]
+    #: The URL's own ``connect_timeout`` (seconds), if it sets a usable one.
+    connect_timeout: float | None = None
 
     @classmethod
     def of(cls, url: str) -> _Target:
@@ -161,7 +165,8 @@ class _Target:
         host = params.get("host") or params.get("hostaddr") or "localhost"
         port = f":{params['port']}" if params.get("port") else ""
         database = f"/{params['dbname']}" if params.get("dbname") else ""
-        return cls(f"{host}{port}{database}", (*secrets, str(params.get("password") or "")))
+        secrets = (*secrets, str(params.get("password") or ""))
+        return cls(f"{host}{port}{database}", secrets, _seconds(params.get("connect_timeout")))
 
     def error(self, exc: psycopg.Error) -> DatabaseError:
         """A failure to connect as one line naming the host (the password redacted)."""
@@ -172,6 +177,15 @@ class _Target:
             operation="connect",
             sqlstate=exc.sqlstate,
         )
+
+
+def _seconds(value: object) -> float | None:
+    """A positive number of seconds from a connection parameter, else None."""
+    try:
+        seconds = float(str(value))
+    except ValueError:
+        return None
+    return seconds if 0 < seconds < math.inf else None
 
 
 @contextmanager
@@ -206,7 +220,11 @@ def _pool_kwargs(
         raise ConfigError("pool sizes must satisfy 1 <= min_size <= max_size")
     if not timeout > 0:
         raise ConfigError("pool_timeout must be a positive number of seconds")
-    if not 0 < connect_timeout < math.inf:
+    if (
+        isinstance(connect_timeout, bool)
+        or not isinstance(connect_timeout, int | float)
+        or not 0 < connect_timeout < math.inf
+    ):
         raise ConfigError("connect_timeout must be a positive number of seconds")
     return {
         "min_size": min_size,
@@ -232,13 +250,15 @@ class _PostgresStores(ops.StoreOperations):
         embedder: Embedder | None = None,
         schema: str = "synopsis",
         pool_timeout: float = 30.0,
-        connect_timeout: float = 10.0,
+        connect_timeout: float | None = None,
     ) -> None:
         super().__init__(plans.PostgresPlans(schema, clock), embedder)
         self._url = url
+        self._target = _Target.of(url)
+        if connect_timeout is None:
+            connect_timeout = self._target.connect_timeout or _CONNECT_TIMEOUT
         self._pool_kwargs = _pool_kwargs(min_size, max_size, pool_timeout, connect_timeout)
         self._connect_timeout = float(connect_timeout)
-        self._target = _Target.of(url)
         self._setup()
 
     def _setup(self) -> None:
@@ -253,7 +273,8 @@ class PostgresStore(ops.SyncDriver, _PostgresStores):
     an advisory lock, however many replicas start together). ``clock`` returns epoch seconds
     (default ``time.time``); ``embedder`` enables the ``vector`` and ``hybrid`` search modes;
     ``pool_timeout`` bounds the wait for a pooled connection; ``connect_timeout`` the wait for
-    the server when opening (and for each new connection of the pool).
+    the server when opening (and for each new connection of the pool): by default the URL's
+    own ``connect_timeout``, else 10 seconds.
     """
 
     def _setup(self) -> None:
