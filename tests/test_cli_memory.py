@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import tempfile
 from collections.abc import Iterable
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +15,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from synopsis.cli.memory import memory
-from synopsis.errors import InvalidInput
+from synopsis.errors import InvalidInput, StoreError
 from synopsis.memory import MemoryItem, NewMemory
 from synopsis.memory._checks import item_error
 from synopsis.memory.inmemory import InMemoryStore
@@ -361,3 +362,89 @@ def test_ttl_is_checked_at_the_command_line(db: str, ttl: str) -> None:
     """A TTL must be finite, positive and at most 100 years: one line, exit code 2."""
     result = run(db, "put", "--namespace", "user/u1", "--ttl", ttl, "text")
     assert_one_line_error(result, "--ttl")
+
+
+def assert_one_line_failure(result: Result, fragment: str) -> None:
+    """Exit code 2 (bad input) or 4 (store error) and one line on stderr holding `fragment`."""
+    assert result.exit_code in (2, 4), result.output
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert fragment in lines[0]
+    assert "Traceback" not in result.output + result.stderr
+
+
+class GivesUp(BatchRecorder):
+    """A store that commits two batches, then gives up as a database locked too long does."""
+
+    def put_many(self, tenant: str, items: Iterable[NewMemory]) -> list[MemoryItem]:
+        if len(self.batches) == 2:
+            raise StoreError("sqlite could not store memories: database is locked")
+        return super().put_many(tenant, items)
+
+
+def test_import_that_gives_up_says_how_much_was_committed(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """A store error in the third batch names its first line and the 1,000 memories kept."""
+    store = GivesUp()
+    monkeypatch.setattr("synopsis.cli.memory.open_store", lambda db, **_: store)
+    file = tmp_path / "in.jsonl"
+    file.write_text("\n" + jsonl([f"note {i}" for i in range(1200)]), encoding="utf-8")
+    result = run("unused.db", "import", str(file))
+    assert_one_line_failure(
+        result,
+        "in.jsonl:1002: sqlite could not store memories: database is locked; only the first "
+        "1000 memories (through line 1001) were imported",
+    )
+    assert store.batches == [500, 500]
+
+
+def test_bad_postgres_url_is_one_line_naming_the_host(tmp_path: Path) -> None:
+    """An unreachable or malformed PostgreSQL URL: one line, the host named, no password."""
+    for url, fragment in [
+        ("postgresql://postgres:hunter2@127.0.0.1:1/none", "127.0.0.1:1/none"),
+        ("postgresql://postgres:hunter2@[::1/none", "malformed"),
+    ]:
+        result = run(url, "search", "coffee")
+        assert_one_line_failure(result, fragment)
+        assert "hunter2" not in result.stderr
+
+
+def test_export_writes_every_field_in_iso_utc(db: str) -> None:
+    """An exported memory has its kind, tags and created/updated/expiry times."""
+    run(db, "put", "--namespace", "user/u1", "--kind", "fact", "--tag", "a=b", "--ttl", "60", "x")
+    line = json.loads(run(db, "export").stdout)
+    assert set(line) == {
+        "namespace", "kind", "text", "key", "tags", "created_at", "updated_at", "expires_at",
+    }  # fmt: skip
+    assert (line["kind"], line["tags"]) == ("fact", {"a": "b"})
+    created = datetime.fromisoformat(line["created_at"])
+    assert line["created_at"].endswith("Z")
+    assert datetime.fromisoformat(line["expires_at"]) - created == timedelta(seconds=60)
+
+
+@pytest.mark.parametrize(
+    ("times", "fragment"),
+    [
+        ({"created_at": "2024-01-01T00:00:00"}, "'created_at' must be an ISO 8601 time"),
+        ({"updated_at": 1700000000}, "'updated_at' must be an ISO 8601 time"),
+        ({"expires_at": "next tuesday"}, "'expires_at' must be an ISO 8601 time"),
+        ({"expires_at": "1900-01-01T00:00:00Z"}, "between 1970"),
+        (
+            {"created_at": "2025-01-01T00:00:00Z", "updated_at": "2024-01-01T00:00:00Z"},
+            "later than",
+        ),
+    ],
+)
+def test_import_checks_the_times_of_every_line_first(
+    db: str, times: dict[str, object], fragment: str
+) -> None:
+    """A bad time fails the whole file up front, naming its line; nothing is imported."""
+    lines = [
+        {"namespace": ["user", "u1"], "text": "fine"},
+        {"namespace": ["u"], "text": "x", **times},
+    ]
+    result = run(db, "import", "-", input="".join(json.dumps(line) + "\n" for line in lines))
+    assert_one_line_error(result, "-:2: ")
+    assert fragment in result.stderr
+    assert run(db, "export").stdout == ""

@@ -6,6 +6,7 @@ backend has (schemas, advisory locks, concurrent replicas, psycopg error transla
 
 from __future__ import annotations
 
+import logging
 import threading
 import uuid
 from collections import Counter
@@ -592,3 +593,152 @@ def test_closed_sync_store_raises_store_error(make: Callable[..., PostgresStore]
     store.close()
     with pytest.raises(StoreError):
         store.get(T, NS, "k")
+
+
+# --- connecting: fail fast, one line, no password --------------------------------------------
+
+SECRET = "hunter2"
+
+
+@pytest.mark.postgres
+def test_unreachable_server_is_one_error_naming_the_host_never_the_password(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A refused connection is one StoreError naming host and port; the pool logs nothing."""
+    caplog.set_level(logging.INFO, logger="psycopg.pool")
+    with pytest.raises(StoreError) as caught:
+        PostgresStore(f"postgresql://postgres:{SECRET}@127.0.0.1:1/none", pool_timeout=0.5)
+    message = str(caught.value)
+    assert "127.0.0.1:1/none" in message
+    assert SECRET not in message
+    assert "\n" not in message
+    assert caught.value.operation == "connect"  # type: ignore[attr-defined]
+    assert [r for r in caplog.records if r.levelno >= logging.WARNING] == []
+
+
+@pytest.mark.postgres
+async def test_unreachable_server_is_one_error_for_the_async_store_too(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The async store fails the same way, on open."""
+    caplog.set_level(logging.INFO, logger="psycopg.pool")
+    store = AsyncPostgresStore(f"postgresql://u:{SECRET}@127.0.0.1:1/none", pool_timeout=0.5)
+    with pytest.raises(StoreError, match=r"127\.0\.0\.1:1") as caught:
+        await store.open()
+    assert SECRET not in str(caught.value)
+    assert [r for r in caplog.records if r.levelno >= logging.WARNING] == []
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        f"postgresql://postgres:{SECRET}@[::1/db",
+        f"postgresql://postgres:{SECRET}@localhost/db?colour=red",
+        f"postgresql://postgres:{SECRET}%ZZ@localhost/db",
+    ],
+)
+def test_malformed_url_fails_before_connecting_without_the_password(url: str) -> None:
+    """A URL libpq cannot parse is one StoreError saying so, raised before any connection."""
+    with pytest.raises(StoreError, match="malformed") as caught:
+        PostgresStore(url, pool_timeout=0.5)
+    assert SECRET not in str(caught.value)
+    assert caught.value.operation == "connect"  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("seconds", [0, -1, float("nan"), float("inf")])
+def test_connect_timeout_must_be_a_positive_number(seconds: float) -> None:
+    """connect_timeout is checked with the other options, before any connection."""
+    with pytest.raises(ConfigError, match="connect_timeout"):
+        AsyncPostgresStore("postgresql://unused", connect_timeout=seconds)
+
+
+# --- reading what older versions wrote ------------------------------------------------------
+
+
+@pytest.mark.postgres
+def test_an_expiry_no_datetime_can_hold_reads_as_never_expiring(
+    make: Callable[..., PostgresStore], postgres_url: str, schema: str
+) -> None:
+    """A row whose expiry lies in the year 33715 (ttl=1e12, once accepted) breaks no search."""
+    store = make()
+    store.put(T, NS, "ok", "fine coffee")
+    store.put(T, NS, "poisoned", "long lived coffee", ttl=60)
+    with psycopg.connect(postgres_url) as conn:
+        conn.execute(
+            sql.SQL("UPDATE {}.memories SET expires_at = expires_at + 1e12").format(
+                sql.Identifier(schema)
+            )
+        )
+    assert sorted(hit.item.key for hit in store.search(T, query="coffee")) == ["ok", "poisoned"]
+    assert [hit.item.expires_at for hit in store.search(T)] == [None, None]
+
+
+# --- deadlock victims are run again ---------------------------------------------------------
+
+
+def _fail_writes(postgres_url: str, schema: str, times: int) -> None:
+    """Make the first ``times`` row writes abort as deadlock victims (SQLSTATE 40P01)."""
+    name = sql.Identifier(schema)
+    counter = f"{sql.Identifier(schema).as_string(None)}.failures"
+    with psycopg.connect(postgres_url, autocommit=True) as conn:
+        conn.execute(sql.SQL("CREATE SEQUENCE {}.failures").format(name))
+        conn.execute(
+            sql.SQL(
+                "CREATE FUNCTION {schema}.fail() RETURNS trigger LANGUAGE plpgsql AS $$"
+                " BEGIN IF nextval({counter}) <= {times} THEN"
+                " RAISE EXCEPTION 'chosen as the victim' USING ERRCODE = '40P01'; END IF;"
+                " RETURN NEW; END $$"
+            ).format(schema=name, counter=sql.Literal(counter), times=sql.Literal(times))
+        )
+        conn.execute(
+            sql.SQL(
+                "CREATE TRIGGER fail BEFORE INSERT OR UPDATE ON {schema}.memories"
+                " FOR EACH ROW EXECUTE FUNCTION {schema}.fail()"
+            ).format(schema=name)
+        )
+
+
+@pytest.mark.postgres
+def test_a_deadlock_victim_is_run_again_and_embeds_once(
+    make: Callable[..., PostgresStore], postgres_url: str, schema: str
+) -> None:
+    """An operation aborted as a deadlock victim is re-run in a new transaction, invisibly."""
+    calls: list[int] = []
+
+    def embedder(texts: Any) -> list[list[float]]:
+        calls.append(len(texts))
+        return _letters(texts)
+
+    store = make(embedder=embedder)
+    _fail_writes(postgres_url, schema, times=2)
+    item = store.put(T, NS, "k", "written on the third try")
+    assert store.get(T, NS, "k") == item
+    assert calls == [1]
+    assert store.put_many(T, [NewMemory(NS, "b", "batch")])[0].key == "b"
+
+
+@pytest.mark.postgres
+def test_a_transaction_that_keeps_deadlocking_gives_up(
+    make: Callable[..., PostgresStore], postgres_url: str, schema: str
+) -> None:
+    """The retries are bounded: in the end the deadlock is a StoreError with its SQLSTATE."""
+    store = make()
+    _fail_writes(postgres_url, schema, times=1000)
+    with pytest.raises(StoreError) as caught:
+        store.put(T, NS, "k", "never written")
+    assert caught.value.sqlstate == "40P01"  # type: ignore[attr-defined]
+    assert store.get(T, NS, "k") is None
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize(
+    ("query", "option", "libpq"),
+    [("", None, "10"), ("?connect_timeout=7", None, "7"), ("?connect_timeout=7", 2.5, "3")],
+)
+def test_connect_timeout_reaches_libpq(
+    postgres_url: str, schema: str, query: str, option: float | None, libpq: str
+) -> None:
+    """The option wins, then the URL's own connect_timeout, then 10 s (libpq counts seconds)."""
+    store = PostgresStore(postgres_url + query, schema=schema, connect_timeout=option)
+    with store, store._pool.connection() as conn:
+        assert f"connect_timeout={libpq} " in conn.info.dsn + " "

@@ -8,7 +8,8 @@ import sqlite3
 import threading
 from collections.abc import Callable, Sequence
 from contextlib import closing
-from datetime import UTC, datetime
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
@@ -727,3 +728,99 @@ async def test_sqlite_closed_store_raises_store_error(
     await store.aclose()
     with pytest.raises(StoreError, match="closed"):
         await store.get(T, NS, "k")
+
+
+# --- time values: checked before writing; restored as given -------------------------------------
+
+A_CENTURY = 100 * 365.25 * 24 * 3600
+
+
+@pytest.mark.parametrize("ttl", [1e12, 1e300, A_CENTURY + 1])
+async def test_a_ttl_past_a_century_is_refused_and_leaves_nothing(store: Store, ttl: float) -> None:
+    """An expiry no backend could read back fails before any write; the tenant stays usable."""
+    await store.put(T, NS, "kept", "coffee")
+    with pytest.raises(InvalidInput, match="ttl"):
+        await store.put(T, NS, "k", "poison coffee", ttl=ttl)
+    with pytest.raises(InvalidInput, match=r"^item 1: ttl"):
+        await store.put_many(T, [NewMemory(NS, "a", "x"), NewMemory(NS, "b", "y", ttl=ttl)])
+    assert await store.get(T, NS, "k") is None
+    assert await keys(store, T) == ["kept"]
+    assert await keys(store, T, query="poison coffee") == ["kept"]
+
+
+async def test_a_ttl_of_a_century_is_stored(store: Store, clock: FakeClock) -> None:
+    """The longest TTL is accepted and its expiry reads back."""
+    item = await store.put(T, NS, "k", "x", ttl=A_CENTURY)
+    assert item.expires_at == datetime.fromtimestamp(clock.now + A_CENTURY, tz=UTC)
+    assert await store.get(T, NS, "k") == item
+
+
+async def test_put_many_restores_the_times_it_is_given(store: Store, clock: FakeClock) -> None:
+    """created_at, updated_at and expires_at given are stored as given, even over a live item."""
+    created = datetime(2024, 1, 2, 3, 4, 5, 678901, tzinfo=UTC)
+    updated = datetime(2024, 6, 1, 12, tzinfo=timezone(timedelta(hours=2)))
+    expires = datetime(9999, 12, 31, tzinfo=UTC)
+    await store.put(T, NS, "a", "old")
+    items = await store.put_many(
+        T,
+        [
+            NewMemory(NS, "a", "restored", created_at=created, updated_at=updated,
+                      expires_at=expires),
+            NewMemory(NS, "b", "fresh"),
+        ],
+    )  # fmt: skip
+    assert (items[0].created_at, items[0].updated_at, items[0].expires_at) == (
+        created,
+        updated,
+        expires,
+    )
+    assert items[1].created_at == items[1].updated_at == at(clock)
+    assert [hit.item for hit in await store.search(T)] == items
+    assert await store.get(T, NS, "a") == items[0]
+
+
+async def test_items_copied_with_their_times_come_back_identical(
+    store: Store, clock: FakeClock
+) -> None:
+    """Items read back and put_many'd with their times into another tenant are equal to them."""
+    await store.put(T, NS, "a", "coffee", kind="fact", tags={"x": "1"})
+    clock.advance(5.123456)
+    await store.put(T, ("user", "u2"), "b", "tea", ttl=60)
+    clock.advance(5)
+    await store.put(T, NS, "a", "coffee again")
+    originals = [hit.item for hit in await store.search(T)]
+    clock.advance(10)
+    copies = await store.put_many(
+        "tenant-b",
+        [
+            NewMemory(i.namespace, i.key, i.text, kind=i.kind, tags=i.tags,
+                      created_at=i.created_at, updated_at=i.updated_at, expires_at=i.expires_at)
+            for i in originals
+        ],
+    )  # fmt: skip
+    assert [replace(copy, tenant=T) for copy in copies] == originals
+    assert [hit.item for hit in await store.search("tenant-b")] == copies
+
+
+@pytest.mark.parametrize(
+    ("item", "fragment"),
+    [
+        (NewMemory(NS, "k", "x", created_at=datetime(2024, 1, 1)), "timezone-aware"),
+        (NewMemory(NS, "k", "x", updated_at="2024-01-01T00:00Z"), "timezone-aware"),  # type: ignore[arg-type]
+        (NewMemory(NS, "k", "x", expires_at=datetime(1900, 1, 1, tzinfo=UTC)), "between"),
+        (NewMemory(NS, "k", "x", expires_at=datetime.max.replace(tzinfo=UTC)), "between"),
+        (NewMemory(NS, "k", "x", ttl=5, expires_at=datetime(2030, 1, 1, tzinfo=UTC)), "not both"),
+        (
+            NewMemory(NS, "k", "x", created_at=datetime(2025, 1, 1, tzinfo=UTC),
+                      updated_at=datetime(2024, 1, 1, tzinfo=UTC)),
+            "later than",
+        ),
+    ],
+)  # fmt: skip
+async def test_bad_restored_times_are_refused_before_writing(
+    store: Store, item: NewMemory, fragment: str
+) -> None:
+    """A restored time must be aware, within 1970..9999 and consistent; nothing is written."""
+    with pytest.raises(InvalidInput, match=fragment):
+        await store.put_many(T, [NewMemory(NS, "first", "x"), item])
+    assert await store.search(T) == []

@@ -11,16 +11,23 @@ env ``SYNOPSIS_EMBEDDER``): texts written with it can be found by ``search --mod
 ``import`` reads JSON Lines, one memory a line::
 
     {"namespace": ["user", "u1", "session", "s1"], "kind": "summary", "text": "...",
-     "key": "optional", "tags": {"optional": "strings"}}
+     "key": "optional", "tags": {"optional": "strings"},
+     "created_at": "2025-01-31T12:00:00.000000Z", "updated_at": "...", "expires_at": null}
 
-It checks the whole file before writing anything: a bad line is reported as
-``FILE:LINE: problem`` and nothing is imported (exit code 2). It then writes ``put_many``
-batches of 500, one transaction each; should the store still refuse a line at write time,
-the error names that line and the batches before it stay imported.
-``export`` writes the same shape, so ``export | import`` round-trips (expiry times are not
-exported): lines are split at ``\\n`` only, and U+2028, U+2029 and U+0085 are written
-escaped. A memory without a key gets one derived from its kind and text, so importing or
-putting the same memory twice is a no-op.
+The times are optional ISO 8601 with a UTC offset; given, they are restored as they are
+(otherwise the import stamps the memory with the current time). A memory whose
+``expires_at`` has passed is skipped, and counted. The whole file is checked before
+anything is written: a bad line is reported as ``FILE:LINE: problem`` and nothing is
+imported (exit code 2). It then writes ``put_many`` batches of 500, one transaction each;
+should the store still refuse a line at write time, or give up (a database locked by other
+writers for too long), the error names that line and how many memories the batches before
+it committed.
+
+``export`` writes every field of every live memory in that shape, so ``export | import``
+into an empty database is a backup and its restore: exporting the copy gives the same
+bytes. Lines are split at ``\\n`` only, and U+2028, U+2029 and U+0085 are written escaped.
+A memory without a key gets one derived from its kind and text, so importing or putting the
+same memory twice is a no-op.
 
 The read-only commands (``search``, ``export``) and ``delete-user`` refuse a SQLite file
 that does not exist ("no such database", exit code 2) instead of creating an empty one; only
@@ -42,6 +49,7 @@ import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, NoReturn, TypeVar
 
@@ -50,8 +58,8 @@ import click
 from synopsis.cli._errors import BadInput, OneLineCommand, OneLineGroup, cli_error
 from synopsis.cli._terminal import advancer, count_columns, counted, terminal
 from synopsis.config import EMBEDDERS, Settings
-from synopsis.errors import ConfigError, InvalidInput, InvalidNamespace, SynopsisError
-from synopsis.memory._checks import check_tenant, prepare_put
+from synopsis.errors import ConfigError, InvalidInput, InvalidNamespace, StoreError, SynopsisError
+from synopsis.memory._checks import MAX_TTL_SECONDS, check_tenant, prepare_put
 from synopsis.memory._types import (
     Embedder,
     MemoryItem,
@@ -69,12 +77,11 @@ from synopsis.transcripts import json_line, split_json_lines
 __all__ = ["memory"]
 
 F = TypeVar("F", bound=Callable[..., Any])
-_IMPORT_FIELDS = frozenset({"namespace", "kind", "text", "key", "tags"})
+_TIME_FIELDS = ("created_at", "updated_at", "expires_at")
+_IMPORT_FIELDS = frozenset({"namespace", "kind", "text", "key", "tags", *_TIME_FIELDS})
 _PAGE = 500
 #: Memories written per ``put_many`` call (one transaction each) by ``import``.
 _BATCH = 500
-#: The longest ``--ttl``: a hundred years, in seconds.
-MAX_TTL_SECONDS = 100 * 365.25 * 24 * 3600
 
 
 def _fail(message: str) -> NoReturn:
@@ -343,6 +350,38 @@ class ImportRecord:
     text: str
     key: str
     tags: dict[str, str] = field(default_factory=dict)
+    created_at: datetime | None = None
+    updated_at: datetime | None = None
+    expires_at: datetime | None = None
+
+    def memory(self) -> NewMemory:
+        """The record as a batch item that restores its times."""
+        return NewMemory(
+            self.namespace, self.key, self.text, kind=self.kind, tags=self.tags,
+            created_at=self.created_at, updated_at=self.updated_at, expires_at=self.expires_at,
+        )  # fmt: skip
+
+
+def _parse_time(data: dict[str, Any], name: str) -> datetime | None:
+    """An optional ISO 8601 time with a UTC offset."""
+    value = data.get(name)
+    if value is None:
+        return None
+    hint = f"{name!r} must be an ISO 8601 time with a UTC offset, e.g. 2025-01-31T12:00:00Z"
+    if not isinstance(value, str):
+        raise ValueError(hint)
+    try:
+        parsed = datetime.fromisoformat(value)
+    except ValueError:
+        raise ValueError(hint) from None
+    if parsed.utcoffset() is None:
+        raise ValueError(hint)
+    return parsed
+
+
+def _iso(moment: datetime) -> str:
+    """An aware datetime as ISO 8601 in UTC, to the microsecond (fixed width)."""
+    return moment.astimezone(UTC).isoformat(timespec="microseconds").replace("+00:00", "Z")
 
 
 def parse_record(line: str) -> ImportRecord:
@@ -374,21 +413,26 @@ def parse_record(line: str) -> ImportRecord:
         tags = normalize_tags(data.get("tags"))
     except SynopsisError as exc:
         raise ValueError(str(exc)) from None
+    created_at, updated_at, expires_at = (_parse_time(data, name) for name in _TIME_FIELDS)
     return ImportRecord(
         namespace=namespace,
         kind=kind,
         text=text,
         tags=tags,
         key=key if key is not None else default_key(kind, text),
+        created_at=created_at,
+        updated_at=updated_at,
+        expires_at=expires_at,
     )
 
 
 def _check_record(tenant: str, record: ImportRecord) -> None:
-    """Everything the store will check about the record (key length, encodable text, ...)."""
+    """Everything the store will check about the record (key length, times, text, ...)."""
     try:
         prepare_put(
             tenant, record.namespace, record.key, record.text, kind=record.kind,
-            tags=record.tags, ttl=None,
+            tags=record.tags, ttl=None, created_at=record.created_at,
+            updated_at=record.updated_at, expires_at=record.expires_at,
         )  # fmt: skip
     except SynopsisError as exc:
         raise ValueError(str(exc)) from None
@@ -422,19 +466,36 @@ def _write_batches(
     records: Sequence[tuple[int, ImportRecord]],
     advance: Callable[[int], object],
 ) -> None:
-    """``put_many`` in batches of ``_BATCH``; a batch the store refuses names its line."""
+    """``put_many`` in batches of ``_BATCH``; a batch the store refuses names its line.
+
+    Should the store give up on a batch (StoreError: a database locked too long, a lost
+    connection), the error says how many memories the batches before it committed.
+    """
     for start in range(0, len(records), _BATCH):
         batch = records[start : start + _BATCH]
-        items = [NewMemory(r.namespace, r.key, r.text, kind=r.kind, tags=r.tags) for _, r in batch]
         try:
-            store.put_many(tenant, items)
+            store.put_many(tenant, [record.memory() for _, record in batch])
         except (InvalidInput, InvalidNamespace) as exc:
             if exc.index is None:
                 raise
             reason = exc.__cause__ or exc
             line = batch[exc.index][0]
             _fail(f"{file}:{line}: {reason}; only the first {start} memories were imported")
+        except StoreError as exc:
+            raise StoreError(f"{file}:{batch[0][0]}: {exc}; {_committed(records, start)}") from exc
         advance(len(batch))
+
+
+def _committed(records: Sequence[tuple[int, ImportRecord]], count: int) -> str:
+    """What the first ``count`` records, written before a failure, amount to."""
+    if count == 0:
+        return "nothing was imported"
+    return f"only the first {count} memories (through line {records[count - 1][0]}) were imported"
+
+
+def _live(records: list[tuple[int, ImportRecord]], now: datetime) -> list[tuple[int, ImportRecord]]:
+    """The records that have not expired at ``now`` (an import skips the others)."""
+    return [(n, r) for n, r in records if r.expires_at is None or r.expires_at > now]
 
 
 @memory.command("import", cls=OneLineCommand)
@@ -448,7 +509,9 @@ def import_(db: str, tenant: str, as_json: bool, embedder: str, quiet: bool, fil
         checked_tenant = check_tenant(tenant)
     except SynopsisError as exc:
         _fail(str(exc))
-    records = _read_records(file, checked_tenant)
+    every = _read_records(file, checked_tenant)
+    records = _live(every, datetime.now(UTC))
+    expired = len(every) - len(records)
     screen = terminal()
     shown = screen.shows_progress(quiet=quiet, as_json=as_json)
     with (
@@ -458,18 +521,23 @@ def import_(db: str, tenant: str, as_json: bool, embedder: str, quiet: bool, fil
         advance = advancer(bar, "importing", total=len(records))
         _write_batches(store, checked_tenant, file, records, advance)
     if as_json:
-        _echo_json({"imported": len(records)})
+        _echo_json({"imported": len(records), **({"skipped_expired": expired} if expired else {})})
     else:
-        click.echo(f"imported {counted(len(records), 'memory', 'memories')}")
+        skipped = f" ({expired} expired, skipped)" if expired else ""
+        click.echo(f"imported {counted(len(records), 'memory', 'memories')}{skipped}")
 
 
 def _export_dict(item: MemoryItem) -> dict[str, Any]:
+    """Every field of a memory but its tenant: what ``import`` needs to restore it exactly."""
     return {
         "namespace": list(item.namespace),
         "kind": item.kind,
         "text": item.text,
         "key": item.key,
         "tags": dict(item.tags),
+        "created_at": _iso(item.created_at),
+        "updated_at": _iso(item.updated_at),
+        "expires_at": None if item.expires_at is None else _iso(item.expires_at),
     }
 
 
@@ -477,7 +545,7 @@ def _export_dict(item: MemoryItem) -> dict[str, Any]:
 @_common
 @click.option("--namespace-prefix", default="", help="Only under this prefix, e.g. user/u1.")
 def export(db: str, tenant: str, as_json: bool, namespace_prefix: str) -> None:
-    """Write the tenant's memories as JSON Lines (the shape `import` reads)."""
+    """Write the tenant's memories, every field, as JSON Lines (the shape `import` reads)."""
     prefix = _namespace(namespace_prefix, option="--namespace-prefix", allow_empty=True)
     with _opened(db, create=False) as store:
         offset = 0

@@ -32,6 +32,7 @@ from synopsis.memory.ranking import query_terms
 __all__ = [
     "MAX_KEY_CHARS",
     "MAX_LIMIT",
+    "MAX_TTL_SECONDS",
     "PutRequest",
     "SearchRequest",
     "check_embeddings",
@@ -53,11 +54,17 @@ __all__ = [
     "stored_item",
     "summary_save_action",
     "to_datetime",
+    "to_expiry",
 ]
 
 MAX_LIMIT: Final = 1000
 MAX_KEY_CHARS: Final = 1024
 MAX_INT: Final = 2**63 - 1
+#: The longest ``ttl``: a hundred years, in seconds.
+MAX_TTL_SECONDS: Final = 100 * 365.25 * 24 * 3600
+#: Stored times are epoch seconds every backend can store and read back as a datetime.
+_EARLIEST: Final = datetime(1970, 1, 1, tzinfo=UTC)
+_LATEST: Final = datetime(9999, 12, 31, tzinfo=UTC)
 _MODES: Final = ("keyword", "vector", "hybrid")
 
 
@@ -148,6 +155,65 @@ class PutRequest:
     kind: str
     tags: dict[str, str]
     ttl: float | None
+    #: Restored times (epoch seconds), stored as given instead of stamped from the clock.
+    created_at: float | None = None
+    updated_at: float | None = None
+    expires_at: float | None = None
+
+    def updated(self, now: float) -> float:
+        """``updated_at`` of the item a write at ``now`` stores."""
+        return now if self.updated_at is None else self.updated_at
+
+    def expiry(self, now: float) -> float | None:
+        """``expires_at`` of the item a write at ``now`` stores (None: never expires)."""
+        if self.expires_at is not None:
+            return self.expires_at
+        return None if self.ttl is None else now + self.ttl
+
+
+def _check_ttl(ttl: object) -> float | None:
+    """A TTL is finite, positive and at most a hundred years (so every expiry is readable)."""
+    if ttl is None:
+        return None
+    if (
+        isinstance(ttl, bool)
+        or not isinstance(ttl, int | float)
+        or not math.isfinite(ttl)
+        or not 0 < ttl <= MAX_TTL_SECONDS
+    ):
+        raise InvalidInput(
+            "ttl must be a positive number of seconds up to 100 years, or None for no expiry"
+        )
+    return float(ttl)
+
+
+def _check_time(value: object, what: str) -> float | None:
+    """An aware datetime between 1970 and 9999 (UTC), as epoch seconds; None stays None."""
+    if value is None:
+        return None
+    if not isinstance(value, datetime) or value.utcoffset() is None:
+        raise InvalidInput(f"{what} must be a timezone-aware datetime, or None")
+    if not _EARLIEST <= value <= _LATEST:
+        raise InvalidInput(f"{what} must lie between 1970-01-01 and 9999-12-31 (UTC)")
+    return value.timestamp()
+
+
+def _check_times(
+    ttl: object, created_at: object, updated_at: object, expires_at: object
+) -> dict[str, float | None]:
+    """The time values of a put, each checked, and consistent with one another."""
+    times = {
+        "ttl": _check_ttl(ttl),
+        "created_at": _check_time(created_at, "created_at"),
+        "updated_at": _check_time(updated_at, "updated_at"),
+        "expires_at": _check_time(expires_at, "expires_at"),
+    }
+    if times["ttl"] is not None and times["expires_at"] is not None:
+        raise InvalidInput("give ttl or expires_at, not both")
+    created, updated = times["created_at"], times["updated_at"]
+    if created is not None and updated is not None and created > updated:
+        raise InvalidInput("created_at must not be later than updated_at")
+    return times
 
 
 def prepare_put(
@@ -159,19 +225,20 @@ def prepare_put(
     kind: object,
     tags: Mapping[str, object] | None,
     ttl: object,
+    created_at: object = None,
+    updated_at: object = None,
+    expires_at: object = None,
 ) -> PutRequest:
-    """Check every argument of ``put`` and return them normalized."""
+    """Check every argument of ``put`` (and the restored times of a batch item), normalized.
+
+    Every time value is checked here, before any backend writes: a value no backend could
+    store or read back fails the call and leaves nothing behind.
+    """
     if not isinstance(text, str):
         raise InvalidInput("text must be a string")
     if not isinstance(kind, str) or not kind:
         raise InvalidInput("kind must be a non-empty string")
-    if ttl is not None and (
-        isinstance(ttl, bool)
-        or not isinstance(ttl, int | float)
-        or not math.isfinite(ttl)
-        or ttl <= 0
-    ):
-        raise InvalidInput("ttl must be a positive number of seconds, or None for no expiry")
+    times = _check_times(ttl, created_at, updated_at, expires_at)
     return PutRequest(
         tenant=check_tenant(tenant),
         namespace=_check_namespace(namespace),
@@ -179,7 +246,7 @@ def prepare_put(
         text=_encodable(text, "text"),
         kind=_encodable(kind, "kind"),
         tags=_check_tags(tags),
-        ttl=None if ttl is None else float(ttl),
+        **times,
     )
 
 
@@ -202,7 +269,8 @@ def _prepare_item(tenant: str, index: int, item: object) -> PutRequest:
     try:
         request = prepare_put(
             tenant, item.namespace, item.key, item.text, kind=item.kind, tags=item.tags,
-            ttl=item.ttl,
+            ttl=item.ttl, created_at=item.created_at, updated_at=item.updated_at,
+            expires_at=item.expires_at,
         )  # fmt: skip
     except (InvalidInput, InvalidNamespace) as exc:
         raise item_error(index, exc) from exc
@@ -339,8 +407,8 @@ def stored_item(request: PutRequest, *, created: float, now: float) -> MemoryIte
         kind=request.kind,
         tags=dict(request.tags),
         created_at=to_datetime(created),
-        updated_at=to_datetime(now),
-        expires_at=None if request.ttl is None else to_datetime(now + request.ttl),
+        updated_at=to_datetime(request.updated(now)),
+        expires_at=to_expiry(request.expiry(now)),
     )
 
 
@@ -348,8 +416,27 @@ def stored_item(request: PutRequest, *, created: float, now: float) -> MemoryIte
 
 
 def to_datetime(epoch_seconds: float) -> datetime:
-    """Stored epoch seconds as an aware UTC datetime."""
-    return datetime.fromtimestamp(epoch_seconds, tz=UTC)
+    """Stored epoch seconds as an aware UTC datetime.
+
+    A value no datetime can hold (written by a version that did not check it) reads as the
+    earliest or latest datetime, so one bad row never makes a whole search fail.
+    """
+    try:
+        return datetime.fromtimestamp(epoch_seconds, tz=UTC)
+    except (ValueError, OverflowError, OSError):
+        return datetime.max.replace(tzinfo=UTC) if epoch_seconds > 0 else _EARLIEST
+
+
+def to_expiry(epoch_seconds: float | None) -> datetime | None:
+    """A stored expiry as a datetime; None (never expires) also for one past the year 9999.
+
+    Earlier versions accepted any finite ``ttl`` and could store such an expiry; every
+    backend treats it as live, so reading it as "never expires" is exact enough, and a
+    database holding one keeps working.
+    """
+    if epoch_seconds is None or not epoch_seconds <= _LATEST.timestamp():
+        return None
+    return to_datetime(epoch_seconds)
 
 
 def hit_order(

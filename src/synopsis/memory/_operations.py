@@ -9,6 +9,10 @@ from: on a :class:`SyncDriver` store it runs with :func:`synopsis._flow.drive`, 
 :class:`AsyncDriver` store it is a coroutine function running it with ``adrive``. A store
 pair is therefore one backend and two drivers; the drivers only say how a step is carried out
 (an embedding model runs on a worker thread under asyncio, off the event loop).
+
+A driver is handed a :data:`Start`, which builds the operation's flow, rather than the flow
+itself: a driver that must run an operation again (PostgreSQL, after a deadlock) starts a
+fresh flow, in a fresh transaction.
 """
 
 from __future__ import annotations
@@ -52,6 +56,7 @@ __all__ = [
     "Backend",
     "Embed",
     "Op",
+    "Start",
     "StoreOperations",
     "SyncDriver",
     "Vector",
@@ -68,6 +73,8 @@ K = TypeVar("K", bound=Hashable)
 Vector = tuple[float, ...]
 #: A store operation: a flow of any steps (embeddings, SQL) that returns a ``T``.
 Op = Flow[Any, T]
+#: Builds a new flow of one operation call (every call of it starts the operation afresh).
+Start = Callable[[], Op[T]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -167,12 +174,12 @@ class operation(Generic[P, T]):
 
         @functools.wraps(build)
         def run(store: Any, /, *args: P.args, **kwargs: P.kwargs) -> T:
-            result: T = store._run(build(store, *args, **kwargs), name)
+            result: T = store._run(functools.partial(build, store, *args, **kwargs), name)
             return result
 
         @functools.wraps(build)
         async def arun(store: Any, /, *args: P.args, **kwargs: P.kwargs) -> T:
-            result: T = await store._run(build(store, *args, **kwargs), name)
+            result: T = await store._run(functools.partial(build, store, *args, **kwargs), name)
             return result
 
         self._run, self._arun = run, arun
@@ -199,9 +206,9 @@ class SyncDriver:
 
     _embedder: _types.Embedder | None
 
-    def _run(self, flow: Op[T], name: str) -> T:
-        """Carry out ``flow``, the operation ``name`` (drivers that translate errors say it)."""
-        return drive(flow, self._perform)
+    def _run(self, start: Start[T], name: str) -> T:
+        """Carry out the flow ``start`` builds, of the operation ``name`` (for error messages)."""
+        return drive(start(), self._perform)
 
     def _perform(self, step: Any) -> Any:
         if isinstance(step, Embed):
@@ -223,9 +230,9 @@ class AsyncDriver:
 
     _embedder: _types.Embedder | None
 
-    async def _run(self, flow: Op[T], name: str) -> T:
-        """Carry out ``flow``, the operation ``name`` (drivers that translate errors say it)."""
-        return await adrive(flow, self._perform)
+    async def _run(self, start: Start[T], name: str) -> T:
+        """Carry out the flow ``start`` builds, of the operation ``name`` (for error messages)."""
+        return await adrive(start(), self._perform)
 
     async def _perform(self, step: Any) -> Any:
         if isinstance(step, Embed):

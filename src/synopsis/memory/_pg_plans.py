@@ -31,6 +31,7 @@ from synopsis.memory._checks import (
     stored_item,
     summary_save_action,
     to_datetime,
+    to_expiry,
 )
 from synopsis.memory._sql_rows import read_outbox_entry, read_summary
 from synopsis.memory._types import MemoryItem, Namespace, OutboxEntry, SearchHit, SessionSummary
@@ -42,7 +43,6 @@ T = TypeVar("T")
 Rows = list[tuple[Any, ...]]
 #: A pure operation: yields statements, is sent each statement's rows, returns its result.
 Plan = Generator[q.Statement, Rows, T]
-_PUT_ATTEMPTS = 3
 
 
 # --- rows --------------------------------------------------------------------------------------
@@ -50,11 +50,13 @@ _PUT_ATTEMPTS = 3
 
 def _item_row(request: PutRequest, vector: Sequence[float] | None, now: float) -> q.ItemRow:
     """The row a put of ``request`` at ``now`` writes."""
+    created = now if request.created_at is None else request.created_at
     return q.ItemRow(
         tenant=request.tenant, namespace=request.namespace, key=request.key,
         text=request.text, kind=request.kind, tags=request.tags,
-        terms=document_terms(request.text), embedding=vector, created_at=now,
-        updated_at=now, expires_at=None if request.ttl is None else now + request.ttl,
+        terms=document_terms(request.text), embedding=vector, created_at=created,
+        updated_at=request.updated(now), expires_at=request.expiry(now),
+        restored=request.created_at is not None,
     )  # fmt: skip
 
 
@@ -94,7 +96,7 @@ def _item(row: Sequence[Any]) -> _Found:
         tags=dict(tags),
         created_at=to_datetime(created),
         updated_at=to_datetime(updated),
-        expires_at=None if expires is None else to_datetime(expires),
+        expires_at=to_expiry(expires),
     )
     return _Found(item, updated)
 
@@ -125,28 +127,24 @@ def migrate(schema: str) -> Plan[int]:
     return have
 
 
-def _put(schema: str, request: PutRequest, row: q.ItemRow, now: float) -> Plan[MemoryItem]:
-    for _ in range(_PUT_ATTEMPTS):
-        found = yield q.find_item(schema, row.tenant, row.namespace, row.key)
-        if found:
-            item_id, expires, created = found[0]
-            if expires is None or expires > now:
-                row = replace(row, created_at=created)
-            yield q.update_item(schema, item_id, row)
-            break
-        if (yield q.insert_item(schema, row)):
-            break
-    else:  # pragma: no cover - needs a writer deleting and re-creating the key in between
-        raise StoreError("put kept racing with concurrent writers; try again")
-    return stored_item(request, created=row.created_at, now=now)
-
-
 def _put_many(
     schema: str, requests: Sequence[PutRequest], rows: Sequence[q.ItemRow], now: float
 ) -> Plan[list[MemoryItem]]:
-    written = yield q.upsert_items(schema, requests[0].tenant, rows, now)
+    """One upsert of the whole batch (a ``put`` is a batch of one).
+
+    The rows go in (namespace, key) order, so every writer locks existing rows in one order
+    and two batches of the same keys, however shuffled, cannot deadlock.
+    """
+    ordered = sorted(rows, key=lambda row: (row.namespace, row.key))
+    written = yield q.upsert_items(schema, requests[0].tenant, ordered, now)
     created = {(tuple(ns), key): first for ns, key, first in written}
     return [stored_item(r, created=created[(r.namespace, r.key)], now=now) for r in requests]
+
+
+def _only(plan: Plan[list[T]]) -> Plan[T]:
+    """The single result of a plan that returns a list of one."""
+    (result,) = yield from plan
+    return result
 
 
 def _scope(request: SearchRequest, now: float) -> q.Scope:
@@ -274,9 +272,7 @@ class PostgresPlans:
         self.clock = clock or time.time
 
     def put(self, request: PutRequest, vector: ops.Vector | None) -> Plan[MemoryItem]:
-        now = self.clock()
-        row = _item_row(request, None if vector is None else ops.float32(vector), now)
-        return _put(self.schema, request, row, now)
+        return _only(self.put_many([request], None if vector is None else [vector]))
 
     def put_many(
         self, requests: list[PutRequest], vectors: list[ops.Vector] | None

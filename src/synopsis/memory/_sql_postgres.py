@@ -39,9 +39,7 @@ __all__ = [
     "current_version",
     "delete_item",
     "delete_user_memories",
-    "find_item",
     "get_item",
-    "insert_item",
     "keyword_page",
     "list_namespaces",
     "migration",
@@ -53,7 +51,6 @@ __all__ = [
     "stmt",
     "sweep_expired",
     "tsquery_text",
-    "update_item",
     "upsert_items",
     "vector_candidates",
     "without_jit",
@@ -68,20 +65,9 @@ _ITEM_COLUMNS: Final = (
 _LIVE: Final = "(m.expires_at IS NULL OR m.expires_at > %(now)s)"
 
 
-def find_item(schema: str, tenant: str, namespace: Namespace, key: str) -> Statement:
-    """Lock the row at an address (live or expired): id, doc_len, expires_at, created_at."""
-    return stmt(
-        schema,
-        "SELECT m.id, m.expires_at, m.created_at FROM {s}.memories m"
-        " WHERE m.tenant = %(tenant)s AND m.namespace = %(ns)s::text[] AND m.key = %(key)s"
-        " FOR UPDATE",
-        {"tenant": tenant, "ns": list(namespace), "key": key},
-    )
-
-
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ItemRow:
-    """The values ``put`` writes."""
+    """The values ``put`` writes; ``restored``: ``created_at`` replaces an existing one."""
 
     tenant: str
     namespace: Namespace
@@ -94,49 +80,7 @@ class ItemRow:
     created_at: float
     updated_at: float
     expires_at: float | None
-
-    def params(self) -> dict[str, Any]:
-        return {
-            "tenant": self.tenant,
-            "ns": list(self.namespace),
-            "key": self.key,
-            "text": self.text,
-            "kind": self.kind,
-            "tags": Jsonb(dict(self.tags)),
-            "terms": " ".join(self.terms),
-            "doc_len": len(self.terms),
-            "embedding": None if self.embedding is None else list(self.embedding),
-            "created_at": self.created_at,
-            "updated_at": self.updated_at,
-            "expires_at": self.expires_at,
-        }
-
-
-def insert_item(schema: str, row: ItemRow) -> Statement:
-    """Insert a new item; returns its id, or no row when another writer got there first."""
-    return stmt(
-        schema,
-        "INSERT INTO {s}.memories (tenant, namespace, key, text, kind, tags, terms, doc_len,"
-        " embedding, created_at, updated_at, expires_at) VALUES (%(tenant)s, %(ns)s::text[],"
-        " %(key)s, %(text)s, %(kind)s, %(tags)s, %(terms)s, %(doc_len)s, %(embedding)s::real[],"
-        " %(created_at)s, %(updated_at)s, %(expires_at)s)"
-        " ON CONFLICT (tenant, namespace, key) DO NOTHING RETURNING id",
-        row.params(),
-    )
-
-
-def update_item(schema: str, item_id: int, row: ItemRow) -> Statement:
-    """Replace the values of an existing item (its id stays)."""
-    params = row.params()
-    params["id"] = item_id
-    return stmt(
-        schema,
-        "UPDATE {s}.memories SET text = %(text)s, kind = %(kind)s, tags = %(tags)s,"
-        " terms = %(terms)s, doc_len = %(doc_len)s, embedding = %(embedding)s::real[],"
-        " created_at = %(created_at)s, updated_at = %(updated_at)s,"
-        " expires_at = %(expires_at)s WHERE id = %(id)s",
-        params,
-    )
+    restored: bool = False
 
 
 def _array_literal(vector: Sequence[float] | None) -> str | None:
@@ -158,19 +102,22 @@ _UPSERT_ITEMS: Final = (
     "INSERT INTO {s}.memories AS m (tenant, namespace, key, text, kind, tags, terms, doc_len,"
     " embedding, created_at, updated_at, expires_at)"
     " SELECT %(tenant)s::text, string_to_array(u.path, chr(31)), u.key, u.text, u.kind,"
-    " u.tags::jsonb, u.terms, u.doc_len, u.embedding::real[], %(now)s::double precision,"
-    " %(now)s::double precision, u.expires_at"
+    " u.tags::jsonb, u.terms, u.doc_len, u.embedding::real[], u.created_at, u.updated_at,"
+    " u.expires_at"
     " FROM unnest(%(paths)s::text[], %(keys)s::text[], %(texts)s::text[], %(kinds)s::text[],"
     " %(tags)s::text[], %(terms)s::text[], %(doc_lens)s::integer[], %(embeddings)s::text[],"
+    " %(created)s::double precision[], %(updated)s::double precision[],"
     " %(expires)s::double precision[]) WITH ORDINALITY"
-    " AS u(path, key, text, kind, tags, terms, doc_len, embedding, expires_at, position)"
+    " AS u(path, key, text, kind, tags, terms, doc_len, embedding, created_at, updated_at,"
+    " expires_at, position)"
     " ORDER BY u.position"
     " ON CONFLICT (tenant, namespace, key) DO UPDATE SET text = excluded.text,"
     " kind = excluded.kind, tags = excluded.tags, terms = excluded.terms,"
     " doc_len = excluded.doc_len, embedding = excluded.embedding,"
     " updated_at = excluded.updated_at, expires_at = excluded.expires_at,"
-    " created_at = CASE WHEN m.expires_at IS NOT NULL AND m.expires_at <= excluded.updated_at"
-    " THEN excluded.created_at ELSE m.created_at END"
+    " created_at = CASE WHEN (m.expires_at IS NOT NULL AND m.expires_at <= %(now)s)"
+    " OR array_to_string(excluded.namespace, chr(31)) || chr(30) || excluded.key"
+    " = ANY(%(restored)s::text[]) THEN excluded.created_at ELSE m.created_at END"
     " RETURNING m.namespace, m.key, m.created_at"
 )
 
@@ -178,9 +125,11 @@ _UPSERT_ITEMS: Final = (
 def upsert_items(schema: str, tenant: str, rows: Sequence[ItemRow], now: float) -> Statement:
     """Insert or replace many items of one tenant in one statement (addresses must differ).
 
-    As ``put``: a replace keeps the id, and ``created_at`` unless the old item had expired.
-    Returns ``namespace, key, created_at`` of every row. Namespaces travel as their
-    labels joined by U+001F, which no label contains (control characters are refused).
+    As ``put``: a replace keeps the id, and ``created_at`` unless the old item had expired
+    by ``now`` or the row is ``restored``. Rows are written, and existing rows locked, in
+    the order given. Returns ``namespace, key, created_at`` of every row. Namespaces travel
+    as their labels joined by U+001F, which no label contains (control characters are
+    refused); a restored address adds U+001E and the key.
     """
     params: dict[str, Any] = {"tenant": tenant, "now": now}
     params.update(
@@ -192,7 +141,10 @@ def upsert_items(schema: str, tenant: str, rows: Sequence[ItemRow], now: float) 
         terms=[" ".join(row.terms) for row in rows],
         doc_lens=[len(row.terms) for row in rows],
         embeddings=[_array_literal(row.embedding) for row in rows],
+        created=[row.created_at for row in rows],
+        updated=[row.updated_at for row in rows],
         expires=[row.expires_at for row in rows],
+        restored=["\x1f".join(row.namespace) + "\x1e" + row.key for row in rows if row.restored],
     )
     return stmt(schema, _UPSERT_ITEMS, params)
 

@@ -206,16 +206,22 @@ ON CONFLICT (tenant, path, key) DO UPDATE SET
     terms = excluded.terms, updated_at = excluded.updated_at,
     expires_at = excluded.expires_at,
     created_at = CASE
-        WHEN memories.expires_at IS NOT NULL AND memories.expires_at <= excluded.updated_at
+        WHEN ? OR (memories.expires_at IS NOT NULL AND memories.expires_at <= ?)
         THEN excluded.created_at ELSE memories.created_at END"""
 
 
 def _memory_row(request: PutRequest, terms: Sequence[str], now: float) -> tuple[object, ...]:
-    """The values a put of ``request`` at ``now`` writes (``terms``: its document terms)."""
-    expires = None if request.ttl is None else now + request.ttl
+    """The values a put of ``request`` at ``now`` writes (``terms``: its document terms).
+
+    The last two fill the ``created_at`` rule: a restored ``created_at`` replaces the old
+    one; otherwise it survives unless the old item had expired by ``now``.
+    """
+    restored = request.created_at is not None
+    created = request.created_at if restored else now
     tags = json.dumps(request.tags, ensure_ascii=False, sort_keys=True)
     address = (request.tenant, encode_path(request.namespace), request.key)
-    return (*address, request.text, request.kind, tags, " ".join(terms), now, now, expires)
+    times = (created, request.updated(now), request.expiry(now))
+    return (*address, request.text, request.kind, tags, " ".join(terms), *times, restored, now)
 
 
 def upsert_memory(request: PutRequest, terms: Sequence[str], now: float) -> Statement:

@@ -116,7 +116,13 @@ class MemoryItem:
 
 @dataclass(frozen=True, slots=True)
 class NewMemory:
-    """One item of a ``put_many`` batch: the arguments ``put`` takes after the tenant."""
+    """One item of a ``put_many`` batch: the arguments ``put`` takes after the tenant.
+
+    ``created_at``, ``updated_at`` and ``expires_at`` (aware datetimes) *restore* an item,
+    as ``memory import`` does from an export: each one given is stored as it is, instead of
+    being stamped from the clock (``created_at`` then replaces that of an existing item).
+    ``expires_at`` and ``ttl`` exclude each other.
+    """
 
     namespace: NamespaceLike
     key: str
@@ -124,6 +130,9 @@ class NewMemory:
     kind: str = "note"
     tags: Mapping[str, str] | None = None
     ttl: float | None = None
+    created_at: datetime | None = None
+    updated_at: datetime | None = None
+    expires_at: datetime | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -154,6 +163,7 @@ class MemoryStore(Protocol):
         would, with ``index`` (and the message) naming its position. An existing address is
         replaced as by ``put``. When an address occurs more than once in the batch, the last
         occurrence wins. Returns one item per distinct address, in order of first occurrence.
+        Times an item gives (``NewMemory.created_at`` and the others) are restored as given.
         """
         ...
 

@@ -87,11 +87,13 @@ class _Records:
         address = (request.tenant, request.namespace, request.key)
         old = self._items.get(address)
         created = old.item.created_at.timestamp() if old and old.live(now) else now
+        if request.created_at is not None:  # restored: stored as given
+            created = request.created_at
         item = stored_item(request, created=created, now=now)
         self._items[address] = _Record(
             item=item,
-            updated=now,
-            expires=None if request.ttl is None else now + request.ttl,
+            updated=request.updated(now),
+            expires=request.expiry(now),
             counts=Counter(terms),
             length=len(terms),
             # Round through float32, as the database backends store vectors.

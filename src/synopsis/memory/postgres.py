@@ -9,19 +9,40 @@ Each operation is written once, as a *plan*: a generator that yields SQL stateme
 async classes only drive them over one pooled connection inside one transaction (taken when
 the first statement comes, after any embedding), and translate psycopg errors into
 :class:`~synopsis.errors.StoreError` at that seam.
+
+An operation that PostgreSQL aborts as a deadlock victim or a serialization failure is run
+again from the start, in a new transaction (a few times, with jittered backoff); that is
+correct because the aborted transaction left nothing behind. Embeddings computed before the
+abort are reused.
+
+Opening checks the URL's shape, then makes one connection bounded by ``connect_timeout``
+(passed to libpq), which migrates the schema, before the pool opens: an unreachable server or
+a refused login is one :class:`DatabaseError` naming the host, never the password.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
-from contextlib import AsyncExitStack, ExitStack
+import logging
+import math
+import re
+from collections.abc import Awaitable, Callable, Hashable, Iterator, Sequence
+from contextlib import AsyncExitStack, ExitStack, contextmanager
+from dataclasses import dataclass
 from typing import Any, ParamSpec, Self, TypeVar
 
 import psycopg
+from psycopg.conninfo import conninfo_to_dict
 from psycopg_pool import AsyncConnectionPool, ConnectionPool
+from tenacity import (
+    AsyncRetrying,
+    Retrying,
+    retry_if_exception_type,
+    stop_after_attempt,
+    wait_random_exponential,
+)
 
-from synopsis._flow import Flow, adrive, drive
+from synopsis._flow import adrive, drive
 from synopsis.errors import ConfigError, MigrationError, StoreError
 from synopsis.memory import _operations as ops
 from synopsis.memory import _pg_plans as plans
@@ -63,6 +84,125 @@ def _translate(exc: psycopg.Error, what: str) -> StoreError:
     return DatabaseError(message, operation=what, sqlstate=state)
 
 
+#: Seconds to wait for the server when the caller and the URL do not say.
+_CONNECT_TIMEOUT = 10.0
+#: Aborts after which running the whole operation again, in a new transaction, is correct.
+_RETRIED = (psycopg.errors.DeadlockDetected, psycopg.errors.SerializationFailure)
+_ATTEMPTS = 5
+
+
+def _retry_policy() -> dict[str, Any]:
+    """How often and how long to retry an aborted transaction (bounded, jittered)."""
+    return {
+        "retry": retry_if_exception_type(_RETRIED),
+        "stop": stop_after_attempt(_ATTEMPTS),
+        "wait": wait_random_exponential(multiplier=0.02, max=1.0),
+        "reraise": True,
+    }
+
+
+def _remembered(perform: Callable[[Any], T]) -> Callable[[Any], T]:
+    """``perform`` answering a step it has seen before from memory (embeddings, on retry)."""
+    answers: dict[Hashable, T] = {}
+
+    def remembered(step: Any) -> T:
+        if step not in answers:
+            answers[step] = perform(step)
+        return answers[step]
+
+    return remembered
+
+
+def _aremembered(perform: Callable[[Any], Awaitable[T]]) -> Callable[[Any], Awaitable[T]]:
+    """The async twin of :func:`_remembered`."""
+    answers: dict[Hashable, T] = {}
+
+    async def remembered(step: Any) -> T:
+        if step not in answers:
+            answers[step] = await perform(step)
+        return answers[step]
+
+    return remembered
+
+
+# --- connecting ----------------------------------------------------------------------------
+
+
+def _redacted(text: str, secrets: Sequence[str]) -> str:
+    for secret in secrets:
+        if secret:
+            text = text.replace(secret, "***")
+    return text
+
+
+def _url_secrets(url: str) -> tuple[str, ...]:
+    """Whatever in ``url`` may be a password: the text after ``user:`` in the authority."""
+    match = re.match(r"[^:/]+://([^@/]*)@", url)
+    password = match.group(1).partition(":")[2] if match else ""
+    return (password,) if password else ()
+
+
+@dataclass(frozen=True, slots=True)
+class _Target:
+    """Where a URL points (for messages) and what in it must never be shown."""
+
+    where: str
+    secrets: tuple[str, ...]
+    #: The URL's own ``connect_timeout`` (seconds), if it sets a usable one.
+    connect_timeout: float | None = None
+
+    @classmethod
+    def of(cls, url: str) -> _Target:
+        """Check the URL's shape (no connection); a malformed one is a DatabaseError."""
+        secrets = _url_secrets(url)
+        try:
+            params = conninfo_to_dict(url)
+        except psycopg.ProgrammingError as exc:
+            reason = _redacted(str(exc).strip().splitlines()[0], secrets)
+            raise DatabaseError(
+                f"PostgreSQL URL is malformed: {reason}", operation="connect", sqlstate=None
+            ) from None
+        host = params.get("host") or params.get("hostaddr") or "localhost"
+        port = f":{params['port']}" if params.get("port") else ""
+        database = f"/{params['dbname']}" if params.get("dbname") else ""
+        secrets = (*secrets, str(params.get("password") or ""))
+        return cls(f"{host}{port}{database}", secrets, _seconds(params.get("connect_timeout")))
+
+    def error(self, exc: psycopg.Error) -> DatabaseError:
+        """A failure to connect as one line naming the host (the password redacted)."""
+        lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+        reason = _redacted(lines[0] if lines else type(exc).__name__, self.secrets)
+        return DatabaseError(
+            f"cannot connect to PostgreSQL at {self.where}: {reason}",
+            operation="connect",
+            sqlstate=exc.sqlstate,
+        )
+
+
+def _seconds(value: object) -> float | None:
+    """A positive number of seconds from a connection parameter, else None."""
+    try:
+        seconds = float(str(value))
+    except ValueError:
+        return None
+    return seconds if 0 < seconds < math.inf else None
+
+
+@contextmanager
+def _quiet_pool_logs(pool_name: str) -> Iterator[None]:
+    """Drop the pool's own warnings about ``pool_name`` while it opens (we raise one error)."""
+    logger = logging.getLogger("psycopg.pool")
+
+    def keep(record: logging.LogRecord) -> bool:
+        return repr(pool_name) not in record.getMessage()
+
+    logger.addFilter(keep)
+    try:
+        yield
+    finally:
+        logger.removeFilter(keep)
+
+
 def _execute(conn: psycopg.Connection[Any], statement: Statement) -> plans.Rows:
     cursor = conn.execute(statement.query, statement.params)
     return cursor.fetchall() if cursor.description else []
@@ -73,16 +213,25 @@ async def _aexecute(conn: psycopg.AsyncConnection[Any], statement: Statement) ->
     return await cursor.fetchall() if cursor.description else []
 
 
-def _pool_kwargs(min_size: int, max_size: int, timeout: float) -> dict[str, Any]:
+def _pool_kwargs(
+    min_size: int, max_size: int, timeout: float, connect_timeout: float
+) -> dict[str, Any]:
     if not 1 <= min_size <= max_size:
         raise ConfigError("pool sizes must satisfy 1 <= min_size <= max_size")
     if not timeout > 0:
         raise ConfigError("pool_timeout must be a positive number of seconds")
+    if (
+        isinstance(connect_timeout, bool)
+        or not isinstance(connect_timeout, int | float)
+        or not 0 < connect_timeout < math.inf
+    ):
+        raise ConfigError("connect_timeout must be a positive number of seconds")
     return {
         "min_size": min_size,
         "max_size": max_size,
         "timeout": timeout,
-        "kwargs": {"autocommit": False},
+        # libpq counts whole seconds (and at least 2).
+        "kwargs": {"autocommit": False, "connect_timeout": max(1, math.ceil(connect_timeout))},
     }
 
 
@@ -101,10 +250,15 @@ class _PostgresStores(ops.StoreOperations):
         embedder: Embedder | None = None,
         schema: str = "synopsis",
         pool_timeout: float = 30.0,
+        connect_timeout: float | None = None,
     ) -> None:
         super().__init__(plans.PostgresPlans(schema, clock), embedder)
         self._url = url
-        self._pool_kwargs = _pool_kwargs(min_size, max_size, pool_timeout)
+        self._target = _Target.of(url)
+        if connect_timeout is None:
+            connect_timeout = self._target.connect_timeout or _CONNECT_TIMEOUT
+        self._pool_kwargs = _pool_kwargs(min_size, max_size, pool_timeout, connect_timeout)
+        self._connect_timeout = float(connect_timeout)
         self._setup()
 
     def _setup(self) -> None:
@@ -118,40 +272,58 @@ class PostgresStore(ops.SyncDriver, _PostgresStores):
     Construction opens the pool and brings ``schema`` up to date (migrations run once, under
     an advisory lock, however many replicas start together). ``clock`` returns epoch seconds
     (default ``time.time``); ``embedder`` enables the ``vector`` and ``hybrid`` search modes;
-    ``pool_timeout`` bounds the wait for a pooled connection (and for the pool to open).
+    ``pool_timeout`` bounds the wait for a pooled connection; ``connect_timeout`` the wait for
+    the server when opening (and for each new connection of the pool): by default the URL's
+    own ``connect_timeout``, else 10 seconds.
     """
 
     def _setup(self) -> None:
+        self._migrate()
         self._pool = ConnectionPool(self._url, open=False, **self._pool_kwargs)
         try:
-            self._open()
+            with _quiet_pool_logs(self._pool.name):
+                self._pool.open(wait=True, timeout=self._connect_timeout)
+        except psycopg.Error as exc:
+            self._pool.close()
+            raise self._target.error(exc) from exc
         except BaseException:
             self._pool.close()
             raise
 
-    def _open(self) -> None:
+    def _migrate(self) -> None:
+        """Connect once (failing fast) and bring the schema up to date on that connection."""
         try:
-            self._pool.open(wait=True, timeout=self._pool_kwargs["timeout"])
+            conn = psycopg.connect(self._url, **self._pool_kwargs["kwargs"])
         except psycopg.Error as exc:
-            raise _translate(exc, "connect") from exc
-        self._run(plans.migrate(self._backend.schema), "migration")
-
-    def _run(self, flow: Flow[Any, T], name: str) -> T:
+            raise self._target.error(exc) from exc
         try:
-            with ExitStack() as stack:
-                conn: psycopg.Connection[Any] | None = None
+            with conn:  # commits, then closes
+                drive(plans.migrate(self._backend.schema), lambda step: _execute(conn, step))
+        except psycopg.Error as exc:
+            raise _translate(exc, "migration") from exc
 
-                def perform(step: Any) -> Any:
-                    nonlocal conn
-                    if not isinstance(step, Statement):
-                        return self._perform(step)
-                    if conn is None:  # taken at the first statement, after any embedding
-                        conn = stack.enter_context(self._pool.connection())
-                    return _execute(conn, step)
-
-                return drive(flow, perform)
+    def _run(self, start: ops.Start[T], name: str) -> T:
+        perform = _remembered(self._perform)
+        try:
+            result: T = Retrying(**_retry_policy())(self._attempt, start, perform)
         except psycopg.Error as exc:
             raise _translate(exc, name) from exc
+        return result
+
+    def _attempt(self, start: ops.Start[T], perform_other: Callable[[Any], Any]) -> T:
+        """Run a fresh flow of the operation; its statements share one new transaction."""
+        with ExitStack() as stack:
+            conn: psycopg.Connection[Any] | None = None
+
+            def perform(step: Any) -> Any:
+                nonlocal conn
+                if not isinstance(step, Statement):
+                    return perform_other(step)
+                if conn is None:  # taken at the first statement, after any embedding
+                    conn = stack.enter_context(self._pool.connection())
+                return _execute(conn, step)
+
+            return drive(start(), perform)
 
     def close(self) -> None:
         """Close the connection pool."""
@@ -190,42 +362,59 @@ class AsyncPostgresStore(ops.AsyncDriver, _PostgresStores):
         return self
 
     async def _open_pool(self) -> AsyncPool:
+        await self._migrate()
         pool: AsyncPool = AsyncConnectionPool(self._url, open=False, **self._pool_kwargs)
-        what = "connect"
         try:
-            await pool.open(wait=True, timeout=self._pool_kwargs["timeout"])
-            what = "migration"
-            async with pool.connection() as conn:
-                await adrive(plans.migrate(self._backend.schema), lambda s: _aexecute(conn, s))
+            with _quiet_pool_logs(pool.name):
+                await pool.open(wait=True, timeout=self._connect_timeout)
         except psycopg.Error as exc:
             await pool.close()
-            raise _translate(exc, what) from exc
+            raise self._target.error(exc) from exc
         except BaseException:
             await pool.close()
             raise
         return pool
 
+    async def _migrate(self) -> None:
+        """Connect once (failing fast) and bring the schema up to date on that connection."""
+        try:
+            conn = await psycopg.AsyncConnection.connect(self._url, **self._pool_kwargs["kwargs"])
+        except psycopg.Error as exc:
+            raise self._target.error(exc) from exc
+        try:
+            async with conn:  # commits, then closes
+                await adrive(plans.migrate(self._backend.schema), lambda s: _aexecute(conn, s))
+        except psycopg.Error as exc:
+            raise _translate(exc, "migration") from exc
+
     async def __aenter__(self) -> Self:
         return await self.open()
 
-    async def _run(self, flow: Flow[Any, T], name: str) -> T:
+    async def _run(self, start: ops.Start[T], name: str) -> T:
+        perform = _aremembered(self._perform)
         try:
-            async with AsyncExitStack() as stack:
-                conn: psycopg.AsyncConnection[Any] | None = None
-
-                async def perform(step: Any) -> Any:
-                    nonlocal conn
-                    if not isinstance(step, Statement):
-                        return await self._perform(step)
-                    if conn is None:  # taken at the first statement, after any embedding
-                        pool = self._pool or (await self.open())._pool
-                        assert pool is not None
-                        conn = await stack.enter_async_context(pool.connection())
-                    return await _aexecute(conn, step)
-
-                return await adrive(flow, perform)
+            return await AsyncRetrying(**_retry_policy())(self._attempt, start, perform)
         except psycopg.Error as exc:
             raise _translate(exc, name) from exc
+
+    async def _attempt(
+        self, start: ops.Start[T], perform_other: Callable[[Any], Awaitable[Any]]
+    ) -> T:
+        """Run a fresh flow of the operation; its statements share one new transaction."""
+        async with AsyncExitStack() as stack:
+            conn: psycopg.AsyncConnection[Any] | None = None
+
+            async def perform(step: Any) -> Any:
+                nonlocal conn
+                if not isinstance(step, Statement):
+                    return await perform_other(step)
+                if conn is None:  # taken at the first statement, after any embedding
+                    pool = self._pool or (await self.open())._pool
+                    assert pool is not None
+                    conn = await stack.enter_async_context(pool.connection())
+                return await _aexecute(conn, step)
+
+            return await adrive(start(), perform)
 
     async def aclose(self) -> None:
         """Close the connection pool (if open); the store cannot be used afterwards."""

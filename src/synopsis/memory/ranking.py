@@ -43,11 +43,12 @@ from __future__ import annotations
 
 import math
 import re
+import threading
 import unicodedata
 from collections.abc import Hashable, Mapping, Sequence
 from functools import lru_cache
 from struct import pack, unpack
-from typing import Final, TypeVar
+from typing import Any, Final, TypeVar
 
 import snowballstemmer
 
@@ -83,7 +84,16 @@ K = TypeVar("K", bound=Hashable)
 # --- terms -----------------------------------------------------------------------------------
 
 _TOKEN: Final = re.compile(rf"[{CJK}]+|[^\W{CJK}_]+(?:['’][^\W{CJK}_]+)*")
-_stemmer = snowballstemmer.stemmer("english")
+#: One Snowball stemmer per thread: a stemmer keeps the word it works on in itself, so two
+#: threads sharing one garble each other's words (or raise IndexError).
+_stemmers = threading.local()
+
+
+def _stemmer() -> Any:
+    stemmer = getattr(_stemmers, "english", None)
+    if stemmer is None:
+        stemmer = _stemmers.english = snowballstemmer.stemmer("english")
+    return stemmer
 
 
 @lru_cache(maxsize=65536)
@@ -94,7 +104,7 @@ def _stem(word: str) -> str:
     word = word.replace("'", "")
     if not word.isascii() or len(word) <= 2:
         return word
-    return str(_stemmer.stemWord(word))
+    return str(_stemmer().stemWord(word))
 
 
 def _tokens(text: str) -> list[str]:

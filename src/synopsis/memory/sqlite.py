@@ -1,6 +1,9 @@
 """The SQLite backend: the embedded default (stdlib ``sqlite3``, nothing to set up).
 
 One connection per store, guarded by a lock; WAL journal, a busy timeout and foreign keys.
+Several processes may write one file: a write waits for the others (``busy_timeout`` per
+attempt), and a database still locked after that is retried, with jittered backoff, until
+``lock_timeout`` seconds have passed; only then does the write fail, with nothing written.
 The schema is versioned (``synopsis_schema``) and migrated on open; a database written by a
 newer synopsis raises :class:`MigrationError`. Keyword recall uses FTS5 over pre-segmented
 CJK/English terms, so one- and two-character Chinese queries work on SQLite 3.40.
@@ -17,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import json
+import math
 import os
 import sqlite3
 import threading
@@ -26,8 +30,10 @@ from contextlib import contextmanager
 from dataclasses import replace
 from typing import Any, TypeVar
 
-from synopsis._flow import Flow, drive
-from synopsis.errors import InvalidInput, MigrationError, StoreError
+from tenacity import Retrying, retry_if_exception, stop_after_delay, wait_random_exponential
+
+from synopsis._flow import drive
+from synopsis.errors import ConfigError, InvalidInput, MigrationError, StoreError
 from synopsis.memory import _operations as ops
 from synopsis.memory import _sql_sqlite as sql
 from synopsis.memory import _types
@@ -40,6 +46,7 @@ from synopsis.memory._checks import (
     stored_item,
     summary_save_action,
     to_datetime,
+    to_expiry,
 )
 from synopsis.memory._sql_rows import read_outbox_entry, read_summary
 from synopsis.memory.ranking import document_terms, pack_vector
@@ -61,24 +68,58 @@ def _translated(action: str) -> Iterator[None]:
         raise InvalidInput(f"a number is too large to store: {exc}") from exc
 
 
-def _connect(path: str | os.PathLike[str], busy_timeout: float) -> sqlite3.Connection:
+def _is_locked(exc: BaseException) -> bool:
+    """Whether ``exc`` says another connection holds the database (SQLITE_BUSY or LOCKED)."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    return isinstance(exc, sqlite3.OperationalError) and code is not None and code & 0xFF in (5, 6)
+
+
+def _patiently(work: Callable[[], T], lock_timeout: float) -> T:
+    """``work()``, retried while the database is locked, for up to ``lock_timeout`` seconds.
+
+    Only call this with work that changes nothing before it can be locked out (taking the
+    write lock, setting the journal mode), so running it again is always correct.
+    """
+    retrying = Retrying(
+        retry=retry_if_exception(_is_locked),
+        stop=stop_after_delay(lock_timeout),
+        wait=wait_random_exponential(multiplier=0.02, max=1.0),
+        reraise=True,
+    )
+    try:
+        return retrying(work)
+    except sqlite3.OperationalError as exc:
+        if not _is_locked(exc):
+            raise
+        message = f"{exc} (still locked by other writers after {lock_timeout:g} s of retries)"
+        raise sqlite3.OperationalError(message) from exc
+
+
+def _begin(conn: sqlite3.Connection, lock_timeout: float) -> None:
+    """Start a write transaction, waiting (bounded) for the other writers to finish."""
+    _patiently(lambda: conn.execute("BEGIN IMMEDIATE"), lock_timeout)
+
+
+def _connect(
+    path: str | os.PathLike[str], busy_timeout: float, lock_timeout: float
+) -> sqlite3.Connection:
     with _translated("open the database"):
         conn = sqlite3.connect(
             path, timeout=busy_timeout, isolation_level=None, check_same_thread=False
         )
         try:
-            for pragma in sql.PRAGMAS:
-                conn.execute(pragma)
+            for pragma in sql.PRAGMAS:  # turning WAL on can find the file locked
+                _patiently(functools.partial(conn.execute, pragma), lock_timeout)
         except BaseException:
             conn.close()
             raise
     return conn
 
 
-def _migrate(conn: sqlite3.Connection) -> None:
+def _migrate(conn: sqlite3.Connection, lock_timeout: float) -> None:
     """Bring the schema to the newest version, in one transaction; idempotent."""
     try:
-        conn.execute("BEGIN IMMEDIATE")
+        _begin(conn, lock_timeout)
         try:
             conn.execute(sql.CREATE_VERSION_TABLE)
             current = conn.execute(sql.READ_VERSION).fetchone()[0] or 0
@@ -100,6 +141,16 @@ def _migrate(conn: sqlite3.Connection) -> None:
         raise MigrationError(f"could not migrate the database schema: {exc}") from exc
 
 
+def _check_timeout(seconds: object, name: str) -> float:
+    if (
+        isinstance(seconds, bool)
+        or not isinstance(seconds, int | float)
+        or not 0 <= seconds < math.inf
+    ):
+        raise ConfigError(f"{name} must be a finite number of seconds >= 0")
+    return float(seconds)
+
+
 def _item(tenant: str, row: _Row) -> _types.MemoryItem:
     _, path, key, text, kind, tags, created, updated, expires = row[:9]
     return _types.MemoryItem(
@@ -111,7 +162,7 @@ def _item(tenant: str, row: _Row) -> _types.MemoryItem:
         tags=json.loads(tags),
         created_at=to_datetime(created),
         updated_at=to_datetime(updated),
-        expires_at=None if expires is None else to_datetime(expires),
+        expires_at=to_expiry(expires),
     )
 
 
@@ -139,13 +190,18 @@ class _Database:
     """The SQLite backend: one connection guarded by a lock (checked arguments only)."""
 
     def __init__(
-        self, path: str | os.PathLike[str], clock: Callable[[], float] | None, busy_timeout: float
+        self,
+        path: str | os.PathLike[str],
+        clock: Callable[[], float] | None,
+        busy_timeout: float,
+        lock_timeout: float,
     ) -> None:
         self._clock = clock or time.time
         self._lock = threading.RLock()
-        conn = _connect(path, busy_timeout)
+        self._lock_timeout = _check_timeout(lock_timeout, "lock_timeout")
+        conn = _connect(path, _check_timeout(busy_timeout, "busy_timeout"), lock_timeout)
         try:
-            _migrate(conn)
+            _migrate(conn, lock_timeout)
         except BaseException:
             conn.close()
             raise
@@ -170,7 +226,7 @@ class _Database:
     @contextmanager
     def _writing(self, action: str) -> Iterator[sqlite3.Connection]:
         with self._reading(action) as conn:
-            conn.execute("BEGIN IMMEDIATE")
+            _begin(conn, self._lock_timeout)
             try:
                 yield conn
             except BaseException:
@@ -198,7 +254,8 @@ class _Database:
                 else sql.upsert_vector(memory_id, pack_vector(vector))
             )
             conn.execute(follow.sql, follow.params)
-        return stored_item(request, created=created, now=now)
+            # Built before the commit: should it fail, nothing is left behind.
+            return stored_item(request, created=created, now=now)
 
     @ops.stepless
     def put_many(
@@ -215,9 +272,8 @@ class _Database:
                 else sql.upsert_vectors(list(zip(ids, map(pack_vector, vectors), strict=True)))
             )
             conn.executemany(follow.sql, follow.rows)
-        return [
-            stored_item(r, created=c, now=now) for r, (_, c) in zip(requests, written, strict=True)
-        ]
+            pairs = zip(requests, written, strict=True)
+            return [stored_item(r, created=c, now=now) for r, (_, c) in pairs]
 
     @ops.stepless
     def get(self, tenant: str, namespace: _types.Namespace, key: str) -> _types.MemoryItem | None:
@@ -364,8 +420,9 @@ class _SQLiteStores(ops.StoreOperations):
         clock: Callable[[], float] | None = None,
         embedder: _types.Embedder | None = None,
         busy_timeout: float = 5.0,
+        lock_timeout: float = 60.0,
     ) -> None:
-        super().__init__(_Database(path, clock, busy_timeout), embedder)
+        super().__init__(_Database(path, clock, busy_timeout, lock_timeout), embedder)
 
 
 class SQLiteStore(ops.SyncDriver, _SQLiteStores):
@@ -373,7 +430,9 @@ class SQLiteStore(ops.SyncDriver, _SQLiteStores):
 
     ``path`` is a file path or ``":memory:"``; ``clock`` returns epoch seconds (default
     ``time.time``); ``embedder`` enables the ``vector`` and ``hybrid`` search modes;
-    ``busy_timeout`` is how many seconds to wait for another writer.
+    ``busy_timeout`` is how many seconds SQLite waits for another writer before it reports
+    the database locked, and ``lock_timeout`` how many seconds in all a call keeps retrying a
+    locked database (jittered backoff) before it raises StoreError, having written nothing.
     """
 
     def close(self) -> None:
@@ -387,10 +446,11 @@ class AsyncSQLiteStore(ops.AsyncDriver, _SQLiteStores):
     The constructor opens (and migrates) the database synchronously, like ``sqlite3.connect``.
     """
 
-    async def _run(self, flow: Flow[Any, T], name: str) -> T:
+    async def _run(self, start: ops.Start[T], name: str) -> T:
         # The whole operation, embedding included, runs where sqlite3 may block: a worker thread.
         # The backend has no steps of its own, so every step is an Embed.
-        return await asyncio.to_thread(drive, flow, functools.partial(ops.embed, self._embedder))
+        embed = functools.partial(ops.embed, self._embedder)
+        return await asyncio.to_thread(lambda: drive(start(), embed))
 
     async def aclose(self) -> None:
         """See :meth:`SQLiteStore.close`."""
