@@ -251,7 +251,8 @@ def _not_admitted(
     key: tuple[str, str, str], exc: Exception
 ) -> Flow[Step, tuple[ScheduleResult, None]]:
     """A store outage at admission: reported, and the turn goes on without a job."""
-    yield Emit(failure("load_summary", key[0], key[2], exc))
+    tenant, _, session_id = key
+    yield Emit(failure("load_summary", tenant, session_id, exc))
     return ScheduleResult(scheduled=False, reason="error"), None
 
 
