@@ -8,10 +8,12 @@ Item 15: with several replicas, a session's summary is paid for (one model call)
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import uuid
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +22,7 @@ from click.testing import CliRunner
 
 from synopsis.cli.memory import memory as memory_cli
 from synopsis.errors import StoreError
+from synopsis.memory import SessionSummary, UserDeleted
 from synopsis.memory.sqlite import AsyncSQLiteStore, SQLiteStore
 from synopsis.session.memory import AsyncSessionMemory, SessionMemory
 from synopsis.summarizer import SummaryResult
@@ -34,6 +37,13 @@ def turns(count: int) -> list[dict[str, Any]]:
         {"role": "user" if i % 2 == 0 else "assistant", "content": f"message {i} about coffee"}
         for i in range(count)
     ]
+
+
+def summary(session: str) -> SessionSummary:
+    return SessionSummary(
+        tenant=T, user_id=U, session_id=session, version=1, text="coffee", covers_from=0,
+        covers_to=10, model="fake", content_hash="h",
+    )  # fmt: skip
 
 
 class CountingSummarizer:
@@ -226,6 +236,33 @@ def test_a_replay_after_another_replicas_deletion_writes_nothing(
     assert_nothing_left(store_a, store_b)
 
 
+@pytest.mark.postgres
+def test_writes_racing_a_deletion_on_postgres_leave_nothing_of_the_user(
+    postgres_stores: Callable[[], Any],
+) -> None:
+    """Writes made with the generation read before a concurrent delete_user either commit
+    first (and are deleted) or find the new generation (and are refused): none survive."""
+    store = postgres_stores()
+    generation = store.deletion_generation(T, U)
+    barrier = threading.Barrier(8)
+
+    def write(i: int) -> None:
+        barrier.wait()
+        with contextlib.suppress(UserDeleted):
+            if i == 0:
+                store.delete_user(T, U)
+            elif i % 2:
+                store.save_summary(summary(f"s{i}"), generation=generation)
+            else:
+                store.put(T, ("user", U, "s", f"s{i}"), "k", "x", generation=generation)
+
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        list(pool.map(write, range(8)))
+    assert store.search(T) == []
+    assert store.pending_outbox() == []
+    assert all(store.latest_summary(T, U, f"s{i}") is None for i in range(8))
+
+
 # --- one replica pays for a job ----------------------------------------------------------------
 
 
@@ -245,6 +282,26 @@ def test_a_session_in_flight_on_one_replica_is_skipped_by_the_other(
         assert a.drain(WAIT)
     assert (model_a.calls[S], model_b.calls[S]) == (1, 0)
     assert [s.version for s in store_b.summary_history(T, U, S)] == [1]
+
+
+@pytest.mark.postgres
+def test_racing_claims_of_one_session_on_postgres_have_one_winner(
+    postgres_stores: Callable[[], Any],
+) -> None:
+    """Six replicas claim one session at once: exactly one gets it."""
+    stores = [postgres_stores() for _ in range(6)]
+    barrier = threading.Barrier(6)
+
+    def claim(i: int) -> bool:
+        barrier.wait()
+        return bool(
+            stores[i].claim_summary_job(
+                T, U, S, covers_to=10, owner=f"replica-{i}", lease_seconds=60
+            )
+        )
+
+    with ThreadPoolExecutor(max_workers=6) as pool:
+        assert sorted(pool.map(claim, range(6))) == [False] * 5 + [True]
 
 
 SESSIONS = [f"s{i:02}" for i in range(50)]

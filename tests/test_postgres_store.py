@@ -20,7 +20,6 @@ from hypothesis import strategies as st
 from psycopg import sql
 
 from synopsis.errors import ConfigError, MigrationError, StoreError
-from synopsis.memory import UserDeleted
 from synopsis.memory import _sql_postgres as q
 from synopsis.memory._types import NewMemory, SessionSummary
 from synopsis.memory.inmemory import InMemoryStore
@@ -544,52 +543,6 @@ def test_idempotent_retries_race_safely(make: Callable[..., PostgresStore]) -> N
     assert len({s.created_at for s in saved}) == 1
     assert len(store.summary_history(T, "u1", "s1")) == 1
     assert len(store.pending_outbox()) == 1
-
-
-@pytest.mark.postgres
-def test_writes_racing_a_deletion_leave_nothing_of_the_user(
-    make: Callable[..., PostgresStore],
-) -> None:
-    """Writes made with the generation read before a concurrent delete_user either commit
-    first (and are deleted) or find the new generation (and are refused): none survive."""
-    store = make(max_size=8)
-    generation = store.deletion_generation(T, "u1")
-    barrier = threading.Barrier(8)
-
-    def write(i: int) -> str:
-        barrier.wait()
-        try:
-            if i == 0:
-                store.delete_user(T, "u1")
-            elif i % 2:
-                store.save_summary(_summary(session_id=f"s{i}"), generation=generation)
-            else:
-                store.put(T, ("user", "u1", "s", f"s{i}"), "k", "x", generation=generation)
-        except UserDeleted:
-            return "refused"
-        return "written"
-
-    with ThreadPoolExecutor(max_workers=8) as pool:
-        list(pool.map(write, range(8)))
-    assert store.search(T) == []
-    assert store.pending_outbox() == []
-    assert all(store.latest_summary(T, "u1", f"s{i}") is None for i in range(8))
-
-
-@pytest.mark.postgres
-def test_racing_claims_of_one_session_have_one_winner(make: Callable[..., PostgresStore]) -> None:
-    """Six replicas claim one session at once: exactly one gets it."""
-    store = make(max_size=6)
-    barrier = threading.Barrier(6)
-
-    def claim(i: int) -> bool:
-        barrier.wait()
-        return store.claim_summary_job(
-            T, "u1", "s1", covers_to=10, owner=f"replica-{i}", lease_seconds=60
-        )
-
-    with ThreadPoolExecutor(max_workers=6) as pool:
-        assert sorted(pool.map(claim, range(6))) == [False] * 5 + [True]
 
 
 @pytest.mark.postgres
