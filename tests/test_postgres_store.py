@@ -525,7 +525,7 @@ def test_concurrent_savers_of_one_version_cannot_both_win(
         outcomes = list(pool.map(save, range(6)))
     winners = [o for o in outcomes if o != "lost"]
     assert len(winners) == 1
-    assert [s.content_hash for s in store.summary_history(T, "s1")] == winners
+    assert [s.content_hash for s in store.summary_history(T, "u1", "s1")] == winners
     assert len(store.pending_outbox(T)) == 1
 
 
@@ -542,7 +542,7 @@ def test_idempotent_retries_race_safely(make: Callable[..., PostgresStore]) -> N
     with ThreadPoolExecutor(max_workers=6) as pool:
         saved = list(pool.map(save, range(6)))
     assert len({s.created_at for s in saved}) == 1
-    assert len(store.summary_history(T, "s1")) == 1
+    assert len(store.summary_history(T, "u1", "s1")) == 1
     assert len(store.pending_outbox()) == 1
 
 

@@ -304,14 +304,14 @@ def test_after_turn_without_summarizer_is_skipped(store: InMemoryStore) -> None:
     """Without a summarizer the turn goes on and nothing is written."""
     with SessionMemory(store=store, summarizer=None) as session:
         assert session.after_turn(T, "u1", "s1", turns(50)).reason == "no_summarizer"
-    assert store.latest_summary(T, "s1") is None
+    assert store.latest_summary(T, "u1", "s1") is None
 
 
 def test_dual_write_stores_summary_and_memory(memory: Any, store: InMemoryStore) -> None:
     """A due turn yields summary v1 and one `summary` memory in the session namespace."""
     assert memory.after_turn(T, "u1", "s1", turns(20)).scheduled
     assert memory.drain(timeout=30)
-    summary = store.latest_summary(T, "s1")
+    summary = store.latest_summary(T, "u1", "s1")
     assert summary is not None
     assert (summary.version, summary.covers_from, summary.covers_to) == (1, 0, 20)
     item = store.get(T, ("user", "u1", "session", "s1"), "summary-v1")
@@ -335,7 +335,7 @@ def test_summaries_are_incremental(memory: Any, store: InMemoryStore) -> None:
     second = memory.summarizer.calls[1]
     assert second["messages"] == history[20:45]
     assert second["previous"].startswith("summary 1")
-    latest = store.latest_summary(T, "s1")
+    latest = store.latest_summary(T, "u1", "s1")
     assert latest is not None
     assert (latest.version, latest.covers_to) == (2, 45)
 
@@ -448,7 +448,7 @@ def test_delete_user_removes_memories_and_summaries(memory: Any, store: InMemory
     memory.after_turn(T, "u1", "s1", turns(20))
     memory.drain(timeout=30)
     assert memory.delete_user(T, "u1") >= 2
-    assert store.latest_summary(T, "s1") is None
+    assert store.latest_summary(T, "u1", "s1") is None
     assert store.search(T, ("user", "u1")) == []
 
 
@@ -509,7 +509,7 @@ def test_dual_write_on_sqlite(tmp_path: Any) -> None:
             hits = s.recall(T, "u1", "coffee", kind="summary")
             built = s.build_context(T, "u1", "s1", turns(20))
         assert sorted(h.item.key for h in hits) == ["summary-v1", "summary-v2"]
-        assert [x.version for x in store.summary_history(T, "s1")] == [1, 2]
+        assert [x.version for x in store.summary_history(T, "u1", "s1")] == [1, 2]
         assert "summary 2 of s1" in built[0]["content"]
     finally:
         store.close()
@@ -560,6 +560,6 @@ def test_dual_write_and_recover_on_postgres(postgres_url: str) -> None:
             assert [h.item.key for h in s.recall(tenant, "u1", "coffee")] == ["summary-v1"]
             assert s.recover(tenant) == 0
             assert s.delete_user(tenant, "u1") >= 2
-        assert store.latest_summary(tenant, "s1") is None
+        assert store.latest_summary(tenant, "u1", "s1") is None
     finally:
         store.close()

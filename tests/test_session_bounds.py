@@ -120,7 +120,7 @@ def test_a_huge_new_summary_is_cut_before_it_is_stored_and_reported() -> None:
     ) as memory:
         memory.after_turn(T, U, S, turns(10))
         assert memory.drain(timeout=60)
-    latest = store.latest_summary(T, S)
+    latest = store.latest_summary(T, U, S)
     assert latest is not None
     assert len(latest.text) <= 20_000
     assert latest.text.endswith(TRUNCATION_MARKER)

@@ -187,7 +187,7 @@ def test_failing_summarizer_is_reported_and_turn_goes_on() -> None:
     failed = [e for e in events if isinstance(e, SessionMemoryFailed)]
     assert [e.stage for e in failed] == ["summarize"]
     assert failed[0].error["type"] == "ProviderUnavailable"
-    assert store.latest_summary(T, "s1") is None
+    assert store.latest_summary(T, "u1", "s1") is None
 
 
 def test_failure_starts_cooldown_until_clock_moves() -> None:
@@ -204,7 +204,7 @@ def test_failure_starts_cooldown_until_clock_moves() -> None:
         clock.advance(31)
         assert session.after_turn(T, "u1", "s1", turns(21)).scheduled
         session.drain(timeout=30)
-    latest = store.latest_summary(T, "s1")
+    latest = store.latest_summary(T, "u1", "s1")
     assert latest is not None
     assert latest.covers_to == 21
 
@@ -222,7 +222,7 @@ def test_hanging_summarizer_does_not_block_turns() -> None:
     finally:
         summarizer.release.set()
         session.close()
-    assert store.latest_summary(T, "s1") is not None
+    assert store.latest_summary(T, "u1", "s1") is not None
 
 
 def test_garbage_summary_is_reported_and_not_saved() -> None:
@@ -237,7 +237,7 @@ def test_garbage_summary_is_reported_and_not_saved() -> None:
         assert [e.stage for e in events if isinstance(e, SessionMemoryFailed)] == [
             "invalid_summary"
         ]
-        assert store.latest_summary(T, "s1") is None
+        assert store.latest_summary(T, "u1", "s1") is None
 
 
 class _NoneResult:
@@ -370,7 +370,7 @@ def test_store_outage_during_build_context_degrades_to_window() -> None:
     """If the summary cannot be read the request is still built, without it."""
 
     class Down(InMemoryStore):
-        def latest_summary(self, tenant: str, session_id: str) -> Any:
+        def latest_summary(self, tenant: str, user_id: str, session_id: str) -> Any:
             raise StoreError("database unavailable")
 
     events: list[Any] = []
@@ -401,7 +401,7 @@ def test_fifty_concurrent_turns_run_one_job_and_versions_only_go_up() -> None:
                 thread.join()
             assert session.drain(timeout=60)
     assert probe.most == 1
-    summaries = store.summary_history(T, "s1")
+    summaries = store.summary_history(T, "u1", "s1")
     assert [s.version for s in summaries] == list(range(1, len(summaries) + 1))
     covers = [s.covers_to for s in summaries]
     assert covers == sorted(set(covers))
@@ -423,7 +423,7 @@ async def test_async_fifty_concurrent_turns_run_one_job() -> None:
             assert any(r.scheduled for r in results)
             assert await session.drain(timeout=60)
     assert probe.most == 1
-    versions = [s.version for s in await store.summary_history(T, "s1")]
+    versions = [s.version for s in await store.summary_history(T, "u1", "s1")]
     assert versions == list(range(1, len(versions) + 1))
     assert versions
 
@@ -447,7 +447,7 @@ async def test_async_failing_and_hanging_summarizers_leave_turn_alone() -> None:
     release.set()
     await session.aclose()
     assert [e.stage for e in events if isinstance(e, SessionMemoryFailed)] == ["summarize"]
-    assert await store.latest_summary(T, "s1") is None
+    assert await store.latest_summary(T, "u1", "s1") is None
 
 
 async def test_async_crash_between_writes_is_recovered_once() -> None:
@@ -510,4 +510,4 @@ async def test_a_cancelled_async_job_releases_its_session() -> None:
     assert (await session.after_turn(T, "u1", "s1", turns(20))).scheduled
     await entered.wait()
     await session.aclose(wait=False)
-    assert session._registry.claim((T, "s1")) == "cooldown"
+    assert session._registry.claim((T, "u1", "s1")) == "cooldown"

@@ -30,7 +30,7 @@ from synopsis.summarizer import Summarizer, SummaryResult
 from synopsis.testing import BigramEmbedder, FakeClock, FakeModel, Reply
 
 T, U, S = "acme", "u1", "s1"
-KEY = (T, S)
+KEY = (T, U, S)
 GOOD = "<summary>1. Primary Request and Intent: the user asked about coffee.</summary>"
 NO_RETRY = RetryPolicy(max_retries=0)
 
@@ -107,7 +107,7 @@ class Harness:
             recall_mode="keyword",
             estimate=None,
         )
-        self.runtime = Runtime(settings, self.registry, self.clock)
+        self.runtime = Runtime(settings, self.registry, self.clock, owner="replica-1")
 
     def perform(self, step: Step) -> Any:
         self.steps.append(step)
@@ -144,14 +144,32 @@ class Harness:
 
 
 def test_admission_reads_the_latest_summary_once_per_session() -> None:
-    """The store is read when the registry does not know the covers; then never again."""
+    """The store is read when the registry does not know the covers; then never again. An
+    admitted job also reads the user's deletion generation."""
     harness = Harness()
     result, job = harness.admit(turns(5))
     assert (result.reason, result.pending_messages, job) == ("not_due", 5, None)
     assert step_names(harness.steps) == ["latest_summary"]
     result, job = harness.admit(turns(10))
     assert result.scheduled and job is not None and job.messages == turns(10)
-    assert step_names(harness.steps) == ["latest_summary"]
+    assert step_names(harness.steps) == ["latest_summary", "deletion_generation"]
+
+
+def test_an_admitted_job_carries_the_users_deletion_generation() -> None:
+    """The generation read at admission is the one the job's writes are made with."""
+    harness = Harness()
+    harness.store.delete_user(T, U)
+    harness.store.delete_user(T, U)
+    assert harness.job(turns(10)).generation == 2
+
+
+def test_a_failed_generation_read_admits_nothing_and_frees_the_session() -> None:
+    """The read is reported like the summary read; no job, no cooldown."""
+    harness = Harness(fail={"deletion_generation": StoreError("down")})
+    result, job = harness.admit(turns(10))
+    assert (result.reason, job) == ("error", None)
+    assert harness.failed_stages() == ["load_summary"]
+    assert harness.registry.claim(KEY) is None
 
 
 def test_admission_refuses_a_closed_memory_or_one_without_summarizer() -> None:
@@ -183,6 +201,7 @@ def test_a_due_job_summarizes_saves_writes_then_replays_the_outbox() -> None:
     harness = Harness()
     assert harness.run(run_job(harness.runtime, harness.job(turns(10)))) == "done"
     assert step_names(harness.steps) == [
+        "claim_summary_job",
         "latest_summary",
         "session_summary_started",
         "summarize",
@@ -190,14 +209,16 @@ def test_a_due_job_summarizes_saves_writes_then_replays_the_outbox() -> None:
         "put",
         "complete_outbox",
         "session_summary_saved",
+        "release_summary_job",
         "pending_outbox",
     ]
     [ask] = [s for s in harness.steps if isinstance(s, Summarize)]
     assert (ask.previous_summary, ask.session_id, len(ask.messages)) == (None, S, 10)
-    latest = harness.store.latest_summary(T, S)
+    latest = harness.store.latest_summary(T, U, S)
     assert latest is not None and (latest.version, latest.covers_to) == (1, 10)
     assert harness.store.get(T, ("user", U, "session", S), "summary-v1") is not None
     assert harness.registry.claim(KEY) is None  # released, no cooldown
+    assert harness.store.claim_summary_job(T, U, S, covers_to=0, owner="x", lease_seconds=1)
 
 
 def test_the_next_job_summarizes_only_new_messages_with_the_previous_summary() -> None:
@@ -208,16 +229,16 @@ def test_the_next_job_summarizes_only_new_messages_with_the_previous_summary() -
     asks = [s for s in harness.steps if isinstance(s, Summarize)]
     assert [len(a.messages) for a in asks] == [10]
     assert asks[0].previous_summary is not None
-    assert [s.version for s in harness.store.summary_history(T, S)] == [1, 2]
+    assert [s.version for s in harness.store.summary_history(T, U, S)] == [1, 2]
 
 
 def test_a_failing_model_fails_the_job_and_cools_the_session_down() -> None:
     """No save; a summarize event; the session is in cooldown."""
     harness = Harness(summarizer=summarizer(ProviderUnavailable("down", model="m")))
     assert harness.run(run_job(harness.runtime, harness.job(turns(10)))) == "failed"
-    assert step_names(harness.steps)[-1] == "session_memory_failed"
+    assert step_names(harness.steps)[-2:] == ["session_memory_failed", "release_summary_job"]
     assert harness.failed_stages() == ["summarize"]
-    assert harness.store.latest_summary(T, S) is None
+    assert harness.store.latest_summary(T, U, S) is None
     assert harness.registry.claim(KEY) == "cooldown"
 
 
@@ -247,7 +268,7 @@ def test_a_huge_summary_is_cut_and_reported_before_it_is_saved() -> None:
     assert names[names.index("summarize") + 1 : names.index("save_summary")] == [
         "session_summary_truncated"
     ]
-    latest = harness.store.latest_summary(T, S)
+    latest = harness.store.latest_summary(T, U, S)
     assert latest is not None and len(latest.text) <= 20_000
 
 
@@ -263,11 +284,12 @@ def test_a_failed_memory_write_is_counted_and_recover_replays_it() -> None:
     """The summary is saved, the put fails (attempt 1), no replay right away; recover writes it."""
     harness = Harness(fail={"put": StoreError("connection lost")})
     assert harness.run(run_job(harness.runtime, harness.job(turns(10)))) == "saved"
-    assert step_names(harness.steps)[-4:] == [
+    assert step_names(harness.steps)[-5:] == [
         "put",
         "fail_outbox",
         "session_memory_failed",
         "session_summary_saved",
+        "release_summary_job",
     ]
     [failed] = [e for e in harness.events if isinstance(e, SessionMemoryFailed)]
     assert (failed.stage, failed.attempts) == ("memory_write", 1)
@@ -295,37 +317,104 @@ def test_a_failed_outbox_read_is_a_recover_failure() -> None:
 
 
 def test_a_user_deleted_while_the_model_thinks_keeps_nothing() -> None:
-    """The deletion epoch moved: nothing is saved and no saved event is sent."""
+    """The store refuses the save (the generation moved): nothing kept, no saved event."""
     harness = Harness()
     harness.before["summarize"] = lambda: harness.run(delete_user(harness.registry, T, U))
-    assert harness.run(run_job(harness.runtime, harness.job(turns(10)))) == "done"
-    assert "save_summary" not in step_names(harness.steps)
+    assert harness.run(run_job(harness.runtime, harness.job(turns(10)))) == "deleted"
+    assert step_names(harness.steps)[-4:] == [
+        "summarize",
+        "delete_user",  # the hook's, run as the model is asked
+        "save_summary",
+        "release_summary_job",
+    ]
     assert [e.name for e in harness.events] == ["session_summary_started"]
-    assert harness.store.latest_summary(T, S) is None
+    assert harness.store.latest_summary(T, U, S) is None
+    assert harness.registry.claim(KEY) is None  # released without a cooldown
 
 
-def test_a_user_deleted_between_the_writes_is_deleted_again() -> None:
-    """The job deletes what it wrote after the user was deleted; no saved event."""
+def test_a_user_deleted_between_the_writes_keeps_nothing() -> None:
+    """The deletion takes the summary; the store refuses the memory copy; no saved event."""
     harness = Harness()
     harness.before["put"] = lambda: harness.run(delete_user(harness.registry, T, U))
-    assert harness.run(run_job(harness.runtime, harness.job(turns(10)))) == "done"
-    assert step_names(harness.steps)[-5:] == [
+    assert harness.run(run_job(harness.runtime, harness.job(turns(10)))) == "deleted"
+    assert step_names(harness.steps)[-4:] == [
+        "save_summary",
         "put",
         "delete_user",  # the hook's, run as the put is performed
-        "complete_outbox",
-        "delete_user",
-        "pending_outbox",
+        "release_summary_job",
     ]
     assert [e.name for e in harness.events] == ["session_summary_started"]
     assert harness.store.search(T, ("user", U)) == []
-    assert harness.store.latest_summary(T, S) is None
+    assert harness.store.latest_summary(T, U, S) is None
+
+
+def test_a_user_deleted_after_admission_keeps_nothing_even_from_another_process() -> None:
+    """A deletion straight in the store (another replica, the CLI) between admission and
+    the job: the job's writes carry the old generation and are refused."""
+    harness = Harness()
+    job = harness.job(turns(10))
+    harness.store.delete_user(T, U)
+    assert harness.run(run_job(harness.runtime, job)) == "deleted"
+    assert harness.store.latest_summary(T, U, S) is None
+    assert harness.store.pending_outbox() == []
+
+
+def test_a_replay_of_a_deleted_users_entry_writes_nothing() -> None:
+    """recover() read the entry; the user is deleted before its put; the put is refused."""
+    harness = Harness(fail={"put": StoreError("connection lost")})
+    harness.run(run_job(harness.runtime, harness.job(turns(10))))
+    harness.fail.clear()
+    harness.before["put"] = lambda: harness.store.delete_user(T, U)
+    assert harness.run(recover(T, limit=10)) == 0
+    assert harness.store.search(T, ("user", U)) == []
+    assert [e.name for e in harness.events][-1] == "session_summary_saved"  # nothing new
+
+
+def test_a_session_claimed_by_another_replica_is_skipped_without_a_model_call() -> None:
+    """Another owner's live claim: no model call, no event, no cooldown."""
+    harness = Harness()
+    claim = {"covers_to": 10, "lease_seconds": 60}
+    assert harness.store.claim_summary_job(T, U, S, owner="replica-2", **claim)
+    outcome = harness.run(run_job(harness.runtime, harness.job(turns(10))))
+    assert outcome == "claimed_elsewhere"
+    assert step_names(harness.steps) == ["claim_summary_job"]
+    assert harness.events == []
+    assert harness.registry.claim(KEY) is None
+
+
+def test_a_claim_lasts_the_model_time_limit_plus_a_margin() -> None:
+    """The lease covers the model call and the writes after it."""
+    harness = Harness()
+    harness.run(run_job(harness.runtime, harness.job(turns(10))))
+    calls = [s for s in harness.steps if isinstance(s, StoreCall)]
+    [claim] = [call for call in calls if call.method == "claim_summary_job"]
+    assert claim.args == (T, U, S)
+    assert claim.kwargs == {"covers_to": 10, "owner": "replica-1", "lease_seconds": 180.0}
+
+
+def test_a_job_that_fails_releases_its_claim() -> None:
+    """A failed model call and an unexpected error both let the claim go."""
+    harness = Harness(summarizer=summarizer(ProviderUnavailable("down", model="m")))
+    assert harness.run(run_job(harness.runtime, harness.job(turns(10)))) == "failed"
+    assert harness.store.claim_summary_job(T, U, S, covers_to=0, owner="x", lease_seconds=1)
+    harness = Harness(fail={"latest_summary": StoreError("down")})
+    harness.registry.remember_covers(KEY, 0)
+    assert harness.run(run_job(harness.runtime, harness.job(turns(10)))) == "failed"
+    assert step_names(harness.steps)[-2:] == ["release_summary_job", "session_memory_failed"]
+
+
+def test_a_failed_release_is_left_to_the_lease() -> None:
+    """The job still ends as it would; the claim simply expires."""
+    harness = Harness(fail={"release_summary_job": StoreError("down")})
+    assert harness.run(run_job(harness.runtime, harness.job(turns(10)))) == "done"
+    assert harness.failed_stages() == []
 
 
 def test_an_unexpected_store_error_in_a_job_is_a_job_failure() -> None:
-    """The job's first read is not guarded by a stage: the last resort reports ``job``."""
+    """The job's first store call is not guarded by a stage: the last resort reports ``job``."""
     harness = Harness()
     job = harness.job(turns(10))
-    harness.fail["latest_summary"] = StoreError("down")
+    harness.fail["claim_summary_job"] = StoreError("down")
     assert harness.run(run_job(harness.runtime, job)) == "failed"
     assert harness.failed_stages() == ["job"]
     assert harness.registry.claim(KEY) == "cooldown"
@@ -335,7 +424,7 @@ def test_closing_a_started_job_releases_the_session_as_failed() -> None:
     """A cancelled task closes its flow: the session is free again, after the cooldown."""
     harness = Harness()
     flow = run_job(harness.runtime, harness.job(turns(10)))
-    assert step_names([next(flow)]) == ["latest_summary"]
+    assert step_names([next(flow)]) == ["claim_summary_job"]
     assert harness.registry.claim(KEY) == "in_flight"
     flow.close()
     assert harness.registry.claim(KEY) == "cooldown"
@@ -380,9 +469,12 @@ def test_recall_uses_the_configured_mode_unless_told() -> None:
     ]
 
 
-def test_delete_user_moves_the_epoch_before_deleting() -> None:
-    """A job admitted before the deletion sees a new epoch."""
+def test_delete_user_forgets_only_that_users_sessions() -> None:
+    """The known summary ends of the user's sessions go; other users' stay."""
     harness = Harness()
-    job = harness.job(turns(10))
+    harness.registry.remember_covers((T, U, S), 10)
+    harness.registry.remember_covers((T, "u2", S), 20)
     assert harness.run(delete_user(harness.registry, T, U)) == 0
-    assert harness.registry.epoch(T, U) == job.epoch + 1
+    assert harness.registry.known_covers((T, U, S)) is None
+    assert harness.registry.known_covers((T, "u2", S)) == 20
+    assert harness.store.deletion_generation(T, U) == 1

@@ -153,9 +153,9 @@ def test_a_hung_summarizer_times_out_releases_the_session_and_its_late_answer_is
         summarizer.release.set()  # the abandoned call answers now; nobody reads it
     failed = [e for e in events if isinstance(e, SessionMemoryFailed)]
     assert [(e.stage, e.error["type"]) for e in failed] == [("summarize", "ModelTimeout")]
-    assert store.latest_summary(T, "s1") is None
+    assert store.latest_summary(T, "u1", "s1") is None
     clock.advance(3600)
-    assert memory._registry.claim((T, "s1")) is None  # released, only cooling down
+    assert memory._registry.claim((T, "u1", "s1")) is None  # released, only cooling down
 
 
 def test_a_summarizers_own_timeout_error_is_not_mistaken_for_the_limit() -> None:
@@ -191,7 +191,7 @@ def test_close_waits_at_most_close_timeout_and_reports_running_and_queued_jobs()
         abandoned = [e for e in events if isinstance(e, SessionMemoryFailed)]
         assert [(e.stage, e.session_id) for e in abandoned] == [("job", "s1"), ("job", "s2")]
         assert {e.error["type"] for e in abandoned} == {"TimeoutError"}
-        assert memory._registry.claim((T, "s2")) is None  # the dropped job let go of s2
+        assert memory._registry.claim((T, "u1", "s2")) is None  # the dropped job let go of s2
     finally:
         summarizer.release.set()
 
@@ -312,7 +312,7 @@ async def test_async_close_waits_at_most_close_timeout_then_cancels_and_reports(
     (abandoned,) = [e for e in events if isinstance(e, SessionMemoryFailed)]
     assert (abandoned.stage, abandoned.error["type"]) == ("job", "TimeoutError")
     assert summarizer.cancelled == 1
-    assert memory._registry.claim((T, "s1")) == "cooldown"
+    assert memory._registry.claim((T, "u1", "s1")) == "cooldown"
 
 
 # ---------------------------------------------------------------------------------------------

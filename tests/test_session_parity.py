@@ -237,7 +237,7 @@ def run_sync(case: Case) -> Outcome:
         results = [target(c, memory, store, hooked)(*c.args) for c in case.calls]
     outcome = Outcome(
         results=results,
-        summaries=inner.summary_history(T, S),
+        summaries=inner.summary_history(T, U, S),
         memories=[hit.item for hit in inner.search(T, ("user", U), limit=100)],
         outbox=inner.pending_outbox(T),
         events=[event.to_dict() for event in events],
@@ -265,7 +265,7 @@ async def run_async(case: Case) -> Outcome:
         results = [await target(c, memory, store, hooked)(*c.args) for c in case.calls]
     return Outcome(
         results=results,
-        summaries=await inner.summary_history(T, S),
+        summaries=await inner.summary_history(T, U, S),
         memories=[hit.item for hit in await inner.search(T, ("user", U), limit=100)],
         outbox=await inner.pending_outbox(T),
         events=[event.to_dict() for event in events],

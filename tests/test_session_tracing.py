@@ -128,10 +128,12 @@ def test_a_job_is_one_span_with_gen_ai_attributes_and_its_store_calls_inside(spa
     }
     inside = [s.name for s in finished if parent_of(s, finished) == JOB]
     assert inside == [
+        "claim_summary_job inmemory",
         "latest_summary inmemory",
         "save_summary inmemory",
         "put inmemory",
         "complete_outbox inmemory",
+        "release_summary_job inmemory",
         "pending_outbox inmemory",
     ]
     assert [e.name for e in job.events] == ["session_summary_started", "session_summary_saved"]

@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from synopsis.errors import InvalidInput, StoreError
+from synopsis.errors import InvalidInput, InvalidNamespace, StoreError
 from synopsis.memory._types import SessionSummary
 from synopsis.testing import FakeClock
 
@@ -50,14 +50,14 @@ async def test_save_then_read_latest_and_history(store: Store, clock: FakeClock)
     second = await store.save_summary(summary(2))
     assert first.created_at == datetime.fromtimestamp(clock.now - 5, tz=UTC)
     assert second == replace(summary(2), created_at=datetime.fromtimestamp(clock.now, tz=UTC))
-    assert await store.latest_summary(T, "s1") == second
-    assert await store.summary_history(T, "s1") == [first, second]
+    assert await store.latest_summary(T, "u1", "s1") == second
+    assert await store.summary_history(T, "u1", "s1") == [first, second]
 
 
 async def test_missing_session_reads_as_empty(store: Store) -> None:
     """An unknown session has no latest summary and an empty history."""
-    assert await store.latest_summary(T, "nope") is None
-    assert await store.summary_history(T, "nope") == []
+    assert await store.latest_summary(T, "u1", "nope") is None
+    assert await store.summary_history(T, "u1", "nope") == []
 
 
 async def test_given_created_at_is_kept(store: Store) -> None:
@@ -65,7 +65,7 @@ async def test_given_created_at_is_kept(store: Store) -> None:
     when = datetime(2024, 5, 1, 12, 0, tzinfo=UTC)
     saved = await store.save_summary(replace(summary(1), created_at=when))
     assert saved.created_at == when
-    assert (await store.latest_summary(T, "s1")).created_at == when
+    assert (await store.latest_summary(T, "u1", "s1")).created_at == when
 
 
 async def test_same_version_same_hash_is_a_no_op(store: Store, clock: FakeClock) -> None:
@@ -74,7 +74,7 @@ async def test_same_version_same_hash_is_a_no_op(store: Store, clock: FakeClock)
     clock.advance(60)
     again = await store.save_summary(summary(1))
     assert again == stored
-    assert await store.summary_history(T, "s1") == [stored]
+    assert await store.summary_history(T, "u1", "s1") == [stored]
     assert len(await store.pending_outbox()) == 1
 
 
@@ -83,7 +83,7 @@ async def test_same_version_other_hash_conflicts(store: Store) -> None:
     stored = await store.save_summary(summary(1))
     with pytest.raises(StoreError):
         await store.save_summary(summary(1, text="something else"))
-    assert await store.summary_history(T, "s1") == [stored]
+    assert await store.summary_history(T, "u1", "s1") == [stored]
 
 
 async def test_versions_must_go_up(store: Store) -> None:
@@ -92,24 +92,28 @@ async def test_versions_must_go_up(store: Store) -> None:
     with pytest.raises(StoreError):
         await store.save_summary(summary(2))
     saved = await store.save_summary(summary(7))
-    assert (await store.latest_summary(T, "s1")) == saved
-    assert [s.version for s in await store.summary_history(T, "s1")] == [3, 7]
+    assert (await store.latest_summary(T, "u1", "s1")) == saved
+    assert [s.version for s in await store.summary_history(T, "u1", "s1")] == [3, 7]
 
 
-async def test_a_session_never_changes_user(store: Store) -> None:
-    """A later version naming another user is refused."""
-    await store.save_summary(summary(1, user="u1"))
-    with pytest.raises(StoreError):
-        await store.save_summary(summary(2, user="u2"))
+async def test_one_session_id_of_two_users_is_two_sessions(store: Store) -> None:
+    """Two users of one tenant who both say "s1" keep separate versions, each from 1."""
+    alice = await store.save_summary(summary(1, user="alice", text="my bank PIN is 4321"))
+    bob = await store.save_summary(summary(1, user="bob", text="bob's notes"))
+    bob2 = await store.save_summary(summary(2, user="bob", text="more of bob"))
+    assert await store.latest_summary(T, "alice", "s1") == alice
+    assert await store.latest_summary(T, "bob", "s1") == bob2
+    assert await store.summary_history(T, "bob", "s1") == [bob, bob2]
+    assert await store.latest_summary(T, "carol", "s1") is None
 
 
 async def test_sessions_are_scoped_by_tenant(store: Store) -> None:
     """The same session id under two tenants are two independent sessions."""
     a = await store.save_summary(summary(1, tenant="ta"))
     b = await store.save_summary(summary(5, tenant="tb", text="other"))
-    assert await store.latest_summary("ta", "s1") == a
-    assert await store.latest_summary("tb", "s1") == b
-    assert await store.summary_history("tc", "s1") == []
+    assert await store.latest_summary("ta", "u1", "s1") == a
+    assert await store.latest_summary("tb", "u1", "s1") == b
+    assert await store.summary_history("tc", "u1", "s1") == []
 
 
 @pytest.mark.parametrize(
@@ -164,20 +168,20 @@ async def test_complete_outbox_is_idempotent(store: Store) -> None:
     """Completing removes an entry from pending; repeating it, or a missing one, is harmless."""
     await store.save_summary(summary(1))
     await store.save_summary(summary(2))
-    await store.complete_outbox(T, "s1", 1)
-    await store.complete_outbox(T, "s1", 1)
-    await store.complete_outbox(T, "missing", 9)
-    await store.complete_outbox("other-tenant", "s1", 2)
+    await store.complete_outbox(T, "u1", "s1", 1)
+    await store.complete_outbox(T, "u1", "s1", 1)
+    await store.complete_outbox(T, "u1", "missing", 9)
+    await store.complete_outbox("other-tenant", "u1", "s1", 2)
     assert pending_keys(await store.pending_outbox()) == [(T, "s1", 2)]
-    assert len(await store.summary_history(T, "s1")) == 2
+    assert len(await store.summary_history(T, "u1", "s1")) == 2
 
 
 async def test_fail_outbox_counts_each_failure(store: Store) -> None:
     """Each fail_outbox adds one attempt, returns the new count and shows in pending_outbox."""
     await store.save_summary(summary(1))
-    assert await store.fail_outbox(T, "s1", 1) == 1
-    assert await store.fail_outbox(T, "s1", 1) == 2
-    assert await store.fail_outbox(T, "s1", 1) == 3
+    assert await store.fail_outbox(T, "u1", "s1", 1) == 1
+    assert await store.fail_outbox(T, "u1", "s1", 1) == 2
+    assert await store.fail_outbox(T, "u1", "s1", 1) == 3
     [entry] = await store.pending_outbox()
     assert entry.attempts == 3
     assert [e.attempts for e in await store.pending_outbox(T)] == [3]
@@ -186,10 +190,10 @@ async def test_fail_outbox_counts_each_failure(store: Store) -> None:
 async def test_fail_outbox_without_a_pending_entry_returns_zero(store: Store) -> None:
     """A missing entry, a missing version or a completed entry counts nothing and returns 0."""
     await store.save_summary(summary(1))
-    assert await store.fail_outbox(T, "missing", 1) == 0
-    assert await store.fail_outbox(T, "s1", 2) == 0
-    await store.complete_outbox(T, "s1", 1)
-    assert await store.fail_outbox(T, "s1", 1) == 0
+    assert await store.fail_outbox(T, "u1", "missing", 1) == 0
+    assert await store.fail_outbox(T, "u1", "s1", 2) == 0
+    await store.complete_outbox(T, "u1", "s1", 1)
+    assert await store.fail_outbox(T, "u1", "s1", 1) == 0
     assert await store.pending_outbox() == []
 
 
@@ -198,15 +202,15 @@ async def test_failed_entries_queue_behind_fresh_ones(store: Store, clock: FakeC
     for session in ("a", "b", "c"):
         await store.save_summary(summary(1, session=session))
         clock.advance(1)
-    await store.fail_outbox(T, "a", 1)
+    await store.fail_outbox(T, "u1", "a", 1)
     assert pending_keys(await store.pending_outbox()) == [(T, "b", 1), (T, "c", 1), (T, "a", 1)]
-    await store.fail_outbox(T, "b", 1)
-    await store.fail_outbox(T, "b", 1)
+    await store.fail_outbox(T, "u1", "b", 1)
+    await store.fail_outbox(T, "u1", "b", 1)
     entries = await store.pending_outbox()
     assert pending_keys(entries) == [(T, "c", 1), (T, "a", 1), (T, "b", 1)]
     assert [e.attempts for e in entries] == [0, 1, 2]
     assert pending_keys(await store.pending_outbox(limit=1)) == [(T, "c", 1)]
-    await store.fail_outbox(T, "c", 1)
+    await store.fail_outbox(T, "u1", "c", 1)
     # Equal attempts fall back to the oldest first.
     assert pending_keys(await store.pending_outbox(T, limit=2)) == [(T, "a", 1), (T, "c", 1)]
 
@@ -215,8 +219,8 @@ async def test_fail_outbox_is_scoped_by_tenant(store: Store) -> None:
     """Failing another tenant's (tenant, session, version) changes nothing and returns 0."""
     await store.save_summary(summary(1, tenant="ta"))
     await store.save_summary(summary(1, tenant="tb", text="other"))
-    assert await store.fail_outbox("tc", "s1", 1) == 0
-    assert await store.fail_outbox("tb", "s1", 1) == 1
+    assert await store.fail_outbox("tc", "u1", "s1", 1) == 0
+    assert await store.fail_outbox("tb", "u1", "s1", 1) == 1
     assert [e.attempts for e in await store.pending_outbox("ta")] == [0]
     assert [e.attempts for e in await store.pending_outbox("tb")] == [1]
 
@@ -225,41 +229,47 @@ async def test_completing_after_failures_removes_the_entry(store: Store) -> None
     """An entry that failed before can still be completed; it then leaves the outbox."""
     await store.save_summary(summary(1))
     await store.save_summary(summary(2))
-    await store.fail_outbox(T, "s1", 1)
-    await store.fail_outbox(T, "s1", 1)
-    await store.complete_outbox(T, "s1", 1)
+    await store.fail_outbox(T, "u1", "s1", 1)
+    await store.fail_outbox(T, "u1", "s1", 1)
+    await store.complete_outbox(T, "u1", "s1", 1)
     assert pending_keys(await store.pending_outbox()) == [(T, "s1", 2)]
 
 
 @pytest.mark.parametrize(
-    ("tenant", "session", "version"),
+    ("tenant", "user", "session", "version"),
     [
-        ("", "s1", 1),
-        (T, "", 1),
-        (T, "s1", 0),
-        (T, "s1", -1),
-        (T, "s1", True),
-        (T, "s1", "1"),
-        (T, "s1", 1.0),
-        (T, "s1", 2**63),
-        (None, "s1", 1),
-        (T, None, 1),
+        ("", "u1", "s1", 1),
+        (T, "", "s1", 1),
+        (T, None, "s1", 1),
+        (T, "u\x00", "s1", 1),
+        (T, "u1", "", 1),
+        (T, "u1", "s1", 0),
+        (T, "u1", "s1", -1),
+        (T, "u1", "s1", True),
+        (T, "u1", "s1", "1"),
+        (T, "u1", "s1", 1.0),
+        (T, "u1", "s1", 2**63),
+        (None, "u1", "s1", 1),
+        (T, "u1", None, 1),
     ],
 )
 async def test_fail_outbox_rejects_bad_arguments(
-    store: Store, tenant: object, session: object, version: object
+    store: Store, tenant: object, user: object, session: object, version: object
 ) -> None:
-    """A bad tenant, session or version raises InvalidInput and counts nothing."""
+    """A bad tenant, user, session or version is refused and counts nothing.
+
+    (A user id is a namespace label: one with control characters is an InvalidNamespace.)
+    """
     await store.save_summary(summary(1))
-    with pytest.raises(InvalidInput):
-        await store.fail_outbox(tenant, session, version)
+    with pytest.raises((InvalidInput, InvalidNamespace)):
+        await store.fail_outbox(tenant, user, session, version)
     assert [e.attempts for e in await store.pending_outbox()] == [0]
 
 
 async def test_completed_entry_stays_completed_after_a_repeated_save(store: Store) -> None:
     """An idempotent re-save does not resurrect a completed outbox entry."""
     await store.save_summary(summary(1))
-    await store.complete_outbox(T, "s1", 1)
+    await store.complete_outbox(T, "u1", "s1", 1)
     await store.save_summary(summary(1))
     assert await store.pending_outbox() == []
 
@@ -272,7 +282,7 @@ async def test_delete_user_summaries_removes_summaries_and_outbox(store: Store) 
     await store.save_summary(summary(1, session="s3", user="u2"))
     await store.save_summary(summary(1, session="s1", user="u1", tenant="tb"))
     assert await store.delete_user_summaries(T, "u1") == 3
-    assert await store.latest_summary(T, "s1") is None
+    assert await store.latest_summary(T, "u1", "s1") is None
     # Same enqueue time: ties are ordered by tenant, session, version.
     assert pending_keys(await store.pending_outbox()) == [("tb", "s1", 1), (T, "s3", 1)]
     assert await store.delete_user_summaries(T, "u1") == 0
@@ -286,7 +296,7 @@ async def test_delete_user_covers_memories_summaries_and_outbox(store: Store) ->
     await store.save_summary(summary(1, user="u1"))
     await store.save_summary(summary(1, session="s9", user="u2"))
     assert await store.delete_user(T, "u1") == 3
-    assert await store.latest_summary(T, "s1") is None
+    assert await store.latest_summary(T, "u1", "s1") is None
     assert pending_keys(await store.pending_outbox()) == [(T, "s9", 1)]
     assert [h.item.key for h in await store.search(T)] == ["m3"]
 
@@ -300,7 +310,7 @@ async def test_summaries_and_outbox_survive_reopening(
     stored = await first.save_summary(summary(1))
     await first.aclose()
     again = make_store()
-    assert await again.latest_summary(T, "s1") == stored
+    assert await again.latest_summary(T, "u1", "s1") == stored
     assert pending_keys(await again.pending_outbox()) == [(T, "s1", 1)]
 
 
@@ -311,8 +321,8 @@ async def test_outbox_attempts_survive_reopening(
     """A persistent store keeps each entry's failure count across reopen."""
     first = make_store()
     await first.save_summary(summary(1))
-    assert await first.fail_outbox(T, "s1", 1) == 1
+    assert await first.fail_outbox(T, "u1", "s1", 1) == 1
     await first.aclose()
     again = make_store()
     assert [e.attempts for e in await again.pending_outbox()] == [1]
-    assert await again.fail_outbox(T, "s1", 1) == 2
+    assert await again.fail_outbox(T, "u1", "s1", 1) == 2

@@ -105,11 +105,18 @@ async def test_attack_strings_never_cross_tenants(store: Store, attack: str) -> 
         store.search(A, ("user", attack), query=attack),
         store.delete(A, ("user", attack), attack),
         store.delete_user(A, attack),
-        store.latest_summary(A, attack),
-        store.summary_history(A, attack),
-        store.complete_outbox(A, attack, 1),
-        store.fail_outbox(A, attack, 1),
+        store.latest_summary(A, "u1", attack),
+        store.latest_summary(A, attack, "s1"),
+        store.summary_history(A, "u1", attack),
+        store.summary_history(A, attack, "s1"),
+        store.complete_outbox(A, "u1", attack, 1),
+        store.complete_outbox(A, attack, "s1", 1),
+        store.fail_outbox(A, "u1", attack, 1),
+        store.fail_outbox(A, attack, "s1", 1),
         store.pending_outbox(attack),
+        store.deletion_generation(A, attack),
+        store.claim_summary_job(A, attack, attack, covers_to=1, owner=attack, lease_seconds=9),
+        store.release_summary_job(A, attack, attack, owner=attack),
     ]
     for call in calls:
         assert_clean(await attempt(call))
@@ -130,10 +137,12 @@ async def test_attack_tenant_ids_are_scoped_or_rejected(store: Store, tenant: st
         store.get(tenant, ("user", "u1"), "k"),
         store.delete_user(tenant, "u1"),
         store.pending_outbox(tenant),
-        store.fail_outbox(tenant, "s1", 1),
+        store.fail_outbox(tenant, "u1", "s1", 1),
+        store.latest_summary(tenant, "u1", "s1"),
+        store.release_summary_job(tenant, "u1", "s1", owner="x"),
     ):
         result = await attempt(call)
-        assert result in (None, [], 0)
+        assert result in (None, [], 0, False)
     assert {A: await snapshot(store, A), B: await snapshot(store, B)} == before
 
 
@@ -166,25 +175,52 @@ async def test_huge_text_round_trips(store: Store) -> None:
     assert await store.search(B, query="needle") == []
 
 
-async def test_summaries_do_not_cross_tenants(store: Store) -> None:
-    """A session id shared by two tenants never leaks summaries or outbox entries."""
+def _summary(tenant: str, user: str, text: str) -> Any:
     from synopsis.memory._types import SessionSummary
 
+    return SessionSummary(
+        tenant=tenant, user_id=user, session_id="s1", version=1, text=text,
+        covers_from=0, covers_to=3, model="m", content_hash=f"h-{text}",
+    )  # fmt: skip
+
+
+async def test_summaries_do_not_cross_tenants(store: Store) -> None:
+    """A session id shared by two tenants never leaks summaries or outbox entries."""
     for tenant in (A, B):
-        await store.save_summary(
-            SessionSummary(
-                tenant=tenant, user_id="u1", session_id="s1", version=1, text=f"{tenant} text",
-                covers_from=0, covers_to=3, model="m", content_hash=f"h-{tenant}",
-            )
-        )  # fmt: skip
-    assert (await store.latest_summary(A, "s1")).text == f"{A} text"
+        await store.save_summary(_summary(tenant, "u1", f"{tenant} text"))
+    assert (await store.latest_summary(A, "u1", "s1")).text == f"{A} text"
     assert [e.summary.tenant for e in await store.pending_outbox(A)] == [A]
-    assert await store.fail_outbox(A, "s1", 1) == 1
+    assert await store.fail_outbox(A, "u1", "s1", 1) == 1
     assert [e.attempts for e in await store.pending_outbox(B)] == [0]
-    await store.complete_outbox(A, "s1", 1)
+    await store.complete_outbox(A, "u1", "s1", 1)
     assert [e.summary.tenant for e in await store.pending_outbox()] == [B]
     assert await store.delete_user(A, "u1") == 1
-    assert (await store.latest_summary(B, "s1")).text == f"{B} text"
+    assert (await store.latest_summary(B, "u1", "s1")).text == f"{B} text"
+    assert await store.deletion_generation(A, "u1") == 1
+    assert await store.deletion_generation(B, "u1") == 0
+
+
+async def test_summaries_do_not_cross_users(store: Store) -> None:
+    """Two users of one tenant, one session id: summaries, outbox, claims and deletion stay
+    with their user (alice's PIN never reaches bob)."""
+    await store.save_summary(_summary(A, "alice", "my bank PIN is 4321"))
+    await store.save_summary(_summary(A, "bob", "bob likes tea"))
+    assert (await store.latest_summary(A, "bob", "s1")).text == "bob likes tea"
+    assert [s.text for s in await store.summary_history(A, "bob", "s1")] == ["bob likes tea"]
+    assert await store.fail_outbox(A, "bob", "s1", 1) == 1
+    await store.complete_outbox(A, "bob", "s1", 1)
+    [pending] = await store.pending_outbox(A)
+    assert (pending.summary.user_id, pending.attempts) == ("alice", 0)
+    claim = {"covers_to": 3, "lease_seconds": 60}
+    assert await store.claim_summary_job(A, "alice", "s1", owner="r1", **claim)
+    assert await store.claim_summary_job(A, "bob", "s1", owner="r2", **claim)
+    assert not await store.release_summary_job(A, "bob", "s1", owner="r1")
+    assert await store.delete_user(A, "alice") == 1
+    assert await store.latest_summary(A, "alice", "s1") is None
+    assert (await store.latest_summary(A, "bob", "s1")).text == "bob likes tea"
+    assert await store.claim_summary_job(A, "alice", "s1", owner="r3", **claim)
+    assert not await store.claim_summary_job(A, "bob", "s1", owner="r3", **claim)
+    assert await store.deletion_generation(A, "bob") == 0
 
 
 labels = st.text(alphabet=st.characters(blacklist_categories=["Cs", "Cc"]), min_size=1, max_size=12)

@@ -326,7 +326,7 @@ async def run_session(flavor: str, summary_script: list[Any]) -> tuple[Any, ...]
     await settle(memory.drain(30))
     context = await settle(memory.build_context("t1", "u1", "s1", history, system_prompt="Hi."))
     recalled = await settle(memory.recall("t1", "u1", "咖啡"))
-    summaries = await settle(store.summary_history("t1", "s1"))
+    summaries = await settle(store.summary_history("t1", "u1", "s1"))
     await settle(memory.aclose() if flavor == "async" else memory.close())
     return (
         scheduled,

@@ -24,6 +24,7 @@ from synopsis.memory._types import (
     SessionStore,
     SessionSummary,
     SummaryStore,
+    UserDeleted,
     normalize_namespace,
 )
 from synopsis.memory.inmemory import AsyncInMemoryStore, InMemoryStore
@@ -55,6 +56,7 @@ __all__ = [
     "SessionStore",
     "SessionSummary",
     "SummaryStore",
+    "UserDeleted",
     "normalize_namespace",
     "open_store",
 ]

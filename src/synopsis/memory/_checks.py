@@ -23,6 +23,7 @@ from synopsis.memory._types import (
     NewMemory,
     SearchMode,
     SessionSummary,
+    UserDeleted,
     normalize_namespace,
     normalize_tags,
     validate_tenant,
@@ -33,15 +34,21 @@ __all__ = [
     "MAX_KEY_CHARS",
     "MAX_LIMIT",
     "MAX_TTL_SECONDS",
+    "Claim",
+    "Guard",
     "PutRequest",
     "SearchRequest",
+    "check_claim",
     "check_embeddings",
+    "check_generation",
     "check_outbox_address",
+    "check_owner",
     "check_page",
     "check_session",
     "check_summary",
     "check_tenant",
     "check_user_id",
+    "guard_put",
     "hit_order",
     "item_error",
     "page_namespaces",
@@ -121,20 +128,20 @@ def check_user_id(user_id: object) -> str:
     return _check_namespace(("user", user_id))[1]
 
 
-def check_session(tenant: object, session_id: object) -> tuple[str, str]:
-    """A tenant and a session id (non-empty text) of the summary store."""
+def check_session(tenant: object, user_id: object, session_id: object) -> tuple[str, str, str]:
+    """The (tenant, user, session) address of a session in the summary store."""
     if not isinstance(session_id, str) or not session_id:
         raise InvalidInput("session_id must be a non-empty string")
-    return check_tenant(tenant), _encodable(session_id, "session_id")
+    return check_tenant(tenant), check_user_id(user_id), _encodable(session_id, "session_id")
 
 
 def check_outbox_address(
-    tenant: object, session_id: object, version: object
-) -> tuple[str, str, int]:
-    """The (tenant, session, version) of an outbox entry."""
+    tenant: object, user_id: object, session_id: object, version: object
+) -> tuple[str, str, str, int]:
+    """The (tenant, user, session, version) of an outbox entry."""
     if isinstance(version, bool) or not isinstance(version, int) or not 1 <= version <= MAX_INT:
         raise InvalidInput("version must be an integer from 1 to 2**63 - 1")
-    return (*check_session(tenant, session_id), version)
+    return (*check_session(tenant, user_id, session_id), version)
 
 
 def check_page(limit: object, offset: object) -> tuple[int, int]:
@@ -480,3 +487,87 @@ def summary_save_action(
         if new.version <= latest.version:
             raise StoreError(f"{where} is not newer than the stored version {latest.version}")
     return "insert"
+
+
+# --- deletion generations and job claims ------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Guard:
+    """A write's condition: user ``user_id`` of ``tenant`` still has deletion ``generation``."""
+
+    tenant: str
+    user_id: str
+    generation: int
+
+    def refused(self, current: int) -> UserDeleted | None:
+        """The error of a write made when the generation is ``current``; None if it may go."""
+        if current == self.generation:
+            return None
+        return UserDeleted(self.tenant, self.user_id, expected=self.generation, current=current)
+
+
+def _count(value: object, name: str) -> int:
+    """``value`` if it is a plain int from 0 to MAX_INT, else InvalidInput naming ``name``."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_INT:
+        raise InvalidInput(f"{name} must be an integer from 0 to 2**63 - 1")
+    return value
+
+
+def check_generation(generation: object) -> int:
+    """A deletion generation: an integer from 0."""
+    return _count(generation, "generation")
+
+
+def guard_put(request: PutRequest, generation: object) -> Guard:
+    """The guard of a ``put`` with ``generation``: its namespace must be a user's."""
+    if len(request.namespace) < 2 or request.namespace[0] != "user":
+        raise InvalidInput('a put with a generation needs a ("user", user_id, ...) namespace')
+    return Guard(request.tenant, request.namespace[1], check_generation(generation))
+
+
+def check_owner(owner: object) -> str:
+    """The name of a job claim's owner: non-empty text."""
+    if not isinstance(owner, str) or not owner:
+        raise InvalidInput("owner must be a non-empty string")
+    return _encodable(owner, "owner")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Claim:
+    """A checked ``claim_summary_job`` call."""
+
+    tenant: str
+    user_id: str
+    session_id: str
+    covers_to: int
+    owner: str
+    lease_seconds: float
+
+
+def check_claim(
+    tenant: object,
+    user_id: object,
+    session_id: object,
+    *,
+    covers_to: object,
+    owner: object,
+    lease_seconds: object,
+) -> Claim:
+    """Check a claim: a session, ``covers_to`` >= 0, an owner name and a positive lease."""
+    if (
+        isinstance(lease_seconds, bool)
+        or not isinstance(lease_seconds, int | float)
+        or not math.isfinite(lease_seconds)
+        or lease_seconds <= 0
+    ):
+        raise InvalidInput("lease_seconds must be a positive number of seconds")
+    tenant, user, session = check_session(tenant, user_id, session_id)
+    return Claim(
+        tenant=tenant,
+        user_id=user,
+        session_id=session,
+        covers_to=_count(covers_to, "covers_to"),
+        owner=check_owner(owner),
+        lease_seconds=float(lease_seconds),
+    )

@@ -28,15 +28,21 @@ from synopsis._flow import Flow, adrive, drive
 from synopsis.memory import _types
 from synopsis.memory._checks import (
     MAX_LIMIT,
+    Claim,
+    Guard,
     PutRequest,
     SearchRequest,
+    check_claim,
     check_embeddings,
+    check_generation,
     check_outbox_address,
+    check_owner,
     check_page,
     check_session,
     check_summary,
     check_tenant,
     check_user_id,
+    guard_put,
     prepare_address,
     prepare_prefix,
     prepare_put,
@@ -129,6 +135,12 @@ class Backend(Protocol):
 
     def put(self, request: PutRequest, vector: Vector | None) -> Op[_types.MemoryItem]: ...
 
+    def guarded_put(
+        self, request: PutRequest, vector: Vector | None, guard: Guard
+    ) -> Op[_types.MemoryItem]:
+        """``put``, in a transaction that first checks ``guard`` (UserDeleted if it fails)."""
+        ...
+
     def put_many(
         self, requests: list[PutRequest], vectors: list[Vector] | None
     ) -> Op[list[_types.MemoryItem]]: ...
@@ -149,21 +161,37 @@ class Backend(Protocol):
 
     def delete_user(self, tenant: str, user_id: str) -> Op[int]: ...
 
+    def deletion_generation(self, tenant: str, user_id: str) -> Op[int]: ...
+
     def sweep_expired(self) -> Op[int]: ...
 
-    def save_summary(self, summary: _types.SessionSummary) -> Op[_types.SessionSummary]: ...
+    def save_summary(
+        self, summary: _types.SessionSummary, guard: Guard | None
+    ) -> Op[_types.SessionSummary]: ...
 
-    def latest_summary(self, tenant: str, session_id: str) -> Op[_types.SessionSummary | None]: ...
+    def latest_summary(
+        self, tenant: str, user_id: str, session_id: str
+    ) -> Op[_types.SessionSummary | None]: ...
 
-    def summary_history(self, tenant: str, session_id: str) -> Op[list[_types.SessionSummary]]: ...
+    def summary_history(
+        self, tenant: str, user_id: str, session_id: str
+    ) -> Op[list[_types.SessionSummary]]: ...
 
     def pending_outbox(self, tenant: str | None, limit: int) -> Op[list[_types.OutboxEntry]]: ...
 
-    def complete_outbox(self, tenant: str, session_id: str, version: int) -> Op[None]: ...
+    def complete_outbox(
+        self, tenant: str, user_id: str, session_id: str, version: int
+    ) -> Op[None]: ...
 
-    def fail_outbox(self, tenant: str, session_id: str, version: int) -> Op[int]: ...
+    def fail_outbox(self, tenant: str, user_id: str, session_id: str, version: int) -> Op[int]: ...
 
     def delete_user_summaries(self, tenant: str, user_id: str) -> Op[int]: ...
+
+    def claim_summary_job(self, claim: Claim) -> Op[bool]: ...
+
+    def release_summary_job(
+        self, tenant: str, user_id: str, session_id: str, owner: str
+    ) -> Op[bool]: ...
 
 
 class operation(Generic[P, T]):
@@ -268,11 +296,20 @@ class StoreOperations:
     @operation
     def put(self, tenant: str, namespace: _types.NamespaceLike, key: str, text: str, *,
             kind: str = "note", tags: Mapping[str, str] | None = None,
-            ttl: float | None = None) -> Op[_types.MemoryItem]:  # fmt: skip
-        """Insert or replace an item; a replace keeps ``created_at``."""
+            ttl: float | None = None,
+            generation: int | None = None) -> Op[_types.MemoryItem]:  # fmt: skip
+        """Insert or replace an item; a replace keeps ``created_at``.
+
+        With ``generation``: only while the namespace's user still has that deletion
+        generation (see :meth:`MemoryStore.put`).
+        """
         request = prepare_put(tenant, namespace, key, text, kind=kind, tags=tags, ttl=ttl)
+        guard = None if generation is None else guard_put(request, generation)
         vectors = yield from self._embed([request.text])
-        return (yield from self._backend.put(request, vectors[0] if vectors else None))
+        vector = vectors[0] if vectors else None
+        if guard is None:
+            return (yield from self._backend.put(request, vector))
+        return (yield from self._backend.guarded_put(request, vector, guard))
 
     @operation
     def put_many(
@@ -336,6 +373,12 @@ class StoreOperations:
         return (yield from self._backend.delete_user(checked_tenant, checked_user))
 
     @operation
+    def deletion_generation(self, tenant: str, user_id: str) -> Op[int]:
+        """How many times the user was deleted (0 for a user never deleted)."""
+        checked_tenant, checked_user = check_tenant(tenant), check_user_id(user_id)
+        return (yield from self._backend.deletion_generation(checked_tenant, checked_user))
+
+    @operation
     def sweep_expired(self) -> Op[int]:
         """Delete every expired item (all tenants); return how many."""
         return (yield from self._backend.sweep_expired())
@@ -343,19 +386,34 @@ class StoreOperations:
     # --- summaries -------------------------------------------------------------------------
 
     @operation
-    def save_summary(self, summary: _types.SessionSummary) -> Op[_types.SessionSummary]:
-        """Store a new summary version and enqueue its outbox entry, in one transaction."""
-        return (yield from self._backend.save_summary(check_summary(summary)))
+    def save_summary(
+        self, summary: _types.SessionSummary, *, generation: int | None = None
+    ) -> Op[_types.SessionSummary]:
+        """Store a new summary version and enqueue its outbox entry, in one transaction.
+
+        With ``generation``: only while the user still has that deletion generation.
+        """
+        checked = check_summary(summary)
+        guard = None
+        if generation is not None:
+            guard = Guard(checked.tenant, checked.user_id, check_generation(generation))
+        return (yield from self._backend.save_summary(checked, guard))
 
     @operation
-    def latest_summary(self, tenant: str, session_id: str) -> Op[_types.SessionSummary | None]:
-        """The newest version of a session's summary, or None."""
-        return (yield from self._backend.latest_summary(*check_session(tenant, session_id)))
+    def latest_summary(
+        self, tenant: str, user_id: str, session_id: str
+    ) -> Op[_types.SessionSummary | None]:
+        """The newest version of the user's session summary, or None."""
+        address = check_session(tenant, user_id, session_id)
+        return (yield from self._backend.latest_summary(*address))
 
     @operation
-    def summary_history(self, tenant: str, session_id: str) -> Op[list[_types.SessionSummary]]:
-        """Every version of a session's summary, oldest first."""
-        return (yield from self._backend.summary_history(*check_session(tenant, session_id)))
+    def summary_history(
+        self, tenant: str, user_id: str, session_id: str
+    ) -> Op[list[_types.SessionSummary]]:
+        """Every version of the user's session summary, oldest first."""
+        address = check_session(tenant, user_id, session_id)
+        return (yield from self._backend.summary_history(*address))
 
     @operation
     def pending_outbox(
@@ -367,19 +425,42 @@ class StoreOperations:
         return (yield from self._backend.pending_outbox(owner, checked_limit))
 
     @operation
-    def complete_outbox(self, tenant: str, session_id: str, version: int) -> Op[None]:
+    def complete_outbox(self, tenant: str, user_id: str, session_id: str, version: int) -> Op[None]:
         """Mark an outbox entry done; completing it again (or a missing one) is a no-op."""
-        address = check_outbox_address(tenant, session_id, version)
+        address = check_outbox_address(tenant, user_id, session_id, version)
         return (yield from self._backend.complete_outbox(*address))
 
     @operation
-    def fail_outbox(self, tenant: str, session_id: str, version: int) -> Op[int]:
+    def fail_outbox(self, tenant: str, user_id: str, session_id: str, version: int) -> Op[int]:
         """Count a failed write of a pending entry; return its attempts (0: no such entry)."""
-        address = check_outbox_address(tenant, session_id, version)
+        address = check_outbox_address(tenant, user_id, session_id, version)
         return (yield from self._backend.fail_outbox(*address))
 
     @operation
     def delete_user_summaries(self, tenant: str, user_id: str) -> Op[int]:
-        """Delete every summary (and outbox entry) of the user; return how many summaries."""
+        """Delete every summary, outbox entry and claim of the user; return how many summaries.
+
+        Moves the user's deletion generation, as ``delete_user`` does.
+        """
         checked_tenant, checked_user = check_tenant(tenant), check_user_id(user_id)
         return (yield from self._backend.delete_user_summaries(checked_tenant, checked_user))
+
+    @operation
+    def claim_summary_job(
+        self, tenant: str, user_id: str, session_id: str, *, covers_to: int, owner: str,
+        lease_seconds: float,
+    ) -> Op[bool]:  # fmt: skip
+        """Claim the session's summary job for ``owner``; False while another owner holds it."""
+        claim = check_claim(
+            tenant, user_id, session_id, covers_to=covers_to, owner=owner,
+            lease_seconds=lease_seconds,
+        )  # fmt: skip
+        return (yield from self._backend.claim_summary_job(claim))
+
+    @operation
+    def release_summary_job(
+        self, tenant: str, user_id: str, session_id: str, *, owner: str
+    ) -> Op[bool]:
+        """Drop ``owner``'s claim on the session's summary job; True if it held one."""
+        address = check_session(tenant, user_id, session_id)
+        return (yield from self._backend.release_summary_job(*address, check_owner(owner)))

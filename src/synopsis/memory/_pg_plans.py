@@ -25,6 +25,8 @@ from synopsis.memory import _sql_postgres as q
 from synopsis.memory import _sql_postgres_summaries as qs
 from synopsis.memory._checks import (
     MAX_LIMIT,
+    Claim,
+    Guard,
     PutRequest,
     SearchRequest,
     hit_order,
@@ -234,16 +236,49 @@ def _attempts(rows: Rows) -> int:
     return int(rows[0][0]) if rows else 0
 
 
-def _delete_user(schema: str, tenant: str, user_id: str) -> Plan[int]:
-    memories = yield from _rows(q.delete_user_memories(schema, tenant, user_id), _count)
-    summaries = yield from _rows(qs.delete_user_summaries(schema, tenant, user_id), _count)
-    return memories + summaries
+def _check_guard(schema: str, guard: Guard) -> Plan[None]:
+    """Hold the user's deletion lock (shared) to commit; raise UserDeleted if ``guard`` fails."""
+    yield qs.lock_user(guard.tenant, guard.user_id, exclusive=False)
+    current = yield from _rows(qs.select_generation(schema, guard.tenant, guard.user_id), _count)
+    refused = guard.refused(current)
+    if refused is not None:
+        raise refused
 
 
-def _save_summary(schema: str, summary: SessionSummary, now: float) -> Plan[SessionSummary]:
-    yield qs.lock_key(summary.tenant, summary.session_id)
-    same = yield qs.summary_version(schema, summary.tenant, summary.session_id, summary.version)
-    newest = yield qs.summary_history(schema, summary.tenant, summary.session_id, latest=True)
+def _guarded_put(
+    schema: str, guard: Guard, request: PutRequest, row: q.ItemRow, now: float
+) -> Plan[MemoryItem]:
+    yield from _check_guard(schema, guard)
+    return (yield from _only(_put_many(schema, [request], [row], now)))
+
+
+def _delete_summaries(schema: str, tenant: str, user_id: str) -> Plan[int]:
+    """Move the user's generation, drop the user's claims and summaries (the outbox cascades).
+
+    The caller holds the user's deletion lock exclusively.
+    """
+    yield qs.bump_generation(schema, tenant, user_id)
+    yield qs.delete_user_claims(schema, tenant, user_id)
+    return (yield from _rows(qs.delete_user_summaries(schema, tenant, user_id), _count))
+
+
+def _delete_user(schema: str, tenant: str, user_id: str, *, memories: bool) -> Plan[int]:
+    yield qs.lock_user(tenant, user_id, exclusive=True)
+    deleted = 0
+    if memories:
+        deleted = yield from _rows(q.delete_user_memories(schema, tenant, user_id), _count)
+    return deleted + (yield from _delete_summaries(schema, tenant, user_id))
+
+
+def _save_summary(
+    schema: str, summary: SessionSummary, guard: Guard | None, now: float
+) -> Plan[SessionSummary]:
+    if guard is not None:  # the user's lock first, as delete_user takes it: no lock cycle
+        yield from _check_guard(schema, guard)
+    session = (summary.tenant, summary.user_id, summary.session_id)
+    yield qs.lock_session(*session)
+    same = yield qs.summary_version(schema, *session, summary.version)
+    newest = yield qs.summary_history(schema, *session, latest=True)
     existing = read_summary(same[0]) if same else None
     latest = read_summary(newest[0]) if newest else None
     if summary_save_action(summary, existing=existing, latest=latest) == "noop":
@@ -273,6 +308,13 @@ class PostgresPlans:
 
     def put(self, request: PutRequest, vector: ops.Vector | None) -> Plan[MemoryItem]:
         return _only(self.put_many([request], None if vector is None else [vector]))
+
+    def guarded_put(
+        self, request: PutRequest, vector: ops.Vector | None, guard: Guard
+    ) -> Plan[MemoryItem]:
+        now = self.clock()
+        row = _item_row(request, None if vector is None else ops.float32(vector), now)
+        return _guarded_put(self.schema, guard, request, row, now)
 
     def put_many(
         self, requests: list[PutRequest], vectors: list[ops.Vector] | None
@@ -306,30 +348,50 @@ class PostgresPlans:
         return _rows(statement, lambda rows: [tuple(row[0]) for row in rows])
 
     def delete_user(self, tenant: str, user_id: str) -> Plan[int]:
-        return _delete_user(self.schema, tenant, user_id)
+        return _delete_user(self.schema, tenant, user_id, memories=True)
+
+    def deletion_generation(self, tenant: str, user_id: str) -> Plan[int]:
+        return _rows(qs.select_generation(self.schema, tenant, user_id), _count)
 
     def sweep_expired(self) -> Plan[int]:
         return _rows(q.sweep_expired(self.schema, self.clock()), _count)
 
-    def save_summary(self, summary: SessionSummary) -> Plan[SessionSummary]:
-        return _save_summary(self.schema, summary, self.clock())
+    def save_summary(self, summary: SessionSummary, guard: Guard | None) -> Plan[SessionSummary]:
+        return _save_summary(self.schema, summary, guard, self.clock())
 
-    def latest_summary(self, tenant: str, session_id: str) -> Plan[SessionSummary | None]:
-        statement = qs.summary_history(self.schema, tenant, session_id, latest=True)
+    def latest_summary(
+        self, tenant: str, user_id: str, session_id: str
+    ) -> Plan[SessionSummary | None]:
+        statement = qs.summary_history(self.schema, tenant, user_id, session_id, latest=True)
         return _rows(statement, _first_summary)
 
-    def summary_history(self, tenant: str, session_id: str) -> Plan[list[SessionSummary]]:
-        statement = qs.summary_history(self.schema, tenant, session_id, latest=False)
+    def summary_history(
+        self, tenant: str, user_id: str, session_id: str
+    ) -> Plan[list[SessionSummary]]:
+        statement = qs.summary_history(self.schema, tenant, user_id, session_id, latest=False)
         return _rows(statement, lambda rows: [read_summary(row) for row in rows])
 
     def pending_outbox(self, tenant: str | None, limit: int) -> Plan[list[OutboxEntry]]:
         return _rows(qs.pending_outbox(self.schema, tenant, limit), _outbox)
 
-    def complete_outbox(self, tenant: str, session_id: str, version: int) -> Plan[None]:
-        return _rows(qs.complete_outbox(self.schema, tenant, session_id, version), lambda _: None)
+    def complete_outbox(
+        self, tenant: str, user_id: str, session_id: str, version: int
+    ) -> Plan[None]:
+        statement = qs.complete_outbox(self.schema, tenant, user_id, session_id, version)
+        return _rows(statement, lambda _: None)
 
-    def fail_outbox(self, tenant: str, session_id: str, version: int) -> Plan[int]:
-        return _rows(qs.fail_outbox(self.schema, tenant, session_id, version), _attempts)
+    def fail_outbox(self, tenant: str, user_id: str, session_id: str, version: int) -> Plan[int]:
+        statement = qs.fail_outbox(self.schema, tenant, user_id, session_id, version)
+        return _rows(statement, _attempts)
 
     def delete_user_summaries(self, tenant: str, user_id: str) -> Plan[int]:
-        return _rows(qs.delete_user_summaries(self.schema, tenant, user_id), _count)
+        return _delete_user(self.schema, tenant, user_id, memories=False)
+
+    def claim_summary_job(self, claim: Claim) -> Plan[bool]:
+        return _rows(qs.claim_job(self.schema, claim, self.clock()), bool)
+
+    def release_summary_job(
+        self, tenant: str, user_id: str, session_id: str, owner: str
+    ) -> Plan[bool]:
+        statement = qs.release_job(self.schema, tenant, user_id, session_id, owner)
+        return _rows(statement, bool)

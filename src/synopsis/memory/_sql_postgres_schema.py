@@ -8,9 +8,12 @@ Layout (schema ``synopsis`` by default)::
     schema_version(version, applied_at)
     memories(id, tenant, namespace text[], key, text, kind, tags jsonb, terms, search_tsv,
              doc_len, embedding real[], created_at, updated_at, expires_at)
-    summaries(tenant, session_id, version, user_id, text, covers_from, covers_to, model,
+    summaries(tenant, user_id, session_id, version, text, covers_from, covers_to, model,
               content_hash, created_at)
-    outbox(tenant, session_id, version -> summaries, enqueued_at, attempts)   pending copies
+    outbox(tenant, user_id, session_id, version -> summaries, enqueued_at, attempts)
+                                                            pending memory copies
+    user_generations(tenant, user_id, generation)           deletions of each user
+    summary_jobs(tenant, user_id, session_id, owner, covers_to, expires_at)   job claims
 
 Times are epoch seconds (``double precision``) computed from the store's injected clock, so a
 fake clock drives expiry exactly as it does on the other backends. ``terms`` holds the
@@ -145,8 +148,47 @@ _V3: Final[tuple[LiteralString, ...]] = (
 # writes one row instead of one per distinct term), so the per-term table goes.
 _V4: Final[tuple[LiteralString, ...]] = ("DROP TABLE IF EXISTS {s}.memory_terms",)
 
+# A session is (tenant, user_id, session_id): two users' "main" are two sessions. Every stored
+# summary already names its user (and a session never changed user), so the rows keep their
+# data and only the keys change; the outbox learns each entry's user from its summary. Then
+# the deletion generation of each user and the summary-job claims. (The constraint names
+# dropped here are the ones PostgreSQL gave the constraints of migration 1.)
+_V5: Final[tuple[LiteralString, ...]] = (
+    "ALTER TABLE {s}.outbox ADD COLUMN user_id text",
+    "UPDATE {s}.outbox o SET user_id = x.user_id FROM {s}.summaries x"
+    " WHERE x.tenant = o.tenant AND x.session_id = o.session_id AND x.version = o.version",
+    "ALTER TABLE {s}.outbox ALTER COLUMN user_id SET NOT NULL",
+    "ALTER TABLE {s}.outbox DROP CONSTRAINT outbox_tenant_session_id_version_fkey",
+    "ALTER TABLE {s}.outbox DROP CONSTRAINT outbox_pkey",
+    "ALTER TABLE {s}.summaries DROP CONSTRAINT summaries_pkey",
+    "ALTER TABLE {s}.summaries ADD CONSTRAINT summaries_pkey"
+    " PRIMARY KEY (tenant, user_id, session_id, version)",
+    "ALTER TABLE {s}.outbox ADD CONSTRAINT outbox_pkey"
+    " PRIMARY KEY (tenant, user_id, session_id, version)",
+    "ALTER TABLE {s}.outbox ADD CONSTRAINT outbox_summary"
+    " FOREIGN KEY (tenant, user_id, session_id, version)"
+    " REFERENCES {s}.summaries (tenant, user_id, session_id, version) ON DELETE CASCADE",
+    # The new primary key starts with (tenant, user_id): it serves what this index did.
+    "DROP INDEX IF EXISTS {s}.summaries_user",
+    """CREATE TABLE {s}.user_generations (
+        tenant text NOT NULL,
+        user_id text NOT NULL,
+        generation bigint NOT NULL,
+        PRIMARY KEY (tenant, user_id)
+    )""",
+    """CREATE TABLE {s}.summary_jobs (
+        tenant text NOT NULL,
+        user_id text NOT NULL,
+        session_id text NOT NULL,
+        owner text NOT NULL,
+        covers_to bigint NOT NULL,
+        expires_at double precision NOT NULL,
+        PRIMARY KEY (tenant, user_id, session_id)
+    )""",
+)
+
 #: Ordered migrations; migration ``n`` (1-based) brings the schema to version ``n``.
-MIGRATIONS: Final[tuple[tuple[LiteralString, ...], ...]] = (_V1, _V2, _V3, _V4)
+MIGRATIONS: Final[tuple[tuple[LiteralString, ...], ...]] = (_V1, _V2, _V3, _V4, _V5)
 
 
 def migration_lock(schema: str) -> Statement:

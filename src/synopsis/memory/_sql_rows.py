@@ -2,7 +2,7 @@
 
 Both select a summary's columns in one order (``tenant, user_id, session_id, version, text,
 covers_from, covers_to, model, content_hash, created_at``), an outbox entry's followed by
-``attempts``.
+``attempts`` and the user's deletion ``generation``.
 """
 
 from __future__ import annotations
@@ -34,5 +34,5 @@ def read_summary(row: Sequence[Any]) -> SessionSummary:
 
 
 def read_outbox_entry(row: Sequence[Any]) -> OutboxEntry:
-    """The outbox entry of a summary row followed by its attempt count."""
-    return OutboxEntry(summary=read_summary(row), attempts=row[10])
+    """The outbox entry of a summary row followed by its attempt count and generation."""
+    return OutboxEntry(summary=read_summary(row), attempts=row[10], generation=row[11])

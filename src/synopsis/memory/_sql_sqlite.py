@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from synopsis.errors import InvalidNamespace
-from synopsis.memory._checks import PutRequest, SearchRequest
+from synopsis.memory._checks import Claim, PutRequest, SearchRequest
 from synopsis.memory._types import Namespace, SessionSummary
 
 __all__ = [
@@ -105,6 +105,66 @@ MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (
                 REFERENCES summaries (tenant, session_id, version) ON DELETE CASCADE
         )""",
         "CREATE INDEX outbox_pending ON outbox (enqueued_at) WHERE completed_at IS NULL",
+    ),
+    # 2: a session is (tenant, user_id, session_id), so two users' "main" never meet; the
+    # deletion generation of each user and the summary-job claims. Every stored summary
+    # already names its user, so rows are re-keyed as they are. SQLite cannot change a
+    # primary key in place: the tables are rebuilt (renaming rewrites the foreign key).
+    (
+        """CREATE TABLE summaries_v2 (
+            tenant TEXT NOT NULL,
+            user_id TEXT NOT NULL,
+            session_id TEXT NOT NULL,
+            version INTEGER NOT NULL,
+            text TEXT NOT NULL,
+            covers_from INTEGER NOT NULL,
+            covers_to INTEGER NOT NULL,
+            model TEXT NOT NULL,
+            content_hash TEXT NOT NULL,
+            created_at REAL NOT NULL,
+            PRIMARY KEY (tenant, user_id, session_id, version)
+        )""",
+        """INSERT INTO summaries_v2 (tenant, user_id, session_id, version, text, covers_from,
+            covers_to, model, content_hash, created_at)
+        SELECT tenant, user_id, session_id, version, text, covers_from, covers_to, model,
+            content_hash, created_at FROM summaries""",
+        """CREATE TABLE outbox_v2 (
+            tenant TEXT NOT NULL,
+            user_id TEXT NOT NULL,
+            session_id TEXT NOT NULL,
+            version INTEGER NOT NULL,
+            attempts INTEGER NOT NULL DEFAULT 0,
+            enqueued_at REAL NOT NULL,
+            completed_at REAL,
+            PRIMARY KEY (tenant, user_id, session_id, version),
+            FOREIGN KEY (tenant, user_id, session_id, version)
+                REFERENCES summaries_v2 (tenant, user_id, session_id, version) ON DELETE CASCADE
+        )""",
+        """INSERT INTO outbox_v2 (tenant, user_id, session_id, version, attempts, enqueued_at,
+            completed_at)
+        SELECT o.tenant, s.user_id, o.session_id, o.version, o.attempts, o.enqueued_at,
+            o.completed_at FROM outbox AS o JOIN summaries AS s
+            ON s.tenant = o.tenant AND s.session_id = o.session_id AND s.version = o.version""",
+        "DROP TABLE outbox",
+        "DROP TABLE summaries",
+        "ALTER TABLE summaries_v2 RENAME TO summaries",
+        "ALTER TABLE outbox_v2 RENAME TO outbox",
+        "CREATE INDEX outbox_pending ON outbox (enqueued_at) WHERE completed_at IS NULL",
+        """CREATE TABLE user_generations (
+            tenant TEXT NOT NULL,
+            user_id TEXT NOT NULL,
+            generation INTEGER NOT NULL,
+            PRIMARY KEY (tenant, user_id)
+        )""",
+        """CREATE TABLE summary_jobs (
+            tenant TEXT NOT NULL,
+            user_id TEXT NOT NULL,
+            session_id TEXT NOT NULL,
+            owner TEXT NOT NULL,
+            covers_to INTEGER NOT NULL,
+            expires_at REAL NOT NULL,
+            PRIMARY KEY (tenant, user_id, session_id)
+        )""",
     ),
 )
 
@@ -352,39 +412,41 @@ def sweep_expired(now: float) -> Statement:
 # --- summaries and outbox ------------------------------------------------------------------
 
 
-def select_summary(tenant: str, session_id: str, version: int) -> Statement:
+_SESSION: Final = "s.tenant = ? AND s.user_id = ? AND s.session_id = ?"
+_ENTRY: Final = "tenant = ? AND user_id = ? AND session_id = ? AND version = ?"
+
+
+def select_summary(tenant: str, user_id: str, session_id: str, version: int) -> Statement:
     return Statement(
-        f"SELECT {_SUMMARY_COLUMNS} FROM summaries AS s "
-        "WHERE s.tenant = ? AND s.session_id = ? AND s.version = ?",
-        (tenant, session_id, version),
+        f"SELECT {_SUMMARY_COLUMNS} FROM summaries AS s WHERE {_SESSION} AND s.version = ?",
+        (tenant, user_id, session_id, version),
     )
 
 
-def select_latest_summary(tenant: str, session_id: str) -> Statement:
+def select_latest_summary(tenant: str, user_id: str, session_id: str) -> Statement:
     return Statement(
-        f"SELECT {_SUMMARY_COLUMNS} FROM summaries AS s "
-        "WHERE s.tenant = ? AND s.session_id = ? ORDER BY s.version DESC LIMIT 1",
-        (tenant, session_id),
+        f"SELECT {_SUMMARY_COLUMNS} FROM summaries AS s WHERE {_SESSION} "
+        "ORDER BY s.version DESC LIMIT 1",
+        (tenant, user_id, session_id),
     )
 
 
-def select_summary_history(tenant: str, session_id: str) -> Statement:
+def select_summary_history(tenant: str, user_id: str, session_id: str) -> Statement:
     return Statement(
-        f"SELECT {_SUMMARY_COLUMNS} FROM summaries AS s "
-        "WHERE s.tenant = ? AND s.session_id = ? ORDER BY s.version",
-        (tenant, session_id),
+        f"SELECT {_SUMMARY_COLUMNS} FROM summaries AS s WHERE {_SESSION} ORDER BY s.version",
+        (tenant, user_id, session_id),
     )
 
 
 def insert_summary(summary: SessionSummary, created_at: float) -> Statement:
     return Statement(
-        "INSERT INTO summaries (tenant, session_id, version, user_id, text, covers_from, "
+        "INSERT INTO summaries (tenant, user_id, session_id, version, text, covers_from, "
         "covers_to, model, content_hash, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         (
             summary.tenant,
+            summary.user_id,
             summary.session_id,
             summary.version,
-            summary.user_id,
             summary.text,
             summary.covers_from,
             summary.covers_to,
@@ -397,44 +459,100 @@ def insert_summary(summary: SessionSummary, created_at: float) -> Statement:
 
 def insert_outbox(summary: SessionSummary, now: float) -> Statement:
     return Statement(
-        "INSERT INTO outbox (tenant, session_id, version, enqueued_at) VALUES (?, ?, ?, ?)",
-        (summary.tenant, summary.session_id, summary.version, now),
+        "INSERT INTO outbox (tenant, user_id, session_id, version, enqueued_at) "
+        "VALUES (?, ?, ?, ?, ?)",
+        (summary.tenant, summary.user_id, summary.session_id, summary.version, now),
     )
 
 
 def select_pending_outbox(tenant: str | None, limit: int) -> Statement:
-    """Pending entries, fewest attempts first, then oldest.
+    """Pending entries, fewest attempts first, then oldest; each with its user's generation.
 
     The partial index ``outbox_pending`` (on ``enqueued_at``) finds the pending rows but does
     not give this order, so SQLite sorts them; pending outboxes stay small, so that is cheap.
     """
     condition, params = ("", ()) if tenant is None else (" AND o.tenant = ?", (tenant,))
     return Statement(
-        f"SELECT {_SUMMARY_COLUMNS}, o.attempts FROM outbox AS o "
-        "JOIN summaries AS s ON s.tenant = o.tenant AND s.session_id = o.session_id "
-        f"AND s.version = o.version WHERE o.completed_at IS NULL{condition} "
-        "ORDER BY o.attempts, o.enqueued_at, o.tenant, o.session_id, o.version LIMIT ?",
+        f"SELECT {_SUMMARY_COLUMNS}, o.attempts, coalesce(g.generation, 0) FROM outbox AS o "
+        "JOIN summaries AS s USING (tenant, user_id, session_id, version) "
+        "LEFT JOIN user_generations AS g USING (tenant, user_id) "
+        f"WHERE o.completed_at IS NULL{condition} ORDER BY o.attempts, o.enqueued_at, "
+        "o.tenant, o.user_id, o.session_id, o.version LIMIT ?",
         (*params, limit),
     )
 
 
-def complete_outbox(tenant: str, session_id: str, version: int, now: float) -> Statement:
+def complete_outbox(
+    tenant: str, user_id: str, session_id: str, version: int, now: float
+) -> Statement:
     return Statement(
-        "UPDATE outbox SET completed_at = ? WHERE tenant = ? AND session_id = ? "
-        "AND version = ? AND completed_at IS NULL",
-        (now, tenant, session_id, version),
+        f"UPDATE outbox SET completed_at = ? WHERE {_ENTRY} AND completed_at IS NULL",
+        (now, tenant, user_id, session_id, version),
     )
 
 
-def fail_outbox(tenant: str, session_id: str, version: int) -> Statement:
+def fail_outbox(tenant: str, user_id: str, session_id: str, version: int) -> Statement:
     """Count one more failed attempt of a pending entry; returns the new count (no row: none)."""
     return Statement(
-        "UPDATE outbox SET attempts = attempts + 1 WHERE tenant = ? AND session_id = ? "
-        "AND version = ? AND completed_at IS NULL RETURNING attempts",
-        (tenant, session_id, version),
+        f"UPDATE outbox SET attempts = attempts + 1 WHERE {_ENTRY} AND completed_at IS NULL "
+        "RETURNING attempts",
+        (tenant, user_id, session_id, version),
     )
 
 
 def delete_user_summaries(tenant: str, user_id: str) -> Statement:
     """Delete a user's summaries; their outbox entries go with them (ON DELETE CASCADE)."""
     return Statement("DELETE FROM summaries WHERE tenant = ? AND user_id = ?", (tenant, user_id))
+
+
+# --- deletion generations and job claims -----------------------------------------------------
+
+
+def select_generation(tenant: str, user_id: str) -> Statement:
+    """The user's deletion generation (no row: 0)."""
+    return Statement(
+        "SELECT coalesce(max(generation), 0) FROM user_generations "
+        "WHERE tenant = ? AND user_id = ?",
+        (tenant, user_id),
+    )
+
+
+def bump_generation(tenant: str, user_id: str) -> Statement:
+    return Statement(
+        "INSERT INTO user_generations (tenant, user_id, generation) VALUES (?, ?, 1) "
+        "ON CONFLICT (tenant, user_id) DO UPDATE SET generation = generation + 1",
+        (tenant, user_id),
+    )
+
+
+def delete_user_claims(tenant: str, user_id: str) -> Statement:
+    return Statement("DELETE FROM summary_jobs WHERE tenant = ? AND user_id = ?", (tenant, user_id))
+
+
+def claim_job(claim: Claim, now: float) -> Statement:
+    """Take the session's claim unless another owner's lease is live; RETURNING says if taken."""
+    return Statement(
+        "INSERT INTO summary_jobs (tenant, user_id, session_id, owner, covers_to, expires_at) "
+        "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (tenant, user_id, session_id) DO UPDATE SET "
+        "owner = excluded.owner, covers_to = excluded.covers_to, "
+        "expires_at = excluded.expires_at "
+        "WHERE summary_jobs.expires_at <= ? OR summary_jobs.owner = excluded.owner "
+        "RETURNING 1",
+        (
+            claim.tenant,
+            claim.user_id,
+            claim.session_id,
+            claim.owner,
+            claim.covers_to,
+            now + claim.lease_seconds,
+            now,
+        ),
+    )
+
+
+def release_job(tenant: str, user_id: str, session_id: str, owner: str) -> Statement:
+    return Statement(
+        "DELETE FROM summary_jobs WHERE tenant = ? AND user_id = ? AND session_id = ? "
+        "AND owner = ?",
+        (tenant, user_id, session_id, owner),
+    )

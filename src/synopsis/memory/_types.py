@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Literal, Protocol, runtime_checkable
 
-from synopsis.errors import InvalidInput, InvalidNamespace
+from synopsis.errors import InvalidInput, InvalidNamespace, StoreError
 
 __all__ = [
     "AsyncMemoryStore",
@@ -33,6 +33,7 @@ __all__ = [
     "SessionStore",
     "SessionSummary",
     "SummaryStore",
+    "UserDeleted",
     "normalize_namespace",
     "normalize_tags",
     "validate_tenant",
@@ -154,7 +155,15 @@ class MemoryStore(Protocol):
     # fmt: off
     def put(self, tenant: str, namespace: NamespaceLike, key: str, text: str, *,
             kind: str = "note", tags: Mapping[str, str] | None = None,
-            ttl: float | None = None) -> MemoryItem: ...
+            ttl: float | None = None, generation: int | None = None) -> MemoryItem:
+        """Insert or replace an item.
+
+        With ``generation``, the namespace must be a user's (``("user", user_id, ...)``) and
+        the item is written only while that user's deletion generation is still
+        ``generation``, checked in the transaction of the write; otherwise UserDeleted is
+        raised and nothing is written.
+        """
+        ...
 
     def put_many(self, tenant: str, items: Iterable[NewMemory]) -> list[MemoryItem]:
         """Put a batch in one transaction: all items are written, or none.
@@ -180,7 +189,18 @@ class MemoryStore(Protocol):
                         max_depth: int | None = None, limit: int = 100,
                         offset: int = 0) -> list[Namespace]: ...
 
-    def delete_user(self, tenant: str, user_id: str) -> int: ...
+    def delete_user(self, tenant: str, user_id: str) -> int:
+        """Delete the user's memories, summaries, outbox entries and job claims; count them.
+
+        In the same transaction the user's deletion generation goes up by one, so every
+        write made with the generation read before (``put``/``save_summary`` with
+        ``generation=``), by this process or any other, is refused afterwards.
+        """
+        ...
+
+    def deletion_generation(self, tenant: str, user_id: str) -> int:
+        """How many times the user was deleted (0 for a user never deleted)."""
+        ...
 
     def sweep_expired(self) -> int: ...
 
@@ -195,7 +215,7 @@ class AsyncMemoryStore(Protocol):
     # fmt: off
     async def put(self, tenant: str, namespace: NamespaceLike, key: str, text: str, *,
                   kind: str = "note", tags: Mapping[str, str] | None = None,
-                  ttl: float | None = None) -> MemoryItem: ...
+                  ttl: float | None = None, generation: int | None = None) -> MemoryItem: ...
 
     async def put_many(self, tenant: str, items: Iterable[NewMemory]) -> list[MemoryItem]: ...
 
@@ -214,6 +234,8 @@ class AsyncMemoryStore(Protocol):
 
     async def delete_user(self, tenant: str, user_id: str) -> int: ...
 
+    async def deletion_generation(self, tenant: str, user_id: str) -> int: ...
+
     async def sweep_expired(self) -> int: ...
 
     async def aclose(self) -> None: ...
@@ -222,7 +244,7 @@ class AsyncMemoryStore(Protocol):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class SessionSummary:
-    """One version of one session's summary."""
+    """One version of one session's summary; a session is (tenant, user_id, session_id)."""
 
     tenant: str
     user_id: str
@@ -244,58 +266,109 @@ class OutboxEntry:
     summary: SessionSummary
     #: How many times the write failed (recorded by ``fail_outbox``).
     attempts: int = 0
+    #: The user's deletion generation when the entry was read: replay the write with it
+    #: (``put(..., generation=...)``) so that a ``delete_user`` since then wins.
+    generation: int = 0
 
 
+class UserDeleted(StoreError):
+    """A write lost to ``delete_user``: the user's deletion generation is no longer the one
+    the write was made with. Nothing was written."""
+
+    def __init__(self, tenant: str, user_id: str, *, expected: int, current: int) -> None:
+        super().__init__(
+            f"user {user_id!r} was deleted meanwhile (generation {current}, not {expected})"
+        )
+        self.tenant = tenant
+        self.user_id = user_id
+        self.expected = expected
+        self.current = current
+
+
+# fmt: off
 @runtime_checkable
 class SummaryStore(Protocol):
-    """Versioned session summaries with an outbox for the long-term memory copy.
+    """Versioned session summaries, an outbox for their memory copies, and job claims.
+
+    A session is addressed by (tenant, user_id, session_id): two users of one tenant may use
+    the same session id and never see each other's summaries.
 
     ``save_summary`` writes the summary and its outbox entry in one transaction. Saving the
-    same (tenant, session, version) with the same content hash again is a no-op returning the
-    stored row; a different hash for an existing version raises StoreError.
+    same version with the same content hash again is a no-op returning the stored row; a
+    different hash for an existing version raises StoreError. With ``generation``, the save
+    happens only while the user's deletion generation is still ``generation`` (checked in
+    the same transaction); otherwise UserDeleted is raised and nothing is written.
 
     ``pending_outbox`` lists the fewest-attempted entries first, oldest first among equals, so
     entries that keep failing (``fail_outbox`` counts each failure) queue behind fresh ones
     instead of blocking them. ``fail_outbox`` returns the entry's new attempt count, or 0 when
-    the tenant has no such pending entry (missing, completed or deleted).
+    there is no such pending entry (missing, completed or deleted).
+
+    ``claim_summary_job`` lets one replica summarize a session while the others skip it: it
+    succeeds (True) when no other owner holds a live claim on the session, taking over an
+    expired one; the claim lasts ``lease_seconds`` (by the store's clock) unless released or
+    renewed by its owner. ``covers_to`` records how far into the history the owner's job
+    reaches. ``release_summary_job`` drops the owner's claim (True if it held one).
     """
 
-    def save_summary(self, summary: SessionSummary) -> SessionSummary: ...
+    def save_summary(self, summary: SessionSummary, *,
+                     generation: int | None = None) -> SessionSummary: ...
 
-    def latest_summary(self, tenant: str, session_id: str) -> SessionSummary | None: ...
+    def latest_summary(self, tenant: str, user_id: str,
+                       session_id: str) -> SessionSummary | None: ...
 
-    def summary_history(self, tenant: str, session_id: str) -> list[SessionSummary]: ...
+    def summary_history(self, tenant: str, user_id: str,
+                        session_id: str) -> list[SessionSummary]: ...
 
-    def pending_outbox(
-        self, tenant: str | None = None, *, limit: int = 100
-    ) -> list[OutboxEntry]: ...
+    def pending_outbox(self, tenant: str | None = None, *,
+                       limit: int = 100) -> list[OutboxEntry]: ...
 
-    def complete_outbox(self, tenant: str, session_id: str, version: int) -> None: ...
+    def complete_outbox(self, tenant: str, user_id: str, session_id: str,
+                        version: int) -> None: ...
 
-    def fail_outbox(self, tenant: str, session_id: str, version: int) -> int: ...
+    def fail_outbox(self, tenant: str, user_id: str, session_id: str, version: int) -> int: ...
 
-    def delete_user_summaries(self, tenant: str, user_id: str) -> int: ...
+    def delete_user_summaries(self, tenant: str, user_id: str) -> int:
+        """Delete the user's summaries, outbox entries and claims; moves the generation."""
+        ...
+
+    def claim_summary_job(self, tenant: str, user_id: str, session_id: str, *,
+                          covers_to: int, owner: str, lease_seconds: float) -> bool: ...
+
+    def release_summary_job(self, tenant: str, user_id: str, session_id: str, *,
+                            owner: str) -> bool: ...
 
 
 @runtime_checkable
 class AsyncSummaryStore(Protocol):
     """The async twin of :class:`SummaryStore`."""
 
-    async def save_summary(self, summary: SessionSummary) -> SessionSummary: ...
+    async def save_summary(self, summary: SessionSummary, *,
+                           generation: int | None = None) -> SessionSummary: ...
 
-    async def latest_summary(self, tenant: str, session_id: str) -> SessionSummary | None: ...
+    async def latest_summary(self, tenant: str, user_id: str,
+                             session_id: str) -> SessionSummary | None: ...
 
-    async def summary_history(self, tenant: str, session_id: str) -> list[SessionSummary]: ...
+    async def summary_history(self, tenant: str, user_id: str,
+                              session_id: str) -> list[SessionSummary]: ...
 
-    async def pending_outbox(
-        self, tenant: str | None = None, *, limit: int = 100
-    ) -> list[OutboxEntry]: ...
+    async def pending_outbox(self, tenant: str | None = None, *,
+                             limit: int = 100) -> list[OutboxEntry]: ...
 
-    async def complete_outbox(self, tenant: str, session_id: str, version: int) -> None: ...
+    async def complete_outbox(self, tenant: str, user_id: str, session_id: str,
+                              version: int) -> None: ...
 
-    async def fail_outbox(self, tenant: str, session_id: str, version: int) -> int: ...
+    async def fail_outbox(self, tenant: str, user_id: str, session_id: str,
+                          version: int) -> int: ...
 
     async def delete_user_summaries(self, tenant: str, user_id: str) -> int: ...
+
+    async def claim_summary_job(self, tenant: str, user_id: str, session_id: str, *,
+                                covers_to: int, owner: str, lease_seconds: float) -> bool: ...
+
+    async def release_summary_job(self, tenant: str, user_id: str, session_id: str, *,
+                                  owner: str) -> bool: ...
+# fmt: on
 
 
 class SessionStore(MemoryStore, SummaryStore, Protocol):

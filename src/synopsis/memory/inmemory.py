@@ -16,6 +16,8 @@ from dataclasses import dataclass, replace
 from synopsis.memory import _operations as ops
 from synopsis.memory import _types
 from synopsis.memory._checks import (
+    Claim,
+    Guard,
     PutRequest,
     SearchRequest,
     hit_order,
@@ -29,6 +31,8 @@ from synopsis.memory.ranking import bm25_scores, document_terms
 __all__ = ["AsyncInMemoryStore", "InMemoryStore"]
 
 _Address = tuple[str, _types.Namespace, str]
+_User = tuple[str, str]
+_Session = tuple[str, str, str]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -42,6 +46,13 @@ class _Record:
 
     def live(self, now: float) -> bool:
         return self.expires is None or self.expires > now
+
+
+@dataclass(frozen=True, slots=True)
+class _Claim:
+    owner: str
+    covers_to: int
+    expires: float
 
 
 @dataclass(slots=True, kw_only=True)
@@ -59,8 +70,10 @@ class _Records:
         self._clock = clock or time.time
         self._lock = threading.RLock()
         self._items: dict[_Address, _Record] = {}
-        self._summaries: dict[tuple[str, str], list[_types.SessionSummary]] = {}
-        self._outbox: dict[tuple[str, str, int], _Outbox] = {}
+        self._summaries: dict[_Session, list[_types.SessionSummary]] = {}
+        self._outbox: dict[tuple[str, str, str, int], _Outbox] = {}
+        self._generations: dict[_User, int] = {}
+        self._claims: dict[_Session, _Claim] = {}
 
     # --- memories ----------------------------------------------------------------------
 
@@ -68,6 +81,20 @@ class _Records:
     def put(self, request: PutRequest, vector: ops.Vector | None) -> _types.MemoryItem:
         with self._lock:
             return self._write(request, vector, self._clock())
+
+    @ops.stepless
+    def guarded_put(
+        self, request: PutRequest, vector: ops.Vector | None, guard: Guard
+    ) -> _types.MemoryItem:
+        with self._lock:
+            self._check(guard)
+            return self._write(request, vector, self._clock())
+
+    def _check(self, guard: Guard) -> None:
+        """Raise UserDeleted unless ``guard`` holds (the caller holds the lock)."""
+        refused = guard.refused(self._generations.get((guard.tenant, guard.user_id), 0))
+        if refused is not None:
+            raise refused
 
     @ops.stepless
     def put_many(
@@ -167,6 +194,11 @@ class _Records:
             return len(doomed) + self._delete_summaries(tenant, user_id)
 
     @ops.stepless
+    def deletion_generation(self, tenant: str, user_id: str) -> int:
+        with self._lock:
+            return self._generations.get((tenant, user_id), 0)
+
+    @ops.stepless
     def sweep_expired(self) -> int:
         with self._lock:
             now = self._clock()
@@ -178,9 +210,14 @@ class _Records:
     # --- summaries -----------------------------------------------------------------------
 
     @ops.stepless
-    def save_summary(self, summary: _types.SessionSummary) -> _types.SessionSummary:
+    def save_summary(
+        self, summary: _types.SessionSummary, guard: Guard | None
+    ) -> _types.SessionSummary:
+        session = (summary.tenant, summary.user_id, summary.session_id)
         with self._lock:
-            versions = self._summaries.setdefault((summary.tenant, summary.session_id), [])
+            if guard is not None:
+                self._check(guard)
+            versions = self._summaries.setdefault(session, [])
             existing = next((s for s in versions if s.version == summary.version), None)
             latest = versions[-1] if versions else None
             if summary_save_action(summary, existing=existing, latest=latest) == "noop":
@@ -190,21 +227,23 @@ class _Records:
             created = summary.created_at.timestamp() if summary.created_at else now
             stored = replace(summary, created_at=to_datetime(created))
             versions.append(stored)
-            self._outbox[(summary.tenant, summary.session_id, summary.version)] = _Outbox(
-                summary=stored, enqueued=now
-            )
+            self._outbox[(*session, summary.version)] = _Outbox(summary=stored, enqueued=now)
             return stored
 
     @ops.stepless
-    def latest_summary(self, tenant: str, session_id: str) -> _types.SessionSummary | None:
+    def latest_summary(
+        self, tenant: str, user_id: str, session_id: str
+    ) -> _types.SessionSummary | None:
         with self._lock:
-            versions = self._summaries.get((tenant, session_id), [])
+            versions = self._summaries.get((tenant, user_id, session_id), [])
             return versions[-1] if versions else None
 
     @ops.stepless
-    def summary_history(self, tenant: str, session_id: str) -> list[_types.SessionSummary]:
+    def summary_history(
+        self, tenant: str, user_id: str, session_id: str
+    ) -> list[_types.SessionSummary]:
         with self._lock:
-            return list(self._summaries.get((tenant, session_id), []))
+            return list(self._summaries.get((tenant, user_id, session_id), []))
 
     @ops.stepless
     def pending_outbox(self, tenant: str | None, limit: int) -> list[_types.OutboxEntry]:
@@ -214,23 +253,28 @@ class _Records:
                 for address, entry in self._outbox.items()
                 if not entry.done and tenant in (None, address[0])
             ]
+            generations = dict(self._generations)
         pending.sort(key=lambda row: row[:3])
         return [
-            _types.OutboxEntry(summary=summary, attempts=attempts)
+            _types.OutboxEntry(
+                summary=summary,
+                attempts=attempts,
+                generation=generations.get((summary.tenant, summary.user_id), 0),
+            )
             for attempts, _, _, summary in pending[:limit]
         ]
 
     @ops.stepless
-    def complete_outbox(self, tenant: str, session_id: str, version: int) -> None:
+    def complete_outbox(self, tenant: str, user_id: str, session_id: str, version: int) -> None:
         with self._lock:
-            entry = self._outbox.get((tenant, session_id, version))
+            entry = self._outbox.get((tenant, user_id, session_id, version))
             if entry is not None:
                 entry.done = True
 
     @ops.stepless
-    def fail_outbox(self, tenant: str, session_id: str, version: int) -> int:
+    def fail_outbox(self, tenant: str, user_id: str, session_id: str, version: int) -> int:
         with self._lock:
-            entry = self._outbox.get((tenant, session_id, version))
+            entry = self._outbox.get((tenant, user_id, session_id, version))
             if entry is None or entry.done:
                 return 0
             entry.attempts += 1
@@ -241,16 +285,40 @@ class _Records:
         return self._delete_summaries(tenant, user_id)
 
     def _delete_summaries(self, tenant: str, user_id: str) -> int:
-        removed = 0
+        """Delete the user's summaries, outbox entries and claims; move the generation."""
         with self._lock:
-            for (owner, session), versions in list(self._summaries.items()):
-                if owner != tenant or versions[0].user_id != user_id:
-                    continue
+            user = (tenant, user_id)
+            self._generations[user] = self._generations.get(user, 0) + 1
+            for session in [s for s in self._claims if s[:2] == user]:
+                del self._claims[session]
+            doomed = [s for s in self._summaries if s[:2] == user]
+            removed = 0
+            for session in doomed:
+                versions = self._summaries.pop(session)
                 removed += len(versions)
-                del self._summaries[(owner, session)]
                 for summary in versions:
-                    self._outbox.pop((owner, session, summary.version), None)
-        return removed
+                    self._outbox.pop((*session, summary.version), None)
+            return removed
+
+    @ops.stepless
+    def claim_summary_job(self, claim: Claim) -> bool:
+        session = (claim.tenant, claim.user_id, claim.session_id)
+        with self._lock:
+            now = self._clock()
+            held = self._claims.get(session)
+            if held is not None and held.owner != claim.owner and held.expires > now:
+                return False
+            self._claims[session] = _Claim(claim.owner, claim.covers_to, now + claim.lease_seconds)
+            return True
+
+    @ops.stepless
+    def release_summary_job(self, tenant: str, user_id: str, session_id: str, owner: str) -> bool:
+        with self._lock:
+            held = self._claims.get((tenant, user_id, session_id))
+            if held is None or held.owner != owner:
+                return False
+            del self._claims[(tenant, user_id, session_id)]
+            return True
 
 
 def _keyword(request: SearchRequest, records: list[_Record]) -> Iterable[tuple[_Record, float]]:

@@ -39,6 +39,8 @@ from synopsis.memory import _sql_sqlite as sql
 from synopsis.memory import _types
 from synopsis.memory._checks import (
     MAX_LIMIT,
+    Claim,
+    Guard,
     PutRequest,
     SearchRequest,
     hit_order,
@@ -243,8 +245,20 @@ class _Database:
 
     @ops.stepless
     def put(self, request: PutRequest, vector: ops.Vector | None) -> _types.MemoryItem:
+        return self._put(request, vector, None)
+
+    @ops.stepless
+    def guarded_put(
+        self, request: PutRequest, vector: ops.Vector | None, guard: Guard
+    ) -> _types.MemoryItem:
+        return self._put(request, vector, guard)
+
+    def _put(
+        self, request: PutRequest, vector: ops.Vector | None, guard: Guard | None
+    ) -> _types.MemoryItem:
         terms = document_terms(request.text)
         with self._writing("store a memory") as conn:
+            _check_guard(conn, guard)
             now = self._clock()
             upsert = sql.upsert_memory(request, terms, now)
             memory_id, created = conn.execute(upsert.sql, upsert.params).fetchall()[0]
@@ -335,13 +349,14 @@ class _Database:
     @ops.stepless
     def delete_user(self, tenant: str, user_id: str) -> int:
         with self._writing("delete a user") as conn:
-            removed = 0
-            for statement in (
-                sql.delete_prefix(tenant, ("user", user_id)),
-                sql.delete_user_summaries(tenant, user_id),
-            ):
-                removed += conn.execute(statement.sql, statement.params).rowcount
-        return removed
+            statement = sql.delete_prefix(tenant, ("user", user_id))
+            removed = conn.execute(statement.sql, statement.params).rowcount
+            return removed + _delete_summaries(conn, tenant, user_id)
+
+    @ops.stepless
+    def deletion_generation(self, tenant: str, user_id: str) -> int:
+        rows = self._fetch(sql.select_generation(tenant, user_id), "read a user's generation")
+        return int(rows[0][0])
 
     @ops.stepless
     def sweep_expired(self) -> int:
@@ -352,13 +367,16 @@ class _Database:
     # --- summaries -------------------------------------------------------------------------
 
     @ops.stepless
-    def save_summary(self, summary: _types.SessionSummary) -> _types.SessionSummary:
-        address = (summary.tenant, summary.session_id)
+    def save_summary(
+        self, summary: _types.SessionSummary, guard: Guard | None
+    ) -> _types.SessionSummary:
+        session = (summary.tenant, summary.user_id, summary.session_id)
         with self._writing("save a summary") as conn:
-            statement = sql.select_summary(*address, summary.version)
+            _check_guard(conn, guard)
+            statement = sql.select_summary(*session, summary.version)
             found = conn.execute(statement.sql, statement.params).fetchone()
             existing = None if found is None else read_summary(found)
-            statement = sql.select_latest_summary(*address)
+            statement = sql.select_latest_summary(*session)
             newest = conn.execute(statement.sql, statement.params).fetchone()
             latest = None if newest is None else read_summary(newest)
             if summary_save_action(summary, existing=existing, latest=latest) == "noop":
@@ -374,14 +392,19 @@ class _Database:
         return replace(summary, created_at=to_datetime(created))
 
     @ops.stepless
-    def latest_summary(self, tenant: str, session_id: str) -> _types.SessionSummary | None:
-        rows = self._fetch(sql.select_latest_summary(tenant, session_id), "read a summary")
+    def latest_summary(
+        self, tenant: str, user_id: str, session_id: str
+    ) -> _types.SessionSummary | None:
+        statement = sql.select_latest_summary(tenant, user_id, session_id)
+        rows = self._fetch(statement, "read a summary")
         return read_summary(rows[0]) if rows else None
 
     @ops.stepless
-    def summary_history(self, tenant: str, session_id: str) -> list[_types.SessionSummary]:
-        rows = self._fetch(sql.select_summary_history(tenant, session_id), "read summaries")
-        return [read_summary(row) for row in rows]
+    def summary_history(
+        self, tenant: str, user_id: str, session_id: str
+    ) -> list[_types.SessionSummary]:
+        statement = sql.select_summary_history(tenant, user_id, session_id)
+        return [read_summary(row) for row in self._fetch(statement, "read summaries")]
 
     @ops.stepless
     def pending_outbox(self, tenant: str | None, limit: int) -> list[_types.OutboxEntry]:
@@ -389,23 +412,53 @@ class _Database:
         return [read_outbox_entry(row) for row in rows]
 
     @ops.stepless
-    def complete_outbox(self, tenant: str, session_id: str, version: int) -> None:
+    def complete_outbox(self, tenant: str, user_id: str, session_id: str, version: int) -> None:
         with self._writing("complete an outbox entry") as conn:
-            statement = sql.complete_outbox(tenant, session_id, version, self._clock())
+            statement = sql.complete_outbox(tenant, user_id, session_id, version, self._clock())
             conn.execute(statement.sql, statement.params)
 
     @ops.stepless
-    def fail_outbox(self, tenant: str, session_id: str, version: int) -> int:
-        statement = sql.fail_outbox(tenant, session_id, version)
+    def fail_outbox(self, tenant: str, user_id: str, session_id: str, version: int) -> int:
+        statement = sql.fail_outbox(tenant, user_id, session_id, version)
         with self._writing("record an outbox failure") as conn:
             rows = conn.execute(statement.sql, statement.params).fetchall()
         return int(rows[0][0]) if rows else 0
 
     @ops.stepless
     def delete_user_summaries(self, tenant: str, user_id: str) -> int:
-        statement = sql.delete_user_summaries(tenant, user_id)
         with self._writing("delete summaries") as conn:
-            return conn.execute(statement.sql, statement.params).rowcount
+            return _delete_summaries(conn, tenant, user_id)
+
+    @ops.stepless
+    def claim_summary_job(self, claim: Claim) -> bool:
+        with self._writing("claim a summary job") as conn:
+            statement = sql.claim_job(claim, self._clock())
+            return bool(conn.execute(statement.sql, statement.params).fetchall())
+
+    @ops.stepless
+    def release_summary_job(self, tenant: str, user_id: str, session_id: str, owner: str) -> bool:
+        statement = sql.release_job(tenant, user_id, session_id, owner)
+        with self._writing("release a summary job") as conn:
+            return conn.execute(statement.sql, statement.params).rowcount > 0
+
+
+def _check_guard(conn: sqlite3.Connection, guard: Guard | None) -> None:
+    """Inside a write transaction: raise UserDeleted unless ``guard`` (if any) holds."""
+    if guard is None:
+        return
+    statement = sql.select_generation(guard.tenant, guard.user_id)
+    refused = guard.refused(conn.execute(statement.sql, statement.params).fetchone()[0])
+    if refused is not None:
+        raise refused
+
+
+def _delete_summaries(conn: sqlite3.Connection, tenant: str, user_id: str) -> int:
+    """Inside a write transaction: move the user's generation, then delete the user's
+    summaries (their outbox entries cascade) and claims; return how many summaries."""
+    for done in (sql.bump_generation(tenant, user_id), sql.delete_user_claims(tenant, user_id)):
+        conn.execute(done.sql, done.params)
+    statement = sql.delete_user_summaries(tenant, user_id)
+    return conn.execute(statement.sql, statement.params).rowcount
 
 
 class _SQLiteStores(ops.StoreOperations):

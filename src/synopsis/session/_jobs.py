@@ -14,19 +14,26 @@ out, so both deliver the same events in the same order. The flows do no I/O; the
 update this process's :class:`~synopsis.session._state.Registry` and read the clock given to
 them in the :class:`Runtime`.
 
-The background job's dual write:
+Across replicas the store decides. A turn that admits a job reads the user's deletion
+generation; the job claims its session in the store (``claim_summary_job``) before it calls
+the model, and skips (``claimed_elsewhere``, no model call) while another replica holds the
+claim. The background job's dual write:
 
 1. ``save_summary`` stores version ``n + 1`` and, in the same transaction, an outbox entry;
 2. ``put`` writes the same text as a memory of kind ``"summary"`` under ``summary-v{n+1}``;
 3. ``complete_outbox`` closes the entry; if 2 or 3 fails, ``fail_outbox`` counts the failure
    on the entry and :func:`recover` replays it later.
+
+1 and 2 carry the generation: after a ``delete_user`` by any process the store refuses them
+(``UserDeleted``) and the job ends ``deleted``, leaving nothing. Then the claim is released.
 """
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 from synopsis._flow import Flow
 from synopsis.errors import InvalidSummary, ModelTimeout
@@ -36,10 +43,18 @@ from synopsis.memory._types import (
     SearchHit,
     SearchMode,
     SessionSummary,
+    UserDeleted,
     validate_tenant,
 )
 from synopsis.session._events import SessionNotice, summarize_timeout_error
-from synopsis.session._state import Job, Registry, ScheduleResult, saved_event, started_event
+from synopsis.session._state import (
+    Job,
+    Registry,
+    ScheduleResult,
+    new_job,
+    saved_event,
+    started_event,
+)
 from synopsis.session.context import (
     SessionSettings,
     build_messages,
@@ -65,6 +80,7 @@ __all__ = [
     "Summarize",
     "admit_turn",
     "build_context",
+    "claim_lease",
     "delete_user",
     "dual_write",
     "recall",
@@ -76,8 +92,14 @@ __all__ = [
 ]
 
 #: How a background job ended: ``failed`` (nothing saved; the session cools down), ``saved``
-#: (the summary is stored, its memory write failed and waits in the outbox) or ``done``.
-JobOutcome = Literal["failed", "saved", "done"]
+#: (the summary is stored, its memory write failed and waits in the outbox), ``done``,
+#: ``deleted`` (the user was deleted meanwhile; nothing kept) or ``claimed_elsewhere``
+#: (another replica holds the session's job; no model call).
+JobOutcome = Literal["failed", "saved", "done", "deleted", "claimed_elsewhere"]
+
+#: How a memory write ended: written, ``failed`` (counted on its outbox entry) or refused
+#: because the user was ``deleted``.
+MemoryWrite = Literal["written", "failed", "deleted"]
 
 #: The store methods a flow may call: the :class:`~synopsis.memory._types.SessionStore` contract.
 StoreMethod = Literal[
@@ -89,10 +111,17 @@ StoreMethod = Literal[
     "pending_outbox",
     "search",
     "delete_user",
+    "deletion_generation",
+    "claim_summary_job",
+    "release_summary_job",
 ]
 
 #: Jobs replay at most this many pending outbox entries after a success.
 REPLAY_AFTER_JOB = 10
+#: A job's claim outlives its model call by this many seconds (the writes come after it).
+CLAIM_MARGIN: Final = 60.0
+#: The claim of a job whose model call has no time limit.
+UNTIMED_CLAIM: Final = 3600.0
 
 
 # ---------------------------------------------------------------------------------------------
@@ -153,11 +182,21 @@ def store_call(method: StoreMethod, *args: Any, **kwargs: Any) -> StoreCall:
 
 @dataclass(frozen=True, slots=True)
 class Runtime:
-    """What the job flows use besides steps: the options, this process's registry, the clock."""
+    """What the job flows use besides steps: the options, this process's registry, the clock,
+    and ``owner``, the name this process's claims carry in the store (unique per memory)."""
 
     settings: SessionSettings
     registry: Registry
     clock: Callable[[], float]
+    owner: str
+
+
+def claim_lease(settings: SessionSettings) -> float:
+    """How long a job's claim lasts: its model call's time limit, plus the writes' margin.
+
+    A process that dies holding a claim blocks the session's jobs for at most this long.
+    """
+    return (settings.summarize_timeout or UNTIMED_CLAIM) + CLAIM_MARGIN
 
 
 # ---------------------------------------------------------------------------------------------
@@ -172,23 +211,49 @@ def admit_turn(
     closed: bool,
     has_summarizer: bool,
 ) -> Flow[Step, tuple[ScheduleResult, Job | None]]:
-    """Decide whether this turn starts a job; a job is returned claimed, ready to run."""
+    """Decide whether this turn starts a job; a job is returned claimed, ready to run.
+
+    An admitted job carries the user's deletion generation, read now: a ``delete_user`` by
+    any process from here on makes the store refuse the job's writes.
+    """
     if closed:
         return ScheduleResult(scheduled=False, reason="closed"), None
     if not has_summarizer:
         return ScheduleResult(scheduled=False, reason="no_summarizer"), None
-    tenant, _, session_id = ids
-    key = (validate_tenant(tenant), session_id)
+    tenant, user_id, session_id = ids
+    key = (validate_tenant(tenant), user_id, session_id)
+    try:
+        covers = yield from _known_covers(runtime, key)
+    except Exception as exc:
+        return (yield from _not_admitted(key, exc))
+    result = runtime.registry.admit(key, len(messages), covers, runtime.settings.summarize_every)
+    if not result.scheduled:
+        return result, None
+    try:
+        generation: int = yield store_call("deletion_generation", tenant, user_id)
+    except Exception as exc:
+        runtime.registry.release(key, failed=False)
+        return (yield from _not_admitted(key, exc))
+    return result, new_job(key, messages, generation)
+
+
+def _known_covers(runtime: Runtime, key: tuple[str, str, str]) -> Flow[Step, int]:
+    """Where the session's latest summary ends: known in this process, else read once."""
     covers = runtime.registry.known_covers(key)
     if covers is None:
-        try:
-            latest = yield store_call("latest_summary", tenant, session_id)
-        except Exception as exc:
-            yield Emit(failure("load_summary", tenant, session_id, exc))
-            return ScheduleResult(scheduled=False, reason="error"), None
+        latest = yield store_call("latest_summary", *key)
         covers = latest.covers_to if latest else 0
         runtime.registry.remember_covers(key, covers)
-    return runtime.registry.admit(ids, messages, covers, runtime.settings.summarize_every)
+    return covers
+
+
+def _not_admitted(
+    key: tuple[str, str, str], exc: Exception
+) -> Flow[Step, tuple[ScheduleResult, None]]:
+    """A store outage at admission: reported, and the turn goes on without a job."""
+    tenant, _, session_id = key
+    yield Emit(failure("load_summary", tenant, session_id, exc))
+    return ScheduleResult(scheduled=False, reason="error"), None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -203,7 +268,7 @@ def run_job(runtime: Runtime, job: Job) -> Flow[Step, JobOutcome]:
     """
     outcome: JobOutcome = "failed"
     try:
-        outcome = yield from summarize_and_write(runtime, job)
+        outcome = yield from _claimed(runtime, job)
     except Exception as exc:  # last resort: a background job must not die silently
         yield Emit(failure("job", job.tenant, job.session_id, exc))
     finally:
@@ -213,9 +278,36 @@ def run_job(runtime: Runtime, job: Job) -> Flow[Step, JobOutcome]:
     return outcome
 
 
+def _claimed(runtime: Runtime, job: Job) -> Flow[Step, JobOutcome]:
+    """Claim the session in the store, summarize and write, release the claim.
+
+    A job that ends with an error releases its claim too; one that is closed (a cancelled
+    task) or whose process dies leaves it to expire.
+    """
+    claimed = yield store_call(
+        "claim_summary_job", *job.key, covers_to=len(job.messages), owner=runtime.owner,
+        lease_seconds=claim_lease(runtime.settings),
+    )  # fmt: skip
+    if not claimed:
+        return "claimed_elsewhere"
+    try:
+        outcome = yield from summarize_and_write(runtime, job)
+    except Exception:
+        yield from _release(runtime, job)
+        raise
+    yield from _release(runtime, job)
+    return outcome
+
+
+def _release(runtime: Runtime, job: Job) -> Flow[Step, None]:
+    """Let the session's claim go; if the store cannot, the claim expires on its own."""
+    with contextlib.suppress(Exception):
+        yield store_call("release_summary_job", *job.key, owner=runtime.owner)
+
+
 def summarize_and_write(runtime: Runtime, job: Job) -> Flow[Step, JobOutcome]:
     """Summarize the messages past the latest summary, then make the dual write."""
-    prev = yield store_call("latest_summary", job.tenant, job.session_id)
+    prev = yield store_call("latest_summary", *job.key)
     covers = prev.covers_to if prev else 0
     runtime.registry.remember_covers(job.key, covers)
     start, end = summary_span(job.messages, covers)
@@ -265,29 +357,33 @@ def _summarize(
 
 
 def dual_write(runtime: Runtime, job: Job, summary: SessionSummary) -> Flow[Step, JobOutcome]:
-    """Save the new version, then its memory copy; a user deleted meanwhile keeps nothing."""
-    if _user_deleted(runtime, job):
-        return "done"  # the user was deleted while the model was thinking
+    """Save the new version, then its memory copy; a user deleted meanwhile keeps nothing.
+
+    Both writes carry the job's generation, so the store refuses them once the user has been
+    deleted, by this process or any other: no summary, no memory, no event.
+    """
     try:
-        saved = yield store_call("save_summary", summary)
+        saved = yield store_call("save_summary", summary, generation=job.generation)
+    except UserDeleted:
+        return "deleted"
     except Exception as exc:
         yield Emit(failure("save", job.tenant, job.session_id, exc))
         return "failed"
     runtime.registry.remember_covers(job.key, saved.covers_to)
-    written = yield from write_memory(saved)
-    if _user_deleted(runtime, job):  # deleted between the writes: delete what we wrote
-        yield store_call("delete_user", job.tenant, job.user_id)
-        return "done"
-    yield Emit(saved_event(saved, written))
-    return "done" if written else "saved"
+    written = yield from write_memory(saved, job.generation)
+    if written == "deleted":  # deleted between the writes: the deletion took the summary too
+        return "deleted"
+    yield Emit(saved_event(saved, written == "written"))
+    return "done" if written == "written" else "saved"
 
 
-def _user_deleted(runtime: Runtime, job: Job) -> bool:
-    return runtime.registry.epoch(job.tenant, job.user_id) != job.epoch
+def write_memory(summary: SessionSummary, generation: int) -> Flow[Step, MemoryWrite]:
+    """The second write plus its outbox completion; a failure is counted on the entry.
 
-
-def write_memory(summary: SessionSummary) -> Flow[Step, bool]:
-    """The second write plus its outbox completion; a failure is counted on the entry."""
+    The put carries the user's ``generation``: after a deletion the store refuses it, and
+    there is nothing left to count (the deletion took the outbox entry).
+    """
+    entry = (summary.tenant, summary.user_id, summary.session_id, summary.version)
     try:
         yield store_call(
             "put",
@@ -297,30 +393,34 @@ def write_memory(summary: SessionSummary) -> Flow[Step, bool]:
             summary.text,
             kind="summary",
             tags=memory_tags(summary),
+            generation=generation,
         )
-        yield store_call("complete_outbox", summary.tenant, summary.session_id, summary.version)
+        yield store_call("complete_outbox", *entry)
+    except UserDeleted:
+        return "deleted"
     except Exception as exc:
-        attempts = yield from _count_failure(summary)
+        attempts = yield from _count_failure(entry)
         yield Emit(
             failure("memory_write", summary.tenant, summary.session_id, exc, attempts=attempts)
         )
-        return False
-    return True
+        return "failed"
+    return "written"
 
 
-def _count_failure(summary: SessionSummary) -> Flow[Step, int | None]:
+def _count_failure(entry: tuple[str, str, str, int]) -> Flow[Step, int | None]:
     """Count a failed write on its outbox entry; None if the store could not count it."""
     try:
-        attempts: int = yield store_call(
-            "fail_outbox", summary.tenant, summary.session_id, summary.version
-        )
+        attempts: int = yield store_call("fail_outbox", *entry)
     except Exception:  # the store is down too; the entry keeps its count
         return None
     return attempts
 
 
 def recover(tenant: str | None, *, limit: int) -> Flow[Step, int]:
-    """Replay pending entries, fewest failures first; return how many completed."""
+    """Replay pending entries, fewest failures first; return how many completed.
+
+    An entry of a user deleted since it was read is refused by the store and skipped.
+    """
     try:
         entries: list[OutboxEntry] = yield store_call("pending_outbox", tenant, limit=limit)
     except Exception as exc:
@@ -329,7 +429,7 @@ def recover(tenant: str | None, *, limit: int) -> Flow[Step, int]:
     done = 0
     for entry in entries:
         summary = entry.summary
-        if (yield from write_memory(summary)):
+        if (yield from write_memory(summary, entry.generation)) == "written":
             done += 1
             yield Emit(
                 OutboxReplayed(
@@ -357,7 +457,7 @@ def build_context(
     system, body = split_system(messages, system_prompt)
     summary = None
     try:
-        summary = yield store_call("latest_summary", tenant, session_id)
+        summary = yield store_call("latest_summary", tenant, user_id, session_id)
     except Exception as exc:
         yield Emit(failure("load_summary", tenant, session_id, exc))
     summary, cut = injected_summary(settings, summary)
@@ -423,7 +523,8 @@ def recall(
 
 
 def delete_user(registry: Registry, tenant: str, user_id: str) -> Flow[Step, int]:
-    """Delete the user's data; running jobs of the user will discard their results."""
+    """Delete the user's data; the store refuses the writes of jobs admitted before, here or
+    in any other process (the deletion moves the user's generation)."""
     registry.forget_user(validate_tenant(tenant), user_id)
     deleted: int = yield store_call("delete_user", tenant, user_id)
     return deleted

@@ -1,9 +1,10 @@
 """Shared state of SessionMemory and AsyncSessionMemory: store protocols, results, registry.
 
-The registry is the in-process part of "at most one job per (tenant, session)": a set of
-sessions with a job in flight, failure cooldowns, the newest summary end seen per session
-(a lower bound, so a stale value only costs one extra store read inside the job) and a
-deletion epoch per user (a job that outlives ``delete_user`` discards its result).
+The registry is the in-process part of "at most one job per session": a set of sessions
+(tenant, user, session id) with a job in flight, failure cooldowns and the newest summary
+end seen per session (a lower bound, so a stale value only costs one extra store read inside
+the job). Across processes the store decides: a job claims its session there before it
+calls the model, and its writes carry the user's deletion generation read at admission.
 """
 
 from __future__ import annotations
@@ -32,11 +33,13 @@ __all__ = [
     "SessionStore",
     "SkipReason",
     "abandoned_event",
+    "new_job",
     "saved_event",
     "started_event",
 ]
 
-Key = tuple[str, str]
+#: A session: (tenant, user_id, session_id).
+Key = tuple[str, str, str]
 SkipReason = Literal["not_due", "no_summarizer", "in_flight", "cooldown", "closed", "error"]
 
 
@@ -56,15 +59,29 @@ class Job:
     user_id: str
     session_id: str
     messages: list[dict[str, Any]]
-    epoch: int
+    #: The user's deletion generation at admission: the job's writes are refused once a
+    #: ``delete_user`` (of any process) has moved it.
+    generation: int
 
     @property
     def key(self) -> Key:
-        return (self.tenant, self.session_id)
+        return (self.tenant, self.user_id, self.session_id)
+
+
+def new_job(ids: Key, messages: Sequence[Mapping[str, Any]], generation: int) -> Job:
+    """A job of session ``ids`` over a private copy of the history."""
+    tenant, user_id, session_id = ids
+    return Job(
+        tenant=tenant,
+        user_id=user_id,
+        session_id=session_id,
+        messages=copy.deepcopy([dict(m) for m in messages]),
+        generation=generation,
+    )
 
 
 class Registry:
-    """In-flight jobs, failure cooldowns, known summary ends and per-user deletion epochs."""
+    """In-flight jobs, failure cooldowns and known summary ends of this process's sessions."""
 
     def __init__(self, clock: Callable[[], float], cooldown: float) -> None:
         self._lock = threading.Lock()
@@ -73,7 +90,6 @@ class Registry:
         self._in_flight: set[Key] = set()
         self._failed_at: dict[Key, float] = {}
         self._covers: dict[Key, int] = {}
-        self._epochs: dict[Key, int] = {}
 
     def known_covers(self, key: Key) -> int | None:
         with self._lock:
@@ -102,38 +118,21 @@ class Registry:
             else:
                 self._failed_at.pop(key, None)
 
-    def admit(
-        self,
-        ids: tuple[str, str, str],
-        messages: Sequence[Mapping[str, Any]],
-        covers: int,
-        every: int,
-    ) -> tuple[ScheduleResult, Job | None]:
-        """Decide whether to run a job now; if so, claim the session and snapshot the history."""
-        tenant, user_id, session_id = ids
-        pending = max(len(messages) - covers, 0)
-        if not is_due(len(messages), covers, every):
-            return ScheduleResult(scheduled=False, reason="not_due", pending_messages=pending), None
-        refused = self.claim((tenant, session_id))
+    def admit(self, key: Key, length: int, covers: int, every: int) -> ScheduleResult:
+        """Decide whether a history of ``length`` messages starts a job now; if so (the result
+        says ``scheduled``), the session is claimed in this process."""
+        pending = max(length - covers, 0)
+        if not is_due(length, covers, every):
+            return ScheduleResult(scheduled=False, reason="not_due", pending_messages=pending)
+        refused = self.claim(key)
         if refused is not None:
-            return ScheduleResult(scheduled=False, reason=refused, pending_messages=pending), None
-        job = Job(
-            tenant=tenant,
-            user_id=user_id,
-            session_id=session_id,
-            messages=copy.deepcopy([dict(m) for m in messages]),
-            epoch=self.epoch(tenant, user_id),
-        )
-        return ScheduleResult(scheduled=True, reason="scheduled", pending_messages=pending), job
-
-    def epoch(self, tenant: str, user_id: str) -> int:
-        with self._lock:
-            return self._epochs.get((tenant, user_id), 0)
+            return ScheduleResult(scheduled=False, reason=refused, pending_messages=pending)
+        return ScheduleResult(scheduled=True, reason="scheduled", pending_messages=pending)
 
     def forget_user(self, tenant: str, user_id: str) -> None:
+        """Forget what is known of the user's sessions (their summaries are being deleted)."""
         with self._lock:
-            self._epochs[(tenant, user_id)] = self._epochs.get((tenant, user_id), 0) + 1
-            for key in [k for k in self._covers if k[0] == tenant]:
+            for key in [k for k in self._covers if k[:2] == (tenant, user_id)]:
                 del self._covers[key]
 
 

@@ -5,8 +5,9 @@
   than one chat call), ``gen_ai.request.model`` the summarizer's model when it names one,
   ``gen_ai.response.model`` and ``gen_ai.usage.input_tokens`` / ``output_tokens`` when the
   result tells them, ``gen_ai.conversation.id`` the session id. ``synopsis.session.outcome``
-  is ``done``, ``saved`` (the memory copy waits in the outbox), ``failed`` or, for an asyncio
-  task, ``cancelled`` (both with status ERROR).
+  is ``done``, ``saved`` (the memory copy waits in the outbox), ``deleted`` (the user was
+  deleted meanwhile), ``claimed_elsewhere`` (another replica runs the job), ``failed`` or, for
+  an asyncio task, ``cancelled`` (both with status ERROR).
 * ``{method} {db.system}`` (kind CLIENT): each store call a session flow makes, with
   ``db.system``, ``db.operation.name`` (the store method) and ``db.response.returned_rows``
   for a list; a failed call records its exception and status ERROR.
@@ -140,7 +141,7 @@ class SessionTracer:
         """Record how the job ended; ``failed`` and ``cancelled`` (async only) are errors."""
         if span.is_recording():
             span.set_attribute("synopsis.session.outcome", outcome)
-            if outcome != "done" and outcome != "saved":
+            if outcome in ("failed", "cancelled"):
                 self._tracing.fail(span, f"the summary job {outcome}; see its events")
 
     def counted(self, span: Any, name: str, items: object) -> None:

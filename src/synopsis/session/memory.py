@@ -18,10 +18,20 @@ so a replay is an upsert and never a duplicate. Every failed memory write (first
 replay) is counted on its entry with ``store.fail_outbox``, and ``pending_outbox`` lists the
 fewest-failed entries first, so an entry that always fails never blocks newer ones.
 
-At most one job per (tenant, session) runs in this process (an in-process registry behind a
-lock). Across replicas the store decides: summary versions are unique per session, so the
-second writer of a version fails to save and reports a ``save`` failure; nothing is
-duplicated. A failed job starts a cooldown for that session, which stops retry storms.
+A session is (tenant, user_id, session_id): two users who both call their session ``main``
+never see each other's summaries. At most one job per session runs in this process (an
+in-process registry behind a lock). Across replicas the store decides: before it calls the
+model a job claims its session in the store (a lease of ``summarize_timeout`` plus a minute),
+and a replica that finds the session claimed by another skips the job without a model call
+(the job ends ``claimed_elsewhere``), so one replica pays for each summary. Should a lease run
+out under a hung call, summary versions are still unique per session: the second writer of
+a version fails to save and reports a ``save`` failure; nothing is duplicated. A failed job
+starts a cooldown for that session, which stops retry storms.
+
+Deletion wins, across processes too: :meth:`SessionMemory.delete_user` (or the store's
+``delete_user``, as the CLI runs it) moves the user's deletion generation in the store, and a
+job admitted before carries the old one, so the store refuses its summary and its memory
+copy; the job ends ``deleted``, with no data and no event.
 
 :meth:`SessionMemory.build_context` builds the request: the system prompt with the summary
 injected, optional recalled notes (``hybrid=True``), and a tool-safe window of recent messages
@@ -56,6 +66,7 @@ import concurrent.futures
 import contextlib
 import threading
 import time
+import uuid
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -149,7 +160,7 @@ class SessionMemory:
         self._summarizer = summarizer
         self._handlers = tuple(on_event)
         self._registry = Registry(clock, failure_cooldown)
-        self._runtime = Runtime(settings, self._registry, clock)
+        self._runtime = Runtime(settings, self._registry, clock, owner=uuid.uuid4().hex)
         self._tracer = SessionTracer(
             Tracing(tracer_provider=tracer_provider),
             store=store,
@@ -376,7 +387,7 @@ class AsyncSessionMemory:
         self._summarizer = summarizer
         self._handlers = tuple(on_event)
         self._registry = Registry(clock, failure_cooldown)
-        self._runtime = Runtime(settings, self._registry, clock)
+        self._runtime = Runtime(settings, self._registry, clock, owner=uuid.uuid4().hex)
         self._tracer = SessionTracer(
             Tracing(tracer_provider=tracer_provider),
             store=store,
