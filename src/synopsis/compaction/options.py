@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final, Literal, TypedDict, Unpack, get_args
 
 from synopsis.compaction.archive import Archive
+from synopsis.compaction.clear import ToolClearing
 from synopsis.compaction.plan import KeepTail
 from synopsis.compaction.skills import SkillConfig
 from synopsis.compaction.summary import DEFAULT_USER_MESSAGES_BUDGET
@@ -51,6 +52,8 @@ class CompactionOptions:
     ``summarizer_window`` build the summarizer; ``fallback`` says what happens when it fails.
     ``min_new_messages`` is how many messages must follow the previous summary to make
     another worthwhile. ``on_event`` handlers and ``session_id`` go into every event.
+    ``clear_tool_outputs`` (a :class:`~synopsis.compaction.clear.ToolClearing`; None: off)
+    first clears old tool output, and summarizes only if that leaves the history over budget.
     """
 
     trigger: Trigger = field(default_factory=Trigger.default)
@@ -71,6 +74,7 @@ class CompactionOptions:
     min_new_messages: int = 1
     on_event: Sequence[EventHandler] = ()
     session_id: str | None = None
+    clear_tool_outputs: ToolClearing | None = None
 
     def __post_init__(self) -> None:
         # Sequences become tuples, so the value stays immutable and hashable.
@@ -87,7 +91,8 @@ class CompactionOptions:
 
         ``trigger_tokens``, ``trigger_messages``, ``trigger_fraction``, ``context_window`` and
         ``reserve_output`` fold into one :class:`Trigger`; ``keep_tail`` may be a message
-        count and ``prompts`` a language code.
+        count, ``prompts`` a language code and ``clear_tool_outputs`` True (the default
+        :class:`ToolClearing`) or False (off).
         """
         values: dict[str, Any] = dict(keywords)
         unknown = sorted(set(values) - CompactionKeywords.__optional_keys__)
@@ -98,6 +103,8 @@ class CompactionOptions:
             values["keep_tail"] = KeepTail.coerce(values["keep_tail"])
         if isinstance(values.get("prompts"), str):
             values["prompts"] = prompt_set(values["prompts"])
+        if isinstance(values.get("clear_tool_outputs"), bool):
+            values["clear_tool_outputs"] = ToolClearing() if values["clear_tool_outputs"] else None
         return cls(**values)
 
 
@@ -128,6 +135,7 @@ class CompactionKeywords(TypedDict, total=False):
     min_new_messages: int
     on_event: Sequence[EventHandler]
     session_id: str | None
+    clear_tool_outputs: ToolClearing | bool | None
 
 
 def options_from(
@@ -226,4 +234,5 @@ _CHECKS: Final[tuple[tuple[str, Callable[[object], bool], str], ...]] = (
     ("min_new_messages", _count(0), "an integer >= 0"),
     ("on_event", _handlers, "a list of callables"),
     ("session_id", _optional(str), "a string or None"),
+    ("clear_tool_outputs", _optional(ToolClearing), "a ToolClearing or None (off)"),
 )
