@@ -15,6 +15,7 @@ from typing import IO, Any, NoReturn, TypeVar
 
 import click
 
+from synopsis.cli._compact_flags import clearing_flags, dry_run, with_clearing
 from synopsis.compaction.options import FALLBACKS, CompactionOptions
 from synopsis.errors import ConfigError, SynopsisError
 from synopsis.prompts import CHINESE, ENGLISH
@@ -231,6 +232,7 @@ def _print_report(report: dict[str, Any]) -> None:
 )
 @click.option("--force", is_flag=True, help="Compact even if no trigger fires.")
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON report on standard output.")
+@clearing_flags
 @guarded
 def compact(file: Path, output: Path | None, force: bool, as_json: bool, **options: Any) -> None:
     """Compact a transcript: old history becomes one structured summary message."""
@@ -238,7 +240,10 @@ def compact(file: Path, output: Path | None, force: bool, as_json: bool, **optio
     from synopsis.transcripts import dump_transcript, load_transcript, write_atomically
 
     transcript = load_transcript(file)
-    compactor = Compactor(options=compaction_options(options, str(file)))
+    compactor = Compactor(options=with_clearing(compaction_options(options, str(file)), options))
+    if options["dry_run"]:
+        dry_run(compactor, transcript.messages, force=force, as_json=as_json)
+        return
     result = compactor.compact(transcript.messages, force=force)
     text = dump_transcript(result.messages, transcript.format, extra=transcript.extra)
     if output is not None:

@@ -76,8 +76,13 @@ class Tier:
     messages: tuple[int, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
-        saved = self.tokens_before - self.tokens_after
-        return {"tier": self.name, "tokens_saved": saved, "messages": len(self.messages)}
+        return {
+            "tier": self.name,
+            "tokens_before": self.tokens_before,
+            "tokens_after": self.tokens_after,
+            "tokens_saved": self.tokens_before - self.tokens_after,
+            "messages": len(self.messages),
+        }
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
