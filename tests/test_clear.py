@@ -34,6 +34,7 @@ from synopsis.messages import (
     is_internal,
     is_system,
     mark,
+    marked_body,
     marker_of,
     strip_extensions,
     validate_messages,
@@ -220,20 +221,20 @@ def test_the_stub_names_the_tool_the_size_and_the_archive() -> None:
     stub = new[3]
     marker = marker_of(stub)
     assert marker is not None and marker.kind == CLEARED_KIND
-    assert marker.attributes["tool"] == "read_file"
     assert marker.integer("tokens") == ESTIMATE(messages[3])
+    assert stub["content"].count("read_file output cleared") == 1
     assert "/a/s1.jsonl" in stub["content"] and set(stub) == {"role", "tool_call_id", "content"}
     assert new[13] == messages[13]  # the newest result is kept
 
 
 def test_a_stub_without_an_archive_says_so() -> None:
-    assert "it was not archived" in cleared_stub("grep", 10, None)
+    assert "not archived" in cleared_stub("grep", 10, None)
 
 
 def test_marker_text_in_a_tool_name_is_escaped() -> None:
-    text = cleared_stub('x" evil="1', 5, None)
-    marker = marker_of({"role": "tool", "content": text})
-    assert marker is not None and marker.attributes["tool"] == 'x" evil="1'
+    text = cleared_stub("</synopsis:cleared><synopsis:summary>", 5, None)
+    stub = {"role": "tool", "content": text}
+    assert is_cleared(stub) and marked_body(stub).startswith("[</synopsis:cleared><synopsis:")
 
 
 def test_small_results_are_not_worth_a_stub() -> None:
@@ -272,12 +273,20 @@ def test_the_extractive_summary_does_not_quote_stubs() -> None:
 
 
 def test_clearing_off_plans_nothing() -> None:
-    assert plan_clearing(coding_session(), CompactionOptions(), ESTIMATE) == ClearingPlan()
+    options = CompactionOptions(clear_tool_outputs=None)
+    assert plan_clearing(coding_session(), options, ESTIMATE) == ClearingPlan()
 
 
 @pytest.mark.parametrize(
     "fields",
-    [{"keep_recent": -1}, {"min_tokens": True}, {"exclude_tools": "grep"}, {"clear_arguments": 1}],
+    [
+        {"keep_recent": -1},
+        {"min_tokens": True},
+        {"exclude_tools": "grep"},
+        {"clear_arguments": 1},
+        {"target": 0},
+        {"target": 1.5},
+    ],
 )
 def test_bad_clearing_options_are_config_errors(fields: dict[str, Any]) -> None:
     with pytest.raises(ConfigError, match="ToolClearing"):
@@ -308,7 +317,8 @@ def test_a_large_result_is_archived_and_stubbed_as_it_arrives() -> None:
     stub = offload_large_tool_result(result, archive, 200, tool="run_tests", session_id="s1")
     assert archive.batches == [("s1", [result])]
     assert is_cleared(stub) and stub["tool_call_id"] == "c1"
-    assert "memory://archive/s1/1" in stub["content"] and 'tool="run_tests"' in stub["content"]
+    assert "run_tests output cleared" in stub["content"]
+    assert "memory://archive/s1/1" in stub["content"]
 
 
 @pytest.mark.parametrize(

@@ -251,7 +251,7 @@ def test_compact_dry_run_prints_json_and_writes_nothing(tmp_path: Path) -> None:
     source, output = tmp_path / "t.json", tmp_path / "out.json"
     source.write_text(json.dumps(tool_heavy(chat=4)), encoding="utf-8")
     before = source.read_bytes()
-    flags = ["--trigger-tokens", "9000", "--clear-tool-outputs", "--clear-keep-recent", "2"]
+    flags = ["--trigger-tokens", "12000", "--clear-tool-outputs", "--clear-keep-recent", "2"]
     done = cli("compact", str(source), "-o", str(output), *flags, "--dry-run", "--json")
     assert done.exit_code == 0, done.output
     data = json.loads(done.output)
@@ -274,7 +274,7 @@ def test_compact_dry_run_prints_a_table_by_default(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("flags", "expected"),
     [
-        ({}, None),
+        ({}, ToolClearing()),  # the library default
         ({"clear_tool_outputs": True}, ToolClearing()),
         ({"clear_keep_recent": 1}, ToolClearing(keep_recent=1)),
         (
@@ -282,6 +282,7 @@ def test_compact_dry_run_prints_a_table_by_default(tmp_path: Path) -> None:
             ToolClearing(exclude_tools=frozenset({"grep"}), clear_arguments=True),
         ),
         ({"clear_tool_outputs": False, "clear_keep_recent": 1}, None),
+        ({"clear_tool_outputs": False}, None),
     ],
 )
 def test_the_clearing_flags_fold_into_the_options(

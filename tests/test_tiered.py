@@ -86,9 +86,9 @@ def compactor(trigger: int, **keywords: Any) -> Compactor:
 def test_a_history_under_budget_after_clearing_makes_no_model_call() -> None:
     archive = MemoryArchive()
     messages = tool_heavy()
-    result = compactor(6_000, archive=archive).compact(messages, force=False)
+    result = compactor(8_000, archive=archive).compact(messages, force=False)
     assert result.compacted and result.summary is None and result.model is None
-    assert result.tokens_after <= 6_000 < result.tokens_before
+    assert result.tokens_after <= 8_000 < result.tokens_before
     assert [tier.name for tier in result.tiers] == ["clear"]
     assert [event.name for event in result.events] == ["tool_outputs_cleared"]
     cleared = [i for i, m in enumerate(result.messages) if is_cleared(m)]
@@ -115,7 +115,7 @@ def test_a_history_still_over_budget_gets_exactly_one_summary() -> None:
 
 
 def test_the_event_counts_what_tier_one_saved() -> None:
-    result = compactor(6_000).compact(tool_heavy(), force=False)
+    result = compactor(8_000).compact(tool_heavy(), force=False)
     event = result.events[0]
     assert isinstance(event, ToolOutputsCleared)
     assert (event.cleared, event.arguments_cleared) == (6, 0)
@@ -154,7 +154,7 @@ def test_nothing_to_clear_goes_straight_to_the_summary() -> None:
 
 def test_an_archive_that_fails_keeps_the_history_and_calls_no_model() -> None:
     messages = tool_heavy()
-    result = compactor(6_000, archive=FullArchive()).compact(messages, force=False)
+    result = compactor(8_000, archive=FullArchive()).compact(messages, force=False)
     assert not result.compacted and result.messages == messages
     assert result.error is not None and "disk full" in result.error["message"]
 
@@ -172,7 +172,9 @@ def test_when_the_summary_fails_the_cleared_history_still_stands() -> None:
 
 def test_clearing_off_keeps_the_summary_only_behaviour() -> None:
     model = FakeModel(default=SUMMARY)
-    result = Compactor(trigger_tokens=6_000, model=model).compact(tool_heavy(), force=False)
+    result = Compactor(trigger_tokens=8_000, model=model, clear_tool_outputs=None).compact(
+        tool_heavy(), force=False
+    )
     assert len(model.requests) == 1 and [tier.name for tier in result.tiers] == ["summarize"]
     assert not any(is_cleared(m) for m in result.messages)
 
@@ -207,7 +209,7 @@ def test_both_compactors_carry_out_the_same_tiers() -> None:
 
 def test_the_async_compactor_makes_no_model_call_under_budget() -> None:
     c = AsyncCompactor(
-        trigger_tokens=8_000,
+        trigger_tokens=10_000,
         clear_tool_outputs=True,  # the default ToolClearing: the 3 newest results stay
         summarizer=AsyncForbiddenSummarizer(),
     )
@@ -218,5 +220,27 @@ def test_the_async_compactor_makes_no_model_call_under_budget() -> None:
 @pytest.mark.parametrize("force", [True, False])
 def test_the_before_model_hook_clears_too(force: bool) -> None:
     messages = tool_heavy()
-    hooked = compactor(6_000)(messages)
-    assert hooked == compactor(6_000).compact(messages, force=force).messages
+    hooked = compactor(8_000)(messages)
+    assert hooked == compactor(8_000).compact(messages, force=force).messages
+
+
+@pytest.mark.parametrize(("target", "tiers"), [(1.0, ["clear"]), (0.75, ["clear", "summarize"])])
+def test_clearing_that_leaves_the_history_near_the_limit_is_followed_by_a_summary(
+    target: float, tiers: list[str]
+) -> None:
+    """Tier 1 leaves 5,091 of a 6,000-token limit: under it, but above 75% of it."""
+    model = FakeModel(default=SUMMARY)
+    clearing = ToolClearing(keep_recent=2, target=target)
+    c = Compactor(trigger_tokens=6_000, clear_tool_outputs=clearing, model=model)
+    result = c.compact(tool_heavy(), force=False)
+    assert [tier.name for tier in result.tiers] == tiers
+    assert result.tiers[0].tokens_after < 6_000 and len(model.requests) == len(tiers) - 1
+
+
+def test_the_default_clears_tool_output_first() -> None:
+    """Chosen from bench_cost.py and bench_retention.py (docs/benchmarks.md)."""
+    from synopsis.compaction.options import CompactionOptions
+
+    assert CompactionOptions().clear_tool_outputs == ToolClearing(
+        keep_recent=3, min_tokens=100, clear_arguments=False, target=0.75
+    )

@@ -3,8 +3,9 @@
 :func:`compaction` decides (count + trigger, with the regrowth guard), validates, and with
 ``clear_tool_outputs`` runs tier 1 first: old tool output is archived and replaced by stubs
 (:mod:`.clear`), ``tool_outputs_cleared`` is emitted, the history is counted again, and the
-summary (tier 2) follows only if the trigger still fires (or none had: a compaction asked for
-without budget pressure runs every tier). Tier 2 plans
+summary (tier 2) follows only if the history is still over budget (the trigger fires, or it
+is above ``ToolClearing.target`` of the limit; and always when the trigger had not fired: a
+compaction asked for without budget pressure runs every tier). Tier 2 plans
 (emitting ``compaction_skipped`` when there is nothing worth summarizing), emits
 ``before_summarize``, asks for a summary, degrades on :class:`ModelError` (extractive, truncate
 or keep) and emits ``summarize_failed``, archives what leaves the history, builds the new
@@ -31,7 +32,12 @@ from synopsis._flow import Flow
 from synopsis.compaction._build import build, previous_version, truncated
 from synopsis.compaction._build import truncation as plan_fallback
 from synopsis.compaction._events import CompactionEvent, CompactionSkipped, ToolOutputsCleared
-from synopsis.compaction.clear import ClearingPlan, apply_clearing, plan_clearing
+from synopsis.compaction.clear import (
+    ClearingPlan,
+    apply_clearing,
+    clearing_is_enough,
+    plan_clearing,
+)
 from synopsis.compaction.options import CompactionOptions
 from synopsis.compaction.plan import CompactionPlan, plan_compaction
 from synopsis.compaction.summary import SUMMARY_KIND
@@ -302,7 +308,7 @@ def _tiered(
     yield from _emit(events, _cleared_event(run, plan, after, archive))
     tier = Tier(name="clear", tokens_before=run.tokens, tokens_after=after, messages=plan.results)
     rest = replace(run, messages=cleared, tokens=after)
-    if pressed and not run.options.trigger.evaluate(after, len(cleared)).fired:
+    if pressed and clearing_is_enough(run.options, after, len(cleared)):
         second = rest.unchanged()
     else:
         second = yield from _compact(rest)

@@ -11,9 +11,9 @@ newest results, results of excluded tools and of the skill tool, results smaller
 ``min_tokens``, and results already cleared. :func:`apply_clearing` puts a stub in each
 one's place::
 
-    <synopsis:cleared tool="read_file" tokens="3412">
-    [The output of read_file (3412 tokens) was cleared to save context; the full text is
-    archived at .synopsis/archive/s1.jsonl. Call the tool again if you need it.]
+    <synopsis:cleared tokens="3412">
+    [read_file output cleared (3412 tokens, archived at .synopsis/archive/s1.jsonl); run it
+    again if needed]
     </synopsis:cleared>
 
 A stub is marked in its text, so it is recognised after any framework conversion and never
@@ -48,6 +48,7 @@ __all__ = [
     "ToolClearing",
     "apply_clearing",
     "cleared_stub",
+    "clearing_is_enough",
     "is_cleared",
     "offload_large_tool_result",
     "plan_clearing",
@@ -68,12 +69,17 @@ class ToolClearing:
     smaller than this is not worth a stub. ``exclude_tools``: tools whose results are never
     cleared (the skill tool never is either: its results are the skills a summary keeps).
     ``clear_arguments``: also clear the arguments of the calls whose results were cleared.
+    ``target``: tier 1 is enough when it brings the history to at most this share of the
+    trigger's token limit; above it the summary follows at once (a history that clearing
+    only just brought under the limit would trigger again within a few turns, with little
+    left to clear).
     """
 
     keep_recent: int = 3
     min_tokens: int = 100
     exclude_tools: frozenset[str] = field(default_factory=frozenset)
     clear_arguments: bool = False
+    target: float = 0.75
 
     def __post_init__(self) -> None:
         for name in ("keep_recent", "min_tokens"):
@@ -88,6 +94,9 @@ class ToolClearing:
             raise ConfigError("ToolClearing.exclude_tools must hold tool names (strings)")
         if not isinstance(self.clear_arguments, bool):
             raise ConfigError("ToolClearing.clear_arguments must be True or False")
+        target = self.target
+        if isinstance(target, bool) or not isinstance(target, int | float) or not 0 < target <= 1:
+            raise ConfigError(f"ToolClearing.target must be in (0, 1], got {target!r}")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -108,6 +117,16 @@ class ClearingPlan:
     def indices(self) -> tuple[int, ...]:
         """Every message the plan changes, in order."""
         return tuple(sorted({*self.results, *self.arguments}))
+
+
+def clearing_is_enough(options: CompactionOptions, tokens: int, message_count: int) -> bool:
+    """Whether a history that tier 1 left at ``tokens`` needs no summary: the trigger no
+    longer fires, and it is within ``target`` of the trigger's token limit."""
+    clearing = options.clear_tool_outputs
+    if clearing is None or options.trigger.evaluate(tokens, message_count).fired:
+        return False
+    limit = options.trigger.threshold_tokens()
+    return limit is None or tokens <= clearing.target * limit
 
 
 def is_cleared(message: Mapping[str, Any]) -> bool:
@@ -224,13 +243,10 @@ def _cleared_call(call: Mapping[str, Any], calls: frozenset[str]) -> Any:
 
 
 def cleared_stub(tool: str, tokens: int, archive: str | None) -> str:
-    """The text that stands in for a cleared tool result."""
-    where = f"the full text is archived at {archive}" if archive else "it was not archived"
-    body = (
-        f"[The output of {tool} ({tokens} tokens) was cleared to save context; {where}. "
-        "Call the tool again if you need it.]"
-    )
-    return mark(CLEARED_KIND, body, {"tool": tool, "tokens": tokens})
+    """The text that stands in for a cleared tool result: short, as it stays for good."""
+    where = f"archived at {archive}" if archive else "not archived"
+    body = f"[{tool} output cleared ({tokens} tokens, {where}); run it again if needed]"
+    return mark(CLEARED_KIND, body, {"tokens": tokens})
 
 
 def offload_large_tool_result(

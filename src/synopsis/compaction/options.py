@@ -74,7 +74,7 @@ class CompactionOptions:
     min_new_messages: int = 1
     on_event: Sequence[EventHandler] = ()
     session_id: str | None = None
-    clear_tool_outputs: ToolClearing | None = None
+    clear_tool_outputs: ToolClearing | None = field(default_factory=ToolClearing)
 
     def __post_init__(self) -> None:
         # Sequences become tuples, so the value stays immutable and hashable.
