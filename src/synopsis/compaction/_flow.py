@@ -293,7 +293,8 @@ def compaction(
 def _tiered(
     run: _Run, tools: Sequence[Mapping[str, Any]] | None, *, pressed: bool
 ) -> Flow[CompactionStep, CompactionResult]:
-    """Tier 1, then tier 2 unless tier 1 brought a history the trigger fired on under it."""
+    """Tier 1, then tier 2 unless tier 1 alone brought a history the trigger fired on well
+    under budget (:func:`~synopsis.compaction.clear.clearing_is_enough`)."""
     plan = plan_clearing(run.messages, run.options, run.counter.estimate)
     if not plan.worthwhile:
         return (yield from _compact(run))
@@ -396,8 +397,8 @@ def _finish(
     new = build(run.options, run.counter, plan, summary, archive=archive)
     after = run.counter.count(new).total
     yield from _emit(events, _after(run, summary, new, after, archive))
-    tier = Tier(name="summarize", tokens_before=run.tokens, tokens_after=after)
-    tier = replace(tier, messages=_positions(run.messages, plan.replaced))
+    replaced = _positions(run.messages, plan.replaced)
+    tier = Tier(name="summarize", tokens_before=run.tokens, tokens_after=after, messages=replaced)
     return run.compacted(
         new,
         after,

@@ -1,4 +1,4 @@
-"""Tier 1 of a compaction: clear old tool output before any summary is written. Pure.
+"""Tier 1 of a compaction: clear old tool output before any summary is written.
 
 Coding agents fill their context mostly with tool output (file reads, test logs, search
 results) that is stale a few turns later. Replacing it with a short stub costs no model call
@@ -23,7 +23,7 @@ messages and the kept tail are never touched. With ``clear_arguments`` the argum
 calls whose results were cleared are replaced by :data:`CLEARED_ARGUMENTS` too.
 
 :func:`offload_large_tool_result` applies the same stub to one result as it arrives (the
-Eino "reduction" idea): the only function here that does I/O, through the archive it is given.
+Eino "reduction" idea). It writes to the archive it is given; everything else here is pure.
 """
 
 from __future__ import annotations
@@ -72,7 +72,8 @@ class ToolClearing:
     ``target``: tier 1 is enough when it brings the history to at most this share of the
     trigger's token limit; above it the summary follows at once (a history that clearing
     only just brought under the limit would trigger again within a few turns, with little
-    left to clear).
+    left to clear). The defaults were chosen with ``bench/bench_cost.py`` and
+    ``bench/bench_retention.py`` (``docs/benchmarks.md``).
     """
 
     keep_recent: int = 3
@@ -217,7 +218,7 @@ def apply_clearing(
     archive: str | None,
 ) -> list[dict[str, Any]]:
     """A new history with the plan's results stubbed (pointing to ``archive``) and its calls'
-    arguments cleared. ``usage`` is dropped from every message after the first change: its
+    arguments cleared. ``usage`` is dropped from every message from the first change on: its
     number measured the longer prompt and would make the next count think nothing went."""
     names = _tool_names(messages)
     results, arguments = set(plan.results), set(plan.arguments)
@@ -230,7 +231,7 @@ def apply_clearing(
             out = {**out, "content": cleared_stub(tool, estimate(message), archive)}
         elif index in arguments:
             out = {**out, "tool_calls": [_cleared_call(c, plan.calls) for c in out["tool_calls"]]}
-        if index > first and "usage" in out:
+        if index >= first and "usage" in out:
             out = {k: v for k, v in out.items() if k != "usage"}
         new.append(out)
     return new
