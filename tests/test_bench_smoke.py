@@ -64,3 +64,51 @@ def test_locomo_runs_on_a_tiny_file(tmp_path: Path) -> None:
     ours = next(line for line in out.splitlines() if line.startswith("| synopsis keyword"))
     # Both questions name their evidence turn's words, so our search finds both in the top 5.
     assert ours.split(" | ")[1] == "1.000"
+
+
+def _tiny_locomo_with_answers() -> list[dict[str, object]]:
+    """Three short sessions; every question's answer words are said in one turn."""
+    talk: dict[str, object] = {"speaker_a": "Ana", "speaker_b": "Ben"}
+    for number in (1, 2, 3):
+        talk[f"session_{number}_date_time"] = f"{number} May 2023"
+        talk[f"session_{number}"] = [
+            {
+                "speaker": "Ana",
+                "dia_id": f"D{number}:1",
+                "text": f"My number {number} pet is a beagle called Rex{number}.",
+            },
+            {
+                "speaker": "Ben",
+                "dia_id": f"D{number}:2",
+                "text": f"I sailed to island{number} in a red kayak. " * 6,
+            },
+        ]
+    qa = [
+        {
+            "question": f"Where did Ben sail in session {n}?",
+            "answer": f"island{n}",
+            "evidence": [f"D{n}:2"],
+            "category": 1,
+        }
+        for n in (1, 2, 3)
+    ]
+    qa.append({"question": "Unanswerable", "answer": "x", "evidence": [], "category": 5})
+    return [{"sample_id": "c1", "conversation": talk, "qa": qa}]
+
+
+def test_retention_runs_on_a_tiny_file(tmp_path: Path) -> None:
+    data = tmp_path / "locomo.json"
+    data.write_text(json.dumps(_tiny_locomo_with_answers()), encoding="utf-8")
+    out = run("bench_retention.py", "--data", str(data), "--budgets", "120")
+    assert "1 conversations, 3 questions with evidence" in out
+    assert "### chat layout, budget 120 tokens" in out and "### tool layout" in out
+    ceiling = next(line for line in out.splitlines() if line.startswith("| none |"))
+    assert ceiling.split(" | ")[1:3] == ["100.0%", "1.000"]  # every answer is said
+    assert sum(line.startswith("| tiered |") for line in out.splitlines()) == 2
+
+
+def test_cost_runs_on_a_short_session() -> None:
+    out = run("bench_cost.py", "--turns", "40", "--budgets", "3000", "--strategies", "tiered@0.5")
+    assert "40 turns (seed 11)" in out and "### Budget 3,000 tokens, 40 turns" in out
+    rows = [line.split(" | ")[0] for line in out.splitlines() if line.startswith("| ")]
+    assert rows[1:] == ["| none", "| summary", "| tiered@0.5"]  # after the header

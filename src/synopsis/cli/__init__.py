@@ -17,6 +17,7 @@ from typing import Any
 
 import click
 
+from synopsis.cli._compact_flags import clearing_flags, dry_run, with_clearing
 from synopsis.cli._errors import (
     BadInput,
     CliError,
@@ -227,17 +228,24 @@ def _usage_line(usage: Mapping[str, int] | None, calls: int | None) -> str | Non
 )
 @click.option("--force", is_flag=True, help="Compact even if no trigger fires.")
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON report on standard output.")
+@clearing_flags
 @guarded
 def compact(file: Path, output: Path | None, force: bool, as_json: bool, **options: Any) -> None:
     """Compact a transcript (FILE, or - for standard input): old history becomes one
     structured summary message, and the messages it replaces are archived first."""
-    from synopsis.cli._compact import compact_request, failure, run_compact
+    from synopsis.cli._compact import compact_request, failure, read_transcript, run_compact
+    from synopsis.compaction.compactor import Compactor
 
+    chosen = with_clearing(compaction_options(options, str(file)), options)
+    if options["dry_run"]:  # no model call, nothing written
+        transcript = read_transcript(str(file))
+        dry_run(Compactor(options=chosen), transcript.messages, force=force, as_json=as_json)
+        return
     request = compact_request(
         str(file),
         None if output is None else str(output),
         options,
-        compaction_options(options, str(file)),
+        chosen,
         force=force,
         as_json=as_json,
     )

@@ -1,6 +1,11 @@
 """One compaction, written once: a pure generator of steps that both compactors drive.
 
-:func:`compaction` decides (count + trigger, with the regrowth guard), validates, plans
+:func:`compaction` decides (count + trigger, with the regrowth guard), validates, and with
+``clear_tool_outputs`` runs tier 1 first: old tool output is archived and replaced by stubs
+(:mod:`.clear`), ``tool_outputs_cleared`` is emitted, the history is counted again, and the
+summary (tier 2) follows only if the history is still over budget (the trigger fires, or it
+is above ``ToolClearing.target`` of the limit; and always when the trigger had not fired: a
+compaction asked for without budget pressure runs every tier). Tier 2 plans
 (emitting ``compaction_skipped`` when there is nothing worth summarizing), emits
 ``before_summarize``, asks for a summary, degrades on :class:`ModelError` (extractive, truncate
 or keep) and emits ``summarize_failed``, archives what leaves the history, builds the new
@@ -20,25 +25,26 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from synopsis._flow import Flow
-from synopsis.compaction._events import CompactionEvent, CompactionSkipped
-from synopsis.compaction.options import CompactionOptions
-from synopsis.compaction.plan import CompactionPlan, Truncation, plan_compaction, plan_truncation
-from synopsis.compaction.skills import preserve_skills
-from synopsis.compaction.summary import (
-    NOTICE_KIND,
-    SUMMARY_KIND,
-    collect_user_messages,
-    finalize_summary,
-    user_messages_block,
+from synopsis.compaction._build import build, previous_version, truncated
+from synopsis.compaction._build import truncation as plan_fallback
+from synopsis.compaction._events import CompactionEvent, CompactionSkipped, ToolOutputsCleared
+from synopsis.compaction.clear import (
+    ClearingPlan,
+    apply_clearing,
+    clearing_is_enough,
+    plan_clearing,
 )
+from synopsis.compaction.options import CompactionOptions
+from synopsis.compaction.plan import CompactionPlan, plan_compaction
+from synopsis.compaction.summary import SUMMARY_KIND
 from synopsis.compaction.trigger import TriggerDecision
 from synopsis.errors import CompactionError, ModelError, describe_error
 from synopsis.events import AfterSummarize, BeforeSummarize, SummarizeFailed
-from synopsis.messages import mark, marked_body, marker_of, without_meta
+from synopsis.messages import marked_body, marker_of, without_meta
 from synopsis.models._base import Usage
 from synopsis.summarizer import SummaryResult, strip_summary_wrapping
 from synopsis.tokens import TokenCounter
@@ -50,6 +56,7 @@ __all__ = [
     "Emit",
     "Summarize",
     "SummarizeOffline",
+    "Tier",
     "WriteArchive",
     "build",
     "compaction",
@@ -63,9 +70,27 @@ _log = logging.getLogger("synopsis.compaction.compactor")
 Messages = Sequence[Mapping[str, Any]]
 #: A summary that could not get below the trigger is retried only after this much regrowth.
 _MIN_REGROWTH = 0.10
-#: The truncation fallback keeps at most this share of the trigger's limit (or of the history,
-#: if that is smaller), so the very next call does not trigger again.
-_TRUNCATE_TO = 0.5
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Tier:
+    """What one tier did: ``clear`` (old tool output), ``summarize``, or ``truncate`` (the
+    fallback); the tokens before and after it; the input messages it cleared, summarized or
+    dropped (indices)."""
+
+    name: str
+    tokens_before: int
+    tokens_after: int
+    messages: tuple[int, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "tier": self.name,
+            "tokens_before": self.tokens_before,
+            "tokens_after": self.tokens_after,
+            "tokens_saved": self.tokens_before - self.tokens_after,
+            "messages": len(self.messages),
+        }
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -89,6 +114,7 @@ class CompactionResult:
     version: int | None = None
     usage: Usage | None = None  # what the summary cost, summed over its calls
     calls: int = 0
+    tiers: tuple[Tier, ...] = ()
 
     def report(self) -> dict[str, Any]:
         """A JSON-ready summary of the result (without the messages)."""
@@ -107,6 +133,7 @@ class CompactionResult:
             "version": self.version,
             "usage": self.usage.as_dict() if self.usage else None,
             "calls": self.calls,
+            "tiers": [tier.to_dict() for tier in self.tiers],
         }
 
 
@@ -223,6 +250,7 @@ class _Run:
         fallback: str | None,
         events: Sequence[CompactionEvent],
         version: int | None = None,
+        tier: Tier | None = None,
     ) -> CompactionResult:
         return CompactionResult(
             messages=new,
@@ -240,6 +268,7 @@ class _Run:
             version=version,
             usage=summary.usage if summary else None,
             calls=summary.calls if summary else 0,
+            tiers=(tier,) if tier else (),
         )
 
 
@@ -264,11 +293,46 @@ def compaction(
         reason=decision.reason or reason,
         triggered=decision.fired,
     )
-    return (yield from _compact(run))
+    validate_messages(list(messages))
+    if options.clear_tool_outputs is None:
+        return (yield from _compact(run))
+    return (yield from _tiered(run, tools, pressed=decision.fired))
+
+
+def _tiered(
+    run: _Run, tools: Sequence[Mapping[str, Any]] | None, *, pressed: bool
+) -> Flow[CompactionStep, CompactionResult]:
+    """Tier 1, then tier 2 unless tier 1 alone brought a history the trigger fired on well
+    under budget (:func:`~synopsis.compaction.clear.clearing_is_enough`)."""
+    plan = plan_clearing(run.messages, run.options, run.counter.estimate)
+    if not plan.worthwhile:
+        return (yield from _compact(run))
+    try:
+        archive = yield from _write_archive(run, [run.messages[i] for i in plan.indices])
+    except CompactionError as exc:
+        return run.unchanged(error=describe_error(exc))
+    where = archive or run.options.transcript_path
+    cleared = apply_clearing(run.messages, plan, run.counter.estimate, archive=where)
+    after = run.counter.count(cleared, tools=tools).total
+    events: list[CompactionEvent] = []
+    yield from _emit(events, _cleared_event(run, plan, after, archive))
+    tier = Tier(name="clear", tokens_before=run.tokens, tokens_after=after, messages=plan.results)
+    rest = replace(run, messages=cleared, tokens=after)
+    if pressed and clearing_is_enough(run.options, after, len(cleared)):
+        second = rest.unchanged()
+    else:
+        second = yield from _compact(rest)
+    return replace(
+        second,
+        compacted=True,
+        tokens_before=run.tokens,
+        archive=second.archive or archive,
+        events=(*events, *second.events),
+        tiers=(tier, *second.tiers),
+    )
 
 
 def _compact(run: _Run) -> Flow[CompactionStep, CompactionResult]:
-    validate_messages(list(run.messages))
     plan = plan_compaction(
         run.messages,
         keep_tail=run.options.keep_tail,
@@ -338,12 +402,21 @@ def _finish(
         archive = yield from _write_archive(run, plan.replaced)
     except CompactionError as exc:
         return run.unchanged(error=describe_error(exc), events=events)
-    version = _previous_version(plan) + 1
+    version = previous_version(plan) + 1
     new = build(run.options, run.counter, plan, summary, archive=archive)
     after = run.counter.count(new).total
     yield from _emit(events, _after(run, summary, new, after, archive))
+    replaced = _positions(run.messages, plan.replaced)
+    tier = Tier(name="summarize", tokens_before=run.tokens, tokens_after=after, messages=replaced)
     return run.compacted(
-        new, after, summary, archive=archive, fallback=fallback, events=events, version=version
+        new,
+        after,
+        summary,
+        archive=archive,
+        fallback=fallback,
+        events=events,
+        version=version,
+        tier=tier,
     )
 
 
@@ -351,7 +424,7 @@ def _truncate(
     run: _Run, plan: CompactionPlan, events: list[CompactionEvent]
 ) -> Flow[CompactionStep, CompactionResult]:
     """The truncation fallback: archive the messages it drops, then build without them."""
-    truncation = _truncation(run, plan)
+    truncation = plan_fallback(run.options, run.counter, run.messages, plan)
     if not truncation.dropped:
         nothing = CompactionError("the truncation fallback found nothing it may drop")
         return run.unchanged(error=describe_error(nothing), events=events)
@@ -361,7 +434,11 @@ def _truncate(
         return run.unchanged(error=describe_error(exc), events=events)
     new = truncated(run.options, run.counter, plan, truncation, archive)
     after = run.counter.count(new).total
-    return run.compacted(new, after, None, archive=archive, fallback="truncate", events=events)
+    dropped = _positions(run.messages, truncation.dropped)
+    tier = Tier(name="truncate", tokens_before=run.tokens, tokens_after=after, messages=dropped)
+    return run.compacted(
+        new, after, None, archive=archive, fallback="truncate", events=events, tier=tier
+    )
 
 
 def _write_archive(
@@ -371,6 +448,12 @@ def _write_archive(
         return None
     where: str = yield WriteArchive(tuple(messages), run.options.session_id)
     return where
+
+
+def _positions(messages: Messages, subset: Sequence[Mapping[str, Any]]) -> tuple[int, ...]:
+    """Where the messages of ``subset`` (the same objects) stand in ``messages``."""
+    wanted = {id(message) for message in subset}
+    return tuple(i for i, message in enumerate(messages) if id(message) in wanted)
 
 
 def _emit(events: list[CompactionEvent], event: CompactionEvent) -> Flow[CompactionStep, None]:
@@ -384,6 +467,21 @@ def _skipped(run: _Run, why: str) -> CompactionSkipped:
         skipped=why,
         tokens=run.tokens,
         message_count=len(run.messages),
+        session_id=run.options.session_id,
+    )
+
+
+def _cleared_event(
+    run: _Run, plan: ClearingPlan, after: int, archive: str | None
+) -> ToolOutputsCleared:
+    return ToolOutputsCleared(
+        reason=run.reason,
+        cleared=len(plan.results),
+        arguments_cleared=len(plan.calls),
+        tokens_before=run.tokens,
+        tokens_after=after,
+        tokens_saved=run.tokens - after,
+        archive=archive,
         session_id=run.options.session_id,
     )
 
@@ -413,138 +511,6 @@ def _after(
         usage=summary.usage.as_dict() if summary.usage else None,
         calls=summary.calls,
     )
-
-
-# -- building the new history -----------------------------------------------------------------
-
-
-def build(
-    options: CompactionOptions,
-    counter: TokenCounter,
-    plan: CompactionPlan,
-    summary: SummaryResult,
-    *,
-    archive: str | None,
-) -> list[dict[str, Any]]:
-    """``[system] + [skills] + [summary] + [tail]``. The summary's marker carries its version
-    and the tokens just after it (which the regrowth guard reads on later calls)."""
-    message = _summary_message(options, counter, plan, summary, archive=archive)
-    skills = None
-    if options.skills is not None:
-        skills = preserve_skills(
-            plan.replaced, options.skills, estimate=counter.estimate_text, prompts=options.prompts
-        )
-    new = [*map(_kept_system, plan.system), *([skills] if skills else [])]
-    new += [message, *map(_kept, plan.tail)]
-    marker = marker_of(message)
-    attributes = {**(marker.attributes if marker else {}), "tokens_after": counter.count(new).total}
-    body = marked_body(message, unescape=False)
-    message["content"] = mark(SUMMARY_KIND, body, attributes, raw=True)
-    return new
-
-
-def _summary_message(
-    options: CompactionOptions,
-    counter: TokenCounter,
-    plan: CompactionPlan,
-    summary: SummaryResult,
-    *,
-    archive: str | None,
-) -> dict[str, Any]:
-    return finalize_summary(
-        summary.text,
-        context_messages=plan.replaced,
-        prompts=options.prompts,
-        estimate=counter.estimate_text,
-        user_budget_tokens=options.user_budget,
-        transcript_path=archive or options.transcript_path,
-        extra_meta={"version": _previous_version(plan) + 1},
-    )
-
-
-def _previous_version(plan: CompactionPlan) -> int:
-    marker = marker_of(plan.previous_summary) if plan.previous_summary is not None else None
-    version = marker.integer("version") if marker is not None else None
-    return version or 0
-
-
-def _truncation(run: _Run, plan: CompactionPlan) -> Truncation:
-    """What the truncation fallback drops: the oldest unprotected messages, until the history
-    is at most half the trigger's limit (or half its size, if smaller), messages and tokens."""
-    estimate, trigger = run.counter.estimate, run.options.trigger
-    total = sum(estimate(m) for m in run.messages)
-    limit = trigger.threshold_tokens()
-    max_messages = None
-    if trigger.messages:
-        max_messages = int(min(len(run.messages), trigger.messages) * _TRUNCATE_TO)
-    # The notice's quotes of the user's words are not reserved: each stands for a dropped
-    # message at most its size, so the result stays well below the limit all the same.
-    reserved = _fallback_messages(run.options, run.counter, plan.replaced, quote=False)
-    return plan_truncation(
-        plan,
-        estimate=estimate,
-        max_tokens=int(min(total, total if limit is None else limit) * _TRUNCATE_TO),
-        max_messages=max_messages,
-        reserved_tokens=sum(estimate(m) for m in reserved),
-        reserved_messages=len(reserved),
-    )
-
-
-def truncated(
-    options: CompactionOptions,
-    counter: TokenCounter,
-    plan: CompactionPlan,
-    truncation: Truncation,
-    archive: str | None,
-) -> list[dict[str, Any]]:
-    """The degraded history: ``[system] + [skills] + [previous summary] + [notice] + [kept] +
-    [tail]``. The notice says how many messages went and where they are archived, and quotes
-    what the user said in them; the skills loaded in them are preserved."""
-    messages = _fallback_messages(options, counter, truncation.dropped, archive=archive)
-    previous = [m for m in truncation.kept if m is plan.previous_summary]
-    rest = [m for m in truncation.kept if m is not plan.previous_summary]
-    skills, notice = messages[:-1], messages[-1]
-    head = [*map(_kept_system, plan.system), *skills, *map(_kept, previous), notice]
-    return [*head, *map(_kept, rest), *map(_kept, plan.tail)]
-
-
-def _fallback_messages(
-    options: CompactionOptions,
-    counter: TokenCounter,
-    dropped: Sequence[Mapping[str, Any]],
-    *,
-    archive: str | None = None,
-    quote: bool = True,
-) -> list[dict[str, Any]]:
-    """The preserved-skills message (if any skill was loaded) and the notice, for ``dropped``."""
-    skills = None
-    if options.skills is not None:
-        skills = preserve_skills(
-            dropped, options.skills, estimate=counter.estimate_text, prompts=options.prompts
-        )
-    where = f" They are archived at {archive}." if archive else ""
-    text = f"[{len(dropped)} earlier messages were removed to fit the context window.{where}]"
-    block = user_messages_block(
-        collect_user_messages(dropped) if quote else [],
-        budget_tokens=options.user_budget,
-        estimate=counter.estimate_text,
-        prompts=options.prompts,
-    )
-    if block:
-        text += "\n\nWhat the user said in them:\n" + block
-    notice = {"role": "user", "content": mark(NOTICE_KIND, text, {"dropped": len(dropped)})}
-    return [*([skills] if skills else []), notice]
-
-
-def _kept_system(message: Mapping[str, Any]) -> dict[str, Any]:
-    return dict(without_meta(message))
-
-
-def _kept(message: Mapping[str, Any]) -> dict[str, Any]:
-    """A kept message as it is sent: without a legacy ``meta``, and without ``usage``: its
-    number measured the old, longer prompt and would make the next count think nothing was
-    removed."""
-    return {k: v for k, v in without_meta(message).items() if k != "usage"}
 
 
 def _unchanged(

@@ -10,7 +10,8 @@ always a new list; the caller's history is never mutated. When summarizing fails
 comes back unchanged (or degraded as configured), an event says why, and the agent goes on.
 
 Options come as one :class:`CompactionOptions` (``options=``) or as the same keyword
-arguments; ``summarizer=``, ``sleep=`` and ``rng=`` belong to the driver.
+arguments; ``summarizer=``, ``sleep=`` and ``rng=`` belong to the driver. ``preview()`` (the
+same on both, as it does no I/O) says what ``compact()`` would do, without doing it.
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ from synopsis.compaction.options import (
     Fallback,
     options_from,
 )
+from synopsis.compaction.preview import CompactionPreview, preview_compaction
 from synopsis.compaction.trigger import TriggerDecision
 from synopsis.events import aemit, check_sync_handlers, emit
 from synopsis.summarizer import AsyncSummarizer, AsyncSummarizerLike, Summarizer, SummarizerLike
@@ -51,6 +53,7 @@ __all__ = [
     "AsyncCompactor",
     "CompactingModel",
     "CompactionOptions",
+    "CompactionPreview",
     "CompactionResult",
     "Compactor",
     "Fallback",
@@ -79,6 +82,22 @@ class _Driver:
     def should_compact(self, messages: Messages, *, tools: Tools = None) -> TriggerDecision:
         """Whether the trigger fires for ``messages`` (no model call)."""
         return decide(self.options, self.counter, messages, tools)[1]
+
+    def preview(
+        self, messages: Messages, *, tools: Tools = None, force: bool = True, reason: str = "manual"
+    ) -> CompactionPreview:
+        """What ``compact()`` with the same arguments would clear, summarize, keep and
+        back-fill, and the tokens after each tier: the same flow, but no model is called,
+        nothing is written and no event is delivered."""
+        return preview_compaction(
+            self.options,
+            self.counter,
+            self.archive,
+            messages,
+            tools=tools,
+            force=force,
+            reason=reason,
+        )
 
     def _flow(
         self, messages: Messages, tools: Tools, force: bool, reason: str

@@ -81,7 +81,8 @@ class CompactionPlan:
     system: tuple[Mapping[str, Any], ...]
     #: Messages replaced by the summary, previous summaries and skills messages included.
     replaced: tuple[Mapping[str, Any], ...]
-    #: What the summarizer is asked to read: ``replaced`` minus internal messages.
+    #: What the summarizer is asked to read: ``replaced`` minus internal messages (a cleared
+    #: tool result stays: it answers a call).
     to_summarize: tuple[Mapping[str, Any], ...]
     tail: tuple[Mapping[str, Any], ...]
     previous_summary: Mapping[str, Any] | None
@@ -149,8 +150,8 @@ def plan_compaction(
         start = min(start, max(p for p in safe_cut_points(context) if p < len(context)))
     replaced = context[:start]
     previous = context[summary_at] if summary_at is not None and summary_at < start else None
-    to_summarize = tuple(m for m in replaced if not is_internal(m))
-    new_after_summary = sum(1 for m in replaced[floor:] if not is_internal(m))
+    to_summarize = tuple(m for m in replaced if not _injected(m))
+    new_after_summary = sum(1 for m in replaced[floor:] if not _injected(m))
     worthwhile, reason = True, None
     if not replaced:
         worthwhile, reason = False, "nothing to summarize before the kept tail"
@@ -167,6 +168,13 @@ def plan_compaction(
         worthwhile=worthwhile,
         skip_reason=reason,
     )
+
+
+def _injected(message: Mapping[str, Any]) -> bool:
+    """An internal message the summarizer does not read. A marked tool result (a cleared
+    stub) is read all the same: it answers a call, and a call without its result is an
+    invalid request to the summarizer's model."""
+    return is_internal(message) and message.get("role") != "tool"
 
 
 def _covered_by_tail(

@@ -148,7 +148,8 @@ def _read(messages: Sequence[Mapping[str, Any]]) -> tuple[_Transcript, str]:
 
 
 def _add(transcript: _Transcript, message: Mapping[str, Any], names: dict[str, str]) -> None:
-    role, text = message.get("role"), text_of(message)
+    role = message.get("role")
+    text = "" if role == "tool" and is_internal(message) else text_of(message)  # a cleared stub
     if role == "user":
         wrapped = _strip_wrapping(marked_body(message))
         if wrapped is not None:
