@@ -142,7 +142,8 @@ def schema_version(d: Dialect) -> Plan[int]:
 
 def migrate(d: Dialect, now: float) -> Plan[int]:
     """Bring the server's tables to the newest version; return the version found."""
-    yield from _prelude(d)
+    for statement in _prelude(d):  # noqa: UP028 - a list cannot be sent the rows
+        yield statement
     rows = yield Statement(f"SELECT coalesce(max(version), 0) FROM {d.table('schema_version')}")
     have = int(rows[0][0])
     if have > len(MIGRATIONS):
