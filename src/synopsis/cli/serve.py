@@ -61,6 +61,8 @@ def _options(fn: F) -> F:
                                 "show_default": True}),
         (("--poll-seconds",), {"type": click.FloatRange(min=0.01), "default": _D.poll_seconds,
                                "show_default": True}),
+        (("--outbox-seconds",), {"type": click.FloatRange(min=0.01), "default": _D.outbox_seconds,
+                                 "show_default": True}),
         (("--drain-seconds",), {"type": click.FloatRange(min=0), "default": _D.drain_seconds,
                                 "show_default": True}),
         (("--log-level",), {"type": click.Choice(["critical", "error", "warning", "info", "debug"]),
