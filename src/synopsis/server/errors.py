@@ -67,6 +67,7 @@ _STATUS: Sequence[tuple[type[BaseException], int]] = (
 ERRORS: dict[int | str, dict[str, Any]] = {
     status: {"model": ErrorBody, "description": description}
     for status, description in (
+        (400, "The body could not be read (not UTF-8 JSON)."),
         (401, "No API key, or an unknown or revoked one."),
         (404, "Not found (or another tenant's)."),
         (422, "Invalid input; the message names the field."),
@@ -124,7 +125,9 @@ async def _validation_error(request: Request, exc: Exception) -> JSONResponse:
 
 async def _http_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, HTTPException)
-    kind = {404: "NotFound", 405: "MethodNotAllowed"}.get(exc.status_code, "HTTPError")
+    kind = {400: "InvalidInput", 404: "NotFound", 405: "MethodNotAllowed"}.get(
+        exc.status_code, "HTTPError"
+    )
     headers = dict(exc.headers) if exc.headers else None
     return error_response(exc.status_code, kind, str(exc.detail), headers=headers)
 

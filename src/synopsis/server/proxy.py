@@ -48,12 +48,14 @@ _PROXY_ERRORS: dict[int | str, dict[str, Any]] = {
     "4XX": {"description": "The upstream's own error, passed through with its status."},
     "5XX": {"description": "The upstream's own error, passed through with its status."},
 }
+#: One server-sent event of a streamed answer (its ``data`` is a JSON chunk, or ``[DONE]``).
+_SSE_EVENT = {"type": "object", "properties": {"data": {"type": "string"}}}
 _ANSWER: dict[int | str, dict[str, Any]] = {
     200: {
         "description": "The upstream's answer, unchanged (JSON, or SSE when streaming).",
         "content": {
             "application/json": {"schema": {"type": "object"}},
-            "text/event-stream": {"schema": {"type": "string"}},
+            "text/event-stream": {"schema": _SSE_EVENT},
         },
     }
 }
