@@ -69,7 +69,10 @@ def test_compact_returns_compacted_messages_and_report(live: Live) -> None:
     assert body["report"]["compacted"] is True and body["report"]["reason"] == "messages"
     assert body["messages"][0] == {"role": "system", "content": "be brief"}
     assert len(body["messages"]) < len(history)
-    assert all(set(m) <= {"role", "content", "name", "tool_calls", "tool_call_id"} for m in body["messages"])
+    assert all(
+        set(m) <= {"role", "content", "name", "tool_calls", "tool_call_id"}
+        for m in body["messages"]
+    )
 
 
 def test_compact_below_the_trigger_returns_the_history_unchanged(live: Live) -> None:
@@ -87,7 +90,9 @@ def test_bad_messages_are_422_naming_the_field(live: Live) -> None:
             "/v1/sessions/u/s/messages",
             json={"messages": [{"role": "tool", "tool_call_id": "nope", "content": "x"}]},
         )
-        not_json = client.post("/v1/compact", content=b"{", headers={"content-type": "application/json"})
+        not_json = client.post(
+            "/v1/compact", content=b"{", headers={"content-type": "application/json"}
+        )
     assert bad_role.status_code == 422
     assert bad_role.json()["error"]["field"] == "messages.0.role"
     assert orphan.status_code == 422
@@ -121,12 +126,13 @@ def test_append_returns_202_and_a_background_summary_follows(live: Live) -> None
 
 def test_context_injects_the_summary_before_the_window(start_server: StartServer) -> None:
     with start_server(summarize_every=4, window_messages=4) as live:
-        with live.client(live.key("acme")) as client:
-            client.post("/v1/sessions/u1/s1/messages", json={"messages": turns(8)})
-            wait_for(lambda: summary_of(client, "u1", "s1"), what="the summary")
-            context = client.get(
-                "/v1/sessions/u1/s1/context", params={"system_prompt": "You help."}
-            ).json()
+        client = live.client(live.key("acme"))
+        client.post("/v1/sessions/u1/s1/messages", json={"messages": turns(8)})
+        wait_for(lambda: summary_of(client, "u1", "s1"), what="the summary")
+        context = client.get(
+            "/v1/sessions/u1/s1/context", params={"system_prompt": "You help."}
+        ).json()
+        client.close()
     first = context["messages"][0]
     assert context["summary_version"] == 1
     assert first["role"] == "system" and first["content"].startswith("You help.")
@@ -176,11 +182,13 @@ def test_memory_put_get_search_delete(live: Live) -> None:
     with live.client(live.key("acme")) as client:
         put = client.post(
             "/v1/memories",
-            json={"namespace": "user/u1/notes", "key": "k1", "text": "Ana adopted a beagle named Rex",
-                  "tags": {"source": "chat"}},
+            json={"namespace": "user/u1/notes", "key": "k1",
+                  "text": "Ana adopted a beagle named Rex", "tags": {"source": "chat"}},
         )  # fmt: skip
         got = client.get("/v1/memories/user/u1/notes/k1")
-        found = client.get("/v1/memories/search", params={"namespace_prefix": "user/u1", "q": "beagle"})
+        found = client.get(
+            "/v1/memories/search", params={"namespace_prefix": "user/u1", "q": "beagle"}
+        )
         deleted = client.delete("/v1/memories/user/u1/notes/k1")
         again = client.get("/v1/memories/user/u1/notes/k1")
         gone = client.delete("/v1/memories/user/u1/notes/k1")
@@ -231,7 +239,9 @@ def test_delete_user_removes_memories_summaries_and_histories(live: Live) -> Non
 def test_export_streams_json_lines_that_memory_import_reads(live: Live) -> None:
     with live.client(live.key("acme")) as client:
         for i in range(3):
-            client.post("/v1/memories", json={"namespace": "user/u1", "key": f"k{i}", "text": f"t{i}"})
+            client.post(
+                "/v1/memories", json={"namespace": "user/u1", "key": f"k{i}", "text": f"t{i}"}
+            )
         response = client.get("/v1/export")
     lines = [json.loads(line) for line in response.text.splitlines()]
     assert response.headers["content-type"].startswith("application/x-ndjson")

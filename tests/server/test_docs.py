@@ -60,7 +60,7 @@ class Reader:
         bin_dir.mkdir()
         shim = bin_dir / "synopsis"
         shim.write_text(
-            f'#!/bin/sh\nexec {shlex.quote(sys.executable)} -c '
+            f"#!/bin/sh\nexec {shlex.quote(sys.executable)} -c "
             f'"from synopsis.cli import main; main()" "$@"\n'
         )
         shim.chmod(0o755)
@@ -98,7 +98,9 @@ class Reader:
             ["bash", "-c", body], cwd=self.workdir, env=self.env, capture_output=True,
             text=True, timeout=120, check=False,
         )  # fmt: skip
-        assert done.returncode == 0, f"{block}\n--- stdout\n{done.stdout}\n--- stderr\n{done.stderr}"
+        assert done.returncode == 0, (
+            f"{block}\n--- stdout\n{done.stdout}\n--- stderr\n{done.stderr}"
+        )
         pairs = (item.split("=", 1) for item in env_file.read_text().split("\0") if "=" in item)
         self.env = dict(pairs)
         return done.stdout
@@ -168,9 +170,7 @@ def test_the_sqlite_walkthrough_runs(reader: Reader) -> None:
 
 
 @pytest.mark.postgres
-def test_the_replicas_walkthrough_runs(
-    reader: Reader, postgres_url: str, pg_schema: str
-) -> None:
+def test_the_replicas_walkthrough_runs(reader: Reader, postgres_url: str, pg_schema: str) -> None:
     reader.substitutions[EXAMPLE_PG] = postgres_url
     reader.substitutions['--db "$DB"'] = f'--db "$DB" --schema {pg_schema}'
     [(language, code)] = sections()["Run N replicas on PostgreSQL"]

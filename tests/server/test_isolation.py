@@ -40,7 +40,10 @@ def seeded(start_server: StartServer) -> Iterator[tuple[Live, str, str]]:
         key_a, key_b = live.key("tenant-a"), live.key("tenant-b")
         with live.client(key_a) as a:
             a.post("/v1/sessions/u1/s1/messages", json={"messages": turns(4)})
-            a.post("/v1/memories", json={"namespace": "user/u1", "key": "secret", "text": "secret plan"})
+            a.post(
+                "/v1/memories",
+                json={"namespace": "user/u1", "key": "secret", "text": "secret plan"},
+            )
             wait_for(lambda: summary_of(a, "u1", "s1"), what="A's summary")
         yield live, key_a, key_b
 

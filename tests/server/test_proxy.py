@@ -144,7 +144,9 @@ def test_streaming_passes_chunks_through(proxy: Live, upstream: Upstream) -> Non
 
 
 async def test_the_async_client_works_too(proxy: Live) -> None:
-    client = openai.AsyncOpenAI(base_url=f"{proxy.url}/v1", api_key=proxy.key("acme"), max_retries=0)
+    client = openai.AsyncOpenAI(
+        base_url=f"{proxy.url}/v1", api_key=proxy.key("acme"), max_retries=0
+    )
     completion = await client.chat.completions.create(
         model="m", messages=[{"role": "user", "content": "async hi"}]
     )

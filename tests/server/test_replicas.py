@@ -130,9 +130,10 @@ def test_two_replicas_one_killed_every_summary_exactly_once(
     with Database(postgres_url, schema=pg_schema) as database:
         key = KeyRing(database).create("acme").secret
     with running(fake.app) as upstream:
+        model = f"openai-compatible:summarizer@{upstream}/v1"
         args = ("--db", postgres_url, "--schema", pg_schema, "--summarize-every", "4",
-                "--model", f"openai-compatible:summarizer@{upstream}/v1", "--workers", "4",
-                "--lease-seconds", "2", "--poll-seconds", "0.1", "--outbox-seconds", "0.5")  # fmt: skip
+                "--model", model, "--workers", "4", "--lease-seconds", "2",
+                "--poll-seconds", "0.1", "--outbox-seconds", "0.5")  # fmt: skip
         with serve(*args) as (doomed, url_a), serve(*args) as (_, url_b):
             _feed(url_a, url_b, key, sessions, start=0)
             wait_for(lambda: _metric(url_a, "synopsis_jobs_running") > 0, what="A to run jobs")
