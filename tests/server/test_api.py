@@ -247,3 +247,12 @@ def test_export_streams_json_lines_that_memory_import_reads(live: Live) -> None:
     assert response.headers["content-type"].startswith("application/x-ndjson")
     assert sorted(line["key"] for line in lines) == ["k0", "k1", "k2"]
     assert set(lines[0]) == {"namespace", "kind", "text", "key", "tags"}
+
+
+def test_metrics_count_each_compaction_and_summarizer_call_once(live: Live) -> None:
+    with live.client(live.key("acme")) as client:
+        client.post("/v1/compact", json={"messages": turns(10), "trigger_messages": 5})
+        client.post("/v1/compact", json={"messages": turns(10), "force": True})
+        text = client.get("/metrics").text
+    assert 'synopsis_compactions_total{outcome="compacted"} 2.0' in text
+    assert 'synopsis_summarizer_calls_total{outcome="ok"} 2.0' in text

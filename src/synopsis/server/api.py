@@ -103,8 +103,13 @@ async def record_turn(
 
 
 @functools.lru_cache(maxsize=64)
-def _compactor_for(trigger: Trigger, keep_tail: KeepTail, model: Any) -> AsyncCompactor:
-    return AsyncCompactor(summarizer=model, trigger=trigger, keep_tail=keep_tail)
+def _compactor_for(
+    trigger: Trigger, keep_tail: KeepTail, summarizer: Any, observe: Any
+) -> AsyncCompactor:
+    """A compactor with a request's own options (a few distinct ones are kept)."""
+    return AsyncCompactor(
+        summarizer=summarizer, trigger=trigger, keep_tail=keep_tail, on_event=[observe]
+    )
 
 
 @router.post("/v1/compact", tags=["compaction"], response_model=CompactResponse)
@@ -118,12 +123,11 @@ async def compact(body: CompactRequest, tenant: Tenant, s: Svc) -> CompactRespon
             if own
             else s.options.trigger
         )
-        compactor = _compactor_for(trigger, KeepTail(messages=body.keep_tail), s.summarizer)
+        keep_tail = KeepTail(messages=body.keep_tail)
+        compactor = _compactor_for(trigger, keep_tail, s.summarizer, s.metrics.observe)
     else:
         compactor = s.compactor
     result = await compactor.compact(messages, force=body.force)
-    for event in result.events:
-        s.metrics.observe(event)
     return compact_response(result, public_messages(result.messages))
 
 

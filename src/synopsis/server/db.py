@@ -53,43 +53,67 @@ def _step(plan: Plan[T], rows: Rows | None) -> tuple[Statement | None, T | None]
 
 
 class _SQLite:
-    """One connection, one transaction at a time."""
+    """A writer connection (one transaction at a time) and a reader for point lookups.
+
+    In WAL mode a reader never waits for the writer, so a lookup by a unique key (an API
+    key's digest) can run on the event loop itself: tens of microseconds, instead of a hop to
+    a worker thread and back.
+    """
 
     def __init__(self, path: str, busy_timeout: float = 10.0) -> None:
         self.dialect = Dialect("sqlite")
         self._lock = threading.Lock()
-        with _translated("open the database"):
-            self._conn = sqlite3.connect(
-                path, timeout=busy_timeout, isolation_level=None, check_same_thread=False
-            )
-            self._conn.execute("PRAGMA journal_mode=WAL")
-            self._conn.execute(f"PRAGMA busy_timeout={int(busy_timeout * 1000)}")
+        self._reader_lock = threading.Lock()
+        self._conn = _sqlite_connect(path, busy_timeout)
+        self._conn.execute("PRAGMA journal_mode=WAL")
+        self._reader = _sqlite_connect(path, busy_timeout)
+        self._reader.execute("PRAGMA query_only=1")
 
     def run(self, plan: Plan[T], write: bool) -> T:
-        with self._lock, _translated("run a query"):
-            self._conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
-            try:
-                result = self._drive(plan)
-            except BaseException:
-                self._conn.execute("ROLLBACK")
-                raise
-            self._conn.execute("COMMIT")
-            return result
+        with self._lock:
+            return _sqlite_transaction(self._conn, plan, "BEGIN IMMEDIATE" if write else "BEGIN")
 
-    def _drive(self, plan: Plan[T]) -> T:
-        statement, result = _step(plan, None)
-        while statement is not None:
-            if statement.many is not None:
-                self._conn.executemany(statement.sql, statement.many)
-                rows: Rows = []
-            else:
-                rows = self._conn.execute(statement.sql, statement.params).fetchall()
-            statement, result = _step(plan, rows)
-        return result  # type: ignore[return-value]
+    def lookup(self, plan: Plan[T]) -> T:
+        with self._reader_lock:
+            return _sqlite_transaction(self._reader, plan, "BEGIN")
 
     def close(self) -> None:
-        with self._lock:
+        with self._lock, self._reader_lock:
             self._conn.close()
+            self._reader.close()
+
+
+def _sqlite_connect(path: str, busy_timeout: float) -> sqlite3.Connection:
+    with _translated("open the database"):
+        conn = sqlite3.connect(
+            path, timeout=busy_timeout, isolation_level=None, check_same_thread=False
+        )
+        conn.execute(f"PRAGMA busy_timeout={int(busy_timeout * 1000)}")
+        return conn
+
+
+def _sqlite_transaction(conn: sqlite3.Connection, plan: Plan[T], begin: str) -> T:
+    with _translated("run a query"):
+        conn.execute(begin)
+        try:
+            result = _sqlite_drive(conn, plan)
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        conn.execute("COMMIT")
+        return result
+
+
+def _sqlite_drive(conn: sqlite3.Connection, plan: Plan[T]) -> T:
+    statement, result = _step(plan, None)
+    while statement is not None:
+        if statement.many is not None:
+            conn.executemany(statement.sql, statement.many)
+            rows: Rows = []
+        else:
+            rows = conn.execute(statement.sql, statement.params).fetchall()
+        statement, result = _step(plan, rows)
+    return result  # type: ignore[return-value]
 
 
 @contextmanager
@@ -257,9 +281,15 @@ class AsyncDatabase:
             clock=clock,
         )
 
-    async def run(self, plan: Plan[T], *, write: bool = True) -> T:
-        """Run ``plan`` in one transaction and return its result."""
+    async def run(self, plan: Plan[T], *, write: bool = True, lookup: bool = False) -> T:
+        """Run ``plan`` in one transaction and return its result.
+
+        ``lookup`` marks a read of a few rows by a unique key: on SQLite it runs on the
+        calling thread (see :class:`_SQLite`).
+        """
         if self._sqlite is not None:
+            if lookup:
+                return self._sqlite.lookup(plan)
             return await asyncio.to_thread(self._sqlite.run, plan, write)
         assert self._pool is not None
         import psycopg

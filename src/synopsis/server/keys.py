@@ -204,5 +204,5 @@ class AsyncKeyRing:
         """The active key ``key`` is, or None (unknown, malformed or revoked)."""
         if not _looks_like_key(key):
             return None
-        found = await self._db.run(find_plan(self._db.dialect, key), write=False)
+        found = await self._db.run(find_plan(self._db.dialect, key), write=False, lookup=True)
         return found if found is not None and found.active else None
