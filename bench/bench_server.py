@@ -65,16 +65,22 @@ def wait_healthy(url: str, process: subprocess.Popen[bytes]) -> None:
 
 @contextmanager
 def process(command: Sequence[str], probe: str) -> Iterator[None]:
-    child = subprocess.Popen(command, env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    try:
-        wait_healthy(probe, child)
-        yield
-    finally:
-        child.send_signal(signal.SIGTERM)
+    """Run ``command`` until the block ends; its log goes to a file, shown if it failed."""
+    with tempfile.TemporaryFile() as log:
+        child = subprocess.Popen(command, env=ENV, stdout=subprocess.DEVNULL, stderr=log)
         try:
-            child.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            child.kill()
+            wait_healthy(probe, child)
+            yield
+        finally:
+            child.send_signal(signal.SIGTERM)
+            try:
+                child.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                child.kill()
+            log.seek(0)
+            text = log.read().decode(errors="replace").strip()
+            if text:
+                print(f"<!-- log of {command[-1]}: {text[-2000:]} -->", file=sys.stderr)
 
 
 def fake_upstream(port: int) -> list[str]:
@@ -107,6 +113,7 @@ def create_key(db: str, schema: str = "synopsis") -> str:
 class Run:
     latencies: list[float]
     seconds: float
+    errors: int = 0
 
     def pct(self, p: float) -> float:
         ordered = sorted(self.latencies)
@@ -120,22 +127,39 @@ class Run:
 async def chat_load(url: str, key: str | None, clients: int, per_client: int) -> Run:
     headers = {"Authorization": f"Bearer {key}"} if key else {}
     body = {"model": "fake-model", "messages": HISTORY}
-    limits = httpx.Limits(max_connections=clients, max_keepalive_connections=clients)
+    limits = httpx.Limits(
+        max_connections=clients, max_keepalive_connections=clients, keepalive_expiry=4.0
+    )
     async with httpx.AsyncClient(base_url=url, headers=headers, limits=limits, timeout=60) as http:
         await http.post("/chat/completions", json=body)  # warm the connection
 
+        errors = 0
+
         async def one_client() -> list[float]:
+            nonlocal errors
             times = []
             for _ in range(per_client):
                 started = time.perf_counter()
-                response = await http.post("/chat/completions", json=body)
+                try:
+                    response = await http.post("/chat/completions", json=body)
+                    response.raise_for_status()
+                except httpx.HTTPError:
+                    errors += 1
+                    continue
                 times.append(time.perf_counter() - started)
-                response.raise_for_status()
             return times
 
         started = time.perf_counter()
         results = await asyncio.gather(*(one_client() for _ in range(clients)))
-        return Run([t for r in results for t in r], time.perf_counter() - started)
+        return Run([t for r in results for t in r], time.perf_counter() - started, errors)
+
+
+def merged(runs: Sequence[Run]) -> Run:
+    return Run(
+        [t for r in runs for t in r.latencies],
+        sum(r.seconds for r in runs),
+        sum(r.errors for r in runs),
+    )
 
 
 def ms(seconds: float) -> str:
@@ -155,8 +179,8 @@ def proxy_overhead(requests: int) -> None:
                     f"{proxy}/healthz")
         )  # fmt: skip
         print("| clients | direct p50 | direct p99 | proxy p50 | proxy p99 | added p50 | "
-              "added p99 | direct req/s | proxy req/s |")  # fmt: skip
-        print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+              "added p99 | direct req/s | proxy req/s | errors |")  # fmt: skip
+        print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
         for clients in (1, 10, 50):
             per_client = max(requests // clients, 4)
             direct: list[Run] = []
@@ -164,11 +188,11 @@ def proxy_overhead(requests: int) -> None:
             for _ in range(2):  # alternate, so drift hits both paths alike
                 direct.append(asyncio.run(chat_load(upstream, None, clients, per_client)))
                 proxied.append(asyncio.run(chat_load(f"{proxy}/v1", key, clients, per_client)))
-            d = Run([t for r in direct for t in r.latencies], sum(r.seconds for r in direct))
-            p = Run([t for r in proxied for t in r.latencies], sum(r.seconds for r in proxied))
+            d, p = merged(direct), merged(proxied)
             print(f"| {clients} | {ms(d.pct(0.5))} | {ms(d.pct(0.99))} | {ms(p.pct(0.5))} | "
                   f"{ms(p.pct(0.99))} | {ms(p.pct(0.5) - d.pct(0.5))} | "
-                  f"{ms(p.pct(0.99) - d.pct(0.99))} | {d.rps:,.0f} | {p.rps:,.0f} |")  # fmt: skip
+                  f"{ms(p.pct(0.99) - d.pct(0.99))} | {d.rps:,.0f} | {p.rps:,.0f} | "
+                  f"{d.errors} / {p.errors} |")  # fmt: skip
 
 
 # --- sessions --------------------------------------------------------------------------------

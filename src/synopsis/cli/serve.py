@@ -13,9 +13,8 @@ from typing import Any, TypeVar
 
 import click
 
+from synopsis import KeepTail, Trigger
 from synopsis.cli import emit_json, fail, guarded
-from synopsis.compaction.plan import KeepTail
-from synopsis.compaction.trigger import Trigger
 from synopsis.server.options import ServerOptions
 
 __all__ = ["keys", "serve"]

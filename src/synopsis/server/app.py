@@ -10,6 +10,7 @@ closes everything. Every route except the probes and ``/metrics`` needs
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -37,6 +38,13 @@ from synopsis.server.schemas import ErrorBody, Health, Readiness
 from synopsis.server.sessions import AsyncSessionHistories
 
 __all__ = ["Services", "Tenant", "create_app", "services"]
+
+_log = logging.getLogger("synopsis.server")
+#: Idle upstream connections are dropped after 4 s: servers commonly close them at 5 s
+#: (uvicorn's default), and reusing one at that moment fails the request.
+_UPSTREAM_LIMITS = httpx.Limits(
+    max_connections=200, max_keepalive_connections=50, keepalive_expiry=4.0
+)
 
 
 @dataclass(slots=True, kw_only=True)
@@ -129,7 +137,7 @@ async def _start(app: FastAPI, options: ServerOptions, build: _Builders) -> Serv
         http=httpx.AsyncClient(
             transport=build.transport,
             timeout=httpx.Timeout(options.upstream_timeout, connect=10.0),
-            limits=httpx.Limits(max_connections=200, max_keepalive_connections=50),
+            limits=_UPSTREAM_LIMITS,
         ),
     )  # fmt: skip
 
@@ -170,6 +178,7 @@ def create_app(
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         found = await _start(app, options, build)
+        _log.info("synopsis service starting: %s", options.describe())
         app.state.services = found
         found.workers.start()
         try:

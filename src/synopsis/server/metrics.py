@@ -22,7 +22,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, gene
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from synopsis.events import (
+from synopsis import (
     AfterSummarize,
     GenerateSummary,
     SessionMemoryFailed,

@@ -11,8 +11,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from synopsis.compaction.plan import KeepTail
-from synopsis.compaction.trigger import Trigger
+from synopsis import KeepTail, Trigger
 from synopsis.errors import ConfigError
 from synopsis.memory.open import DEFAULT_DB
 

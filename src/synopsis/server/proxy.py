@@ -141,7 +141,7 @@ async def _streamed(s: Services, request: httpx.Request) -> Response:
             media_type=upstream.headers.get("content-type"),
         )
     return StreamingResponse(
-        upstream.aiter_raw(),
+        upstream.aiter_bytes(),  # decoded: the upstream's content-encoding is not passed on
         status_code=upstream.status_code,
         headers=_response_headers(upstream),
         media_type=upstream.headers.get("content-type", "text/event-stream"),

@@ -149,7 +149,8 @@ class AsyncSessionHistories:
         return await self._db.run(plan)
 
     async def info(self, tenant: str, session: str) -> SessionInfo | None:
-        return await self._db.run(info_plan(self._db.dialect, tenant, session), write=False)
+        plan = info_plan(self._db.dialect, tenant, session)
+        return await self._db.run(plan, write=False, lookup=True)
 
     async def owned(self, tenant: str, user: str, session: str) -> SessionInfo | None:
         """The session if ``user`` owns it, else None (absent, or another user's)."""
