@@ -195,6 +195,50 @@ def proxy_overhead(requests: int) -> None:
                   f"{d.errors} / {p.errors} |")  # fmt: skip
 
 
+async def cpu_per_request(requests: int) -> tuple[float, float]:
+    """CPU seconds per request, direct and proxied, in one process over ASGI transports.
+
+    CPU time (not wall time) of the whole path; the difference is what the proxy itself
+    costs. It hardly depends on what else the machine runs.
+    """
+    from synopsis.server import ServerOptions, create_app
+    from synopsis.server.testing import FakeUpstream
+
+    with tempfile.TemporaryDirectory() as tmp:
+        db = str(Path(tmp) / "cpu.db")
+        key = create_key(db)
+        fake = FakeUpstream()
+        app = create_app(
+            ServerOptions(db=db, upstream="http://upstream/v1"),
+            upstream_transport=httpx.ASGITransport(app=fake.app),
+        )
+        async with app.router.lifespan_context(app):
+            direct = httpx.AsyncClient(
+                transport=httpx.ASGITransport(app=fake.app), base_url="http://upstream/v1"
+            )
+            proxied = httpx.AsyncClient(
+                transport=httpx.ASGITransport(app=app), base_url="http://proxy/v1",
+                headers={"Authorization": f"Bearer {key}"},
+            )  # fmt: skip
+            costs = {"direct": [], "proxy": []}  # type: dict[str, list[float]]
+            for _ in range(3):
+                for name, client in (("direct", direct), ("proxy", proxied)):
+                    costs[name].append(await _cpu(client, requests))
+            await direct.aclose()
+            await proxied.aclose()
+    return min(costs["direct"]), min(costs["proxy"])
+
+
+async def _cpu(client: httpx.AsyncClient, requests: int) -> float:
+    body = {"model": "fake-model", "messages": HISTORY}
+    for _ in range(10):
+        await client.post("/chat/completions", json=body)
+    started = time.process_time()
+    for _ in range(requests):
+        (await client.post("/chat/completions", json=body)).raise_for_status()
+    return (time.process_time() - started) / requests
+
+
 # --- sessions --------------------------------------------------------------------------------
 
 
@@ -277,6 +321,10 @@ def main() -> None:
           f"{load:.1f}, {requests} requests per measurement\n")  # fmt: skip
     print("### Proxy overhead (history below the trigger)\n")
     proxy_overhead(requests)
+    direct, proxied = asyncio.run(cpu_per_request(max(requests // 4, 20)))
+    own = ms(proxied - direct)
+    print(f"\nCPU per request, in one process over ASGI (best of 3): direct {ms(direct)}, "
+          f"through the proxy {ms(proxied)}; the proxy's own cost {own}.")  # fmt: skip
     print("\n### Session API throughput (append two turns + build the context)\n")
     session_throughput(requests, args.postgres_url)
 
