@@ -63,14 +63,23 @@ def wait_healthy(url: str, process: subprocess.Popen[bytes]) -> None:
     raise SystemExit(f"{url} did not come up")
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process so far (Linux ``/proc``; 0.0 elsewhere)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 @contextmanager
-def process(command: Sequence[str], probe: str) -> Iterator[None]:
+def process(command: Sequence[str], probe: str) -> Iterator[int]:
     """Run ``command`` until the block ends; its log goes to a file, shown if it failed."""
     with tempfile.TemporaryFile() as log:
         child = subprocess.Popen(command, env=ENV, stdout=subprocess.DEVNULL, stderr=log)
         try:
             wait_healthy(probe, child)
-            yield
+            yield child.pid
         finally:
             child.send_signal(signal.SIGTERM)
             try:
@@ -166,7 +175,7 @@ def ms(seconds: float) -> str:
     return f"{seconds * 1000:.2f} ms"
 
 
-def proxy_overhead(requests: int) -> None:
+def proxy_overhead(requests: int, levels: Sequence[int]) -> None:
     up_port, proxy_port = free_port(), free_port()
     upstream = f"http://127.0.0.1:{up_port}/v1"
     with tempfile.TemporaryDirectory() as tmp, ExitStack() as stack:
@@ -174,25 +183,28 @@ def proxy_overhead(requests: int) -> None:
         key = create_key(db)
         stack.enter_context(process(fake_upstream(up_port), f"{upstream}/models"))
         proxy = f"http://127.0.0.1:{proxy_port}"
-        stack.enter_context(
+        proxy_pid = stack.enter_context(
             process(synopsis_serve(proxy_port, "--db", db, "--upstream", upstream),
                     f"{proxy}/healthz")
         )  # fmt: skip
         print("| clients | direct p50 | direct p99 | proxy p50 | proxy p99 | added p50 | "
-              "added p99 | direct req/s | proxy req/s | errors |")  # fmt: skip
-        print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
-        for clients in (1, 10, 50):
+              "added p99 | direct req/s | proxy req/s | proxy CPU/req | errors |")  # fmt: skip
+        print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+        for clients in levels:
             per_client = max(requests // clients, 4)
             direct: list[Run] = []
             proxied: list[Run] = []
+            cpu = 0.0
             for _ in range(2):  # alternate, so drift hits both paths alike
                 direct.append(asyncio.run(chat_load(upstream, None, clients, per_client)))
+                before = cpu_seconds(proxy_pid)
                 proxied.append(asyncio.run(chat_load(f"{proxy}/v1", key, clients, per_client)))
+                cpu += cpu_seconds(proxy_pid) - before
             d, p = merged(direct), merged(proxied)
             print(f"| {clients} | {ms(d.pct(0.5))} | {ms(d.pct(0.99))} | {ms(p.pct(0.5))} | "
                   f"{ms(p.pct(0.99))} | {ms(p.pct(0.5) - d.pct(0.5))} | "
                   f"{ms(p.pct(0.99) - d.pct(0.99))} | {d.rps:,.0f} | {p.rps:,.0f} | "
-                  f"{d.errors} / {p.errors} |")  # fmt: skip
+                  f"{ms(cpu / len(p.latencies))} | {d.errors} / {p.errors} |")  # fmt: skip
 
 
 async def cpu_per_request(requests: int) -> tuple[float, float]:
@@ -314,17 +326,21 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="few requests (a smoke run)")
     parser.add_argument("--requests", type=int, default=None, help="requests per measurement")
     parser.add_argument("--postgres-url", default=None, help="also measure PostgreSQL")
+    parser.add_argument("--clients", default="1,10,50", help="concurrency levels of the proxy run")
+    parser.add_argument("--proxy-only", action="store_true", help="skip the session API run")
     args = parser.parse_args()
     requests = args.requests or (40 if args.quick else 2000)
     load = os.getloadavg()[0]
     print(f"Python {platform.python_version()}, {os.cpu_count()} CPUs, load average "
           f"{load:.1f}, {requests} requests per measurement\n")  # fmt: skip
     print("### Proxy overhead (history below the trigger)\n")
-    proxy_overhead(requests)
+    proxy_overhead(requests, [int(c) for c in args.clients.split(",")])
     direct, proxied = asyncio.run(cpu_per_request(max(requests // 4, 20)))
     own = ms(proxied - direct)
     print(f"\nCPU per request, in one process over ASGI (best of 3): direct {ms(direct)}, "
           f"through the proxy {ms(proxied)}; the proxy's own cost {own}.")  # fmt: skip
+    if args.proxy_only:
+        return
     print("\n### Session API throughput (append two turns + build the context)\n")
     session_throughput(requests, args.postgres_url)
 

@@ -43,7 +43,7 @@ _log = logging.getLogger("synopsis.server")
 #: Idle upstream connections are dropped after 4 s: servers commonly close them at 5 s
 #: (uvicorn's default), and reusing one at that moment fails the request.
 _UPSTREAM_LIMITS = httpx.Limits(
-    max_connections=200, max_keepalive_connections=50, keepalive_expiry=4.0
+    max_connections=256, max_keepalive_connections=256, keepalive_expiry=4.0
 )
 
 
