@@ -20,6 +20,10 @@ from synopsis.server.options import ServerOptions
 __all__ = ["keys", "serve"]
 
 F = TypeVar("F", bound=Callable[..., Any])
+#: Bytes of request line and headers uvicorn accepts (its default is 16 KiB): a long
+#: ``system_prompt`` in a query string then gets a 422 naming the field, not a dropped
+#: connection.
+MAX_REQUEST_HEAD = 1 << 20
 _D = ServerOptions()
 
 
@@ -98,6 +102,7 @@ def serve(log_level: str, **flags: Any) -> None:
     uvicorn.run(
         app, host=options.host, port=options.port, log_level=log_level,
         timeout_graceful_shutdown=max(int(options.drain_seconds), 1),
+        h11_max_incomplete_event_size=MAX_REQUEST_HEAD,
     )  # fmt: skip
 
 

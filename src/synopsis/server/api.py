@@ -162,7 +162,7 @@ async def context(
     session: Session,
     tenant: Tenant,
     s: Svc,
-    system_prompt: Annotated[Text | None, Query(max_length=100_000)] = None,
+    system_prompt: Annotated[Text | None, Query(max_length=20_000)] = None,
     query: Query_ = None,
 ) -> ContextResponse:
     """The messages for the next model call: summary injected, recent window, [recalled notes]."""

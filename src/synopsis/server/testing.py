@@ -152,7 +152,10 @@ def running(
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind((host, 0))
     port = sock.getsockname()[1]
-    config = uvicorn.Config(app, log_level="warning", lifespan=lifespan, access_log=False)
+    config = uvicorn.Config(
+        app, log_level="warning", lifespan=lifespan, access_log=False,
+        h11_max_incomplete_event_size=1 << 20,  # as `synopsis serve`
+    )  # fmt: skip
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
