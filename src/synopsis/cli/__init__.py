@@ -271,3 +271,13 @@ def _register_memory() -> None:
 
 
 _register_memory()
+
+
+def _register_server() -> None:
+    from synopsis.cli.serve import keys, serve
+
+    main.add_command(serve)
+    main.add_command(keys)
+
+
+_register_server()

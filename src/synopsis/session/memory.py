@@ -23,7 +23,9 @@ never see each other's summaries. At most one job per session runs in this proce
 in-process registry behind a lock). Across replicas the store decides: before it calls the
 model a job claims its session in the store (a lease of ``summarize_timeout`` plus a minute),
 and a replica that finds the session claimed by another skips the job without a model call
-(the job ends ``claimed_elsewhere``), so one replica pays for each summary. Should a lease run
+(the job ends ``claimed_elsewhere``), so one replica pays for each summary. ``owner`` names the
+claimant (default: random per instance); a process that restarts under the same ``owner`` takes
+its own unexpired claims back at once. Should a lease run
 out under a hung call, summary versions are still unique per session: the second writer of
 a version fails to save and reports a ``save`` failure; nothing is duplicated. A failed job
 starts a cooldown for that session, which stops retry storms.
@@ -140,6 +142,7 @@ class SessionMemory:
         max_summary_tokens: int | None = None,
         tracer_provider: Any = None,
         trace_tenant: bool = False,
+        owner: str | None = None,
     ) -> None:
         settings = make_settings(
             summarize_every=summarize_every,
@@ -160,7 +163,7 @@ class SessionMemory:
         self._summarizer = summarizer
         self._handlers = tuple(on_event)
         self._registry = Registry(clock, failure_cooldown)
-        self._runtime = Runtime(settings, self._registry, clock, owner=uuid.uuid4().hex)
+        self._runtime = Runtime(settings, self._registry, clock, owner=owner or uuid.uuid4().hex)
         self._tracer = SessionTracer(
             Tracing(tracer_provider=tracer_provider),
             store=store,
@@ -368,6 +371,7 @@ class AsyncSessionMemory:
         max_summary_tokens: int | None = None,
         tracer_provider: Any = None,
         trace_tenant: bool = False,
+        owner: str | None = None,
     ) -> None:
         settings = make_settings(
             summarize_every=summarize_every,
@@ -387,7 +391,7 @@ class AsyncSessionMemory:
         self._summarizer = summarizer
         self._handlers = tuple(on_event)
         self._registry = Registry(clock, failure_cooldown)
-        self._runtime = Runtime(settings, self._registry, clock, owner=uuid.uuid4().hex)
+        self._runtime = Runtime(settings, self._registry, clock, owner=owner or uuid.uuid4().hex)
         self._tracer = SessionTracer(
             Tracing(tracer_provider=tracer_provider),
             store=store,

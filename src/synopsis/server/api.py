@@ -1,0 +1,317 @@
+"""The REST API: compaction, sessions, summaries, memories, recall, delete-user, export.
+
+Every route is scoped by the tenant of the request's API key (:data:`~.app.Tenant`); paths and
+bodies name users, sessions and namespaces *within* that tenant only. Another tenant's object
+is simply not there (404).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from collections.abc import AsyncIterator, Mapping, Sequence
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, Depends, Path, Query, Response
+from fastapi.responses import StreamingResponse
+
+from synopsis import (
+    AsyncCompactor,
+    InvalidMessage,
+    KeepTail,
+    NotFound,
+    Trigger,
+    validate_messages,
+)
+from synopsis.memory import MemoryItem, normalize_namespace
+from synopsis.server.app import Services, Tenant, services
+from synopsis.server.errors import ERRORS
+from synopsis.server.schemas import (
+    AppendRequest,
+    AppendResponse,
+    CompactRequest,
+    CompactResponse,
+    ContextResponse,
+    DeleteUserResponse,
+    MemoryIn,
+    MemoryOut,
+    SearchResponse,
+    SummaryList,
+    SummaryOut,
+    Text,
+    compact_response,
+    memory_out,
+    search_response,
+    summary_out,
+)
+from synopsis.session.context import is_due
+
+__all__ = ["public_messages", "record_turn", "router"]
+
+router = APIRouter(responses=ERRORS)
+Svc = Annotated[Services, Depends(services)]
+User = Annotated[str, Path(min_length=1, max_length=256, pattern=r"^[^\x00-\x1f\x7f/]+$")]
+Session = Annotated[str, Path(min_length=1, max_length=256, pattern=r"^[^\x00-\x1f\x7f/]+$")]
+Query_ = Annotated[Text | None, Query(max_length=10_000)]
+Mode = Literal["keyword", "vector", "hybrid"]
+Limit = Annotated[int, Query(ge=1, le=100)]
+_EXPORT_PAGE = 500
+#: Our extension keys: read on input, never sent to a provider (strict ones reject them).
+_PRIVATE_KEYS = ("meta", "usage")
+
+
+def public_messages(messages: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """The messages with only message-schema fields (our markers and usage removed)."""
+    return [{k: v for k, v in m.items() if k not in _PRIVATE_KEYS} for m in messages]
+
+
+def _checked(messages: list[dict[str, Any]], history: list[dict[str, Any]] | None) -> None:
+    if history is None:
+        validate_messages(messages)
+        return
+    pending: set[str] = set()
+    validate_messages(history, pending=pending)
+    validate_messages(messages, start=len(history), pending=pending)
+
+
+async def record_turn(
+    s: Services, tenant: str, ids: tuple[str, str], messages: list[dict[str, Any]]
+) -> AppendResponse:
+    """Append to the session and queue its summary job when it is due."""
+    user, session = ids
+    try:
+        _checked(messages, None)
+    except InvalidMessage as exc:
+        if exc.field != "tool_call_id":
+            raise
+        # A tool result may answer a call appended earlier: check against the whole history.
+        _checked(messages, await s.histories.history(tenant, session))
+    appended = await s.histories.append(tenant, user, session, messages)
+    latest = await s.store.latest_summary(tenant, user, session)
+    covers = latest.covers_to if latest else 0
+    due = is_due(appended.after, covers, s.options.summarize_every)
+    if due and await s.queue.enqueue(tenant, user, session):
+        s.workers.wake()
+    return AppendResponse(
+        user_id=user, session_id=session, messages=appended.after,
+        appended=appended.after - appended.before, summary_scheduled=due,
+        pending_messages=max(appended.after - covers, 0),
+    )  # fmt: skip
+
+
+# --- compaction ------------------------------------------------------------------------------
+
+
+@functools.lru_cache(maxsize=64)
+def _compactor_for(
+    trigger: Trigger, keep_tail: KeepTail, summarizer: Any, observe: Any
+) -> AsyncCompactor:
+    """A compactor with a request's own options (a few distinct ones are kept)."""
+    return AsyncCompactor(
+        summarizer=summarizer, trigger=trigger, keep_tail=keep_tail, on_event=[observe]
+    )
+
+
+@router.post("/v1/compact", tags=["compaction"], response_model=CompactResponse)
+async def compact(body: CompactRequest, tenant: Tenant, s: Svc) -> CompactResponse:
+    """Compact a history (stateless): old messages become one structured summary."""
+    messages = [m.model_dump(exclude_unset=True) for m in body.messages]
+    own = body.trigger_tokens is not None or body.trigger_messages is not None
+    if own or body.keep_tail:
+        trigger = (
+            Trigger(tokens=body.trigger_tokens or None, messages=body.trigger_messages or None)
+            if own
+            else s.options.trigger
+        )
+        keep_tail = KeepTail(messages=body.keep_tail)
+        compactor = _compactor_for(trigger, keep_tail, s.summarizer, s.metrics.observe)
+    else:
+        compactor = s.compactor
+    result = await compactor.compact(messages, force=body.force)
+    return compact_response(result, public_messages(result.messages))
+
+
+# --- sessions --------------------------------------------------------------------------------
+
+
+@router.post(
+    "/v1/sessions/{user}/{session}/messages",
+    tags=["sessions"],
+    status_code=202,
+    response_model=AppendResponse,
+    responses={409: {"model": ERRORS[404]["model"], "description": "Another user's session."}},
+)
+async def append_messages(
+    user: User, session: Session, body: AppendRequest, tenant: Tenant, s: Svc
+) -> AppendResponse:
+    """Append turns; every ``summarize_every`` messages a background summary is queued."""
+    messages = [m.model_dump(exclude_unset=True) for m in body.messages]
+    return await record_turn(s, tenant, (user, session), messages)
+
+
+async def _owned(s: Services, tenant: str, user: str, session: str) -> None:
+    if await s.histories.owned(tenant, user, session) is None:
+        raise NotFound(f"user {user!r} has no session {session!r}")
+
+
+@router.get(
+    "/v1/sessions/{user}/{session}/context", tags=["sessions"], response_model=ContextResponse
+)
+async def context(
+    user: User,
+    session: Session,
+    tenant: Tenant,
+    s: Svc,
+    system_prompt: Annotated[Text | None, Query(max_length=20_000)] = None,
+    query: Query_ = None,
+) -> ContextResponse:
+    """The messages for the next model call: summary injected, recent window, [recalled notes]."""
+    await _owned(s, tenant, user, session)
+    history = await s.histories.history(tenant, session)
+    built = await s.memory.build_context(
+        tenant, user, session, history, system_prompt=system_prompt, query=query
+    )
+    latest = await s.store.latest_summary(tenant, user, session)
+    return ContextResponse(
+        messages=public_messages(built), summary_version=latest.version if latest else None
+    )
+
+
+@router.get("/v1/sessions/{user}/{session}/summary", tags=["sessions"], response_model=SummaryOut)
+async def summary(user: User, session: Session, tenant: Tenant, s: Svc) -> SummaryOut:
+    """The session's latest summary and its version."""
+    await _owned(s, tenant, user, session)
+    latest = await s.store.latest_summary(tenant, user, session)
+    if latest is None:
+        raise NotFound(f"session {session!r} has no summary yet")
+    return summary_out(latest)
+
+
+@router.get(
+    "/v1/sessions/{user}/{session}/summaries", tags=["sessions"], response_model=SummaryList
+)
+async def summaries(user: User, session: Session, tenant: Tenant, s: Svc) -> SummaryList:
+    """Every version of the session's summary, oldest first."""
+    await _owned(s, tenant, user, session)
+    history = await s.store.summary_history(tenant, user, session)
+    return SummaryList(summaries=[summary_out(v) for v in history])
+
+
+# --- memories --------------------------------------------------------------------------------
+
+
+def _default_key(kind: str, text: str) -> str:
+    """The key ``synopsis memory put`` derives: the same memory put twice is one memory."""
+    from synopsis.cli.memory import default_key
+
+    return default_key(kind, text)
+
+
+@router.post("/v1/memories", tags=["memories"], status_code=201, response_model=MemoryOut)
+async def put_memory(body: MemoryIn, tenant: Tenant, s: Svc) -> MemoryOut:
+    """Insert or replace a long-term memory."""
+    item = await s.store.put(
+        tenant, body.namespace, body.key or _default_key(body.kind, body.text), body.text,
+        kind=body.kind, tags=body.tags, ttl=body.ttl,
+    )  # fmt: skip
+    return memory_out(item)
+
+
+@router.get("/v1/memories/search", tags=["memories"], response_model=SearchResponse)
+async def search_memories(
+    tenant: Tenant,
+    s: Svc,
+    namespace_prefix: Annotated[Text, Query(max_length=4096)] = "",
+    q: Query_ = None,
+    kind: Annotated[Text | None, Query(max_length=256)] = None,
+    limit: Limit = 10,
+    offset: Annotated[int, Query(ge=0, le=100_000)] = 0,
+    mode: Mode = "keyword",
+) -> SearchResponse:
+    """Memories under a namespace prefix (``a/b``), ranked by ``q`` or newest first."""
+    prefix = normalize_namespace(namespace_prefix, allow_empty=True)
+    hits = await s.store.search(
+        tenant, prefix, query=q, kind=kind, limit=limit, offset=offset, mode=mode
+    )
+    return search_response(hits)
+
+
+_ADDRESS = "/v1/memories/{namespace:path}/{key}"
+
+
+@router.get(_ADDRESS, tags=["memories"], response_model=MemoryOut)
+async def get_memory(namespace: str, key: str, tenant: Tenant, s: Svc) -> MemoryOut:
+    """One memory by namespace (``a/b/c``) and key."""
+    item = await s.store.get(tenant, normalize_namespace(namespace), key)
+    if item is None:
+        raise NotFound(f"no memory {key!r} in {namespace!r}")
+    return memory_out(item)
+
+
+@router.delete(_ADDRESS, tags=["memories"], status_code=204, response_class=Response)
+async def delete_memory(namespace: str, key: str, tenant: Tenant, s: Svc) -> Response:
+    """Delete one memory."""
+    if not await s.store.delete(tenant, normalize_namespace(namespace), key):
+        raise NotFound(f"no memory {key!r} in {namespace!r}")
+    return Response(status_code=204)
+
+
+# --- users -----------------------------------------------------------------------------------
+
+
+@router.get("/v1/users/{user}/recall", tags=["users"], response_model=SearchResponse)
+async def recall(
+    user: User,
+    tenant: Tenant,
+    s: Svc,
+    q: Annotated[Text, Query(min_length=1, max_length=10_000)],
+    limit: Limit = 10,
+    kind: Annotated[Text | None, Query(max_length=256)] = None,
+    mode: Mode | None = None,
+) -> SearchResponse:
+    """Recall over every memory of the user, across all their sessions."""
+    return search_response(
+        await s.memory.recall(tenant, user, q, limit=limit, kind=kind, mode=mode)
+    )
+
+
+@router.delete("/v1/users/{user}", tags=["users"], response_model=DeleteUserResponse)
+async def delete_user(user: User, tenant: Tenant, s: Svc) -> DeleteUserResponse:
+    """Delete everything of the user: memories, summaries, outbox entries, session histories."""
+    sessions = await s.histories.delete_user(tenant, user)
+    deleted = await s.memory.delete_user(tenant, user)
+    return DeleteUserResponse(user_id=user, deleted=deleted, sessions=sessions)
+
+
+def _export_line(item: MemoryItem) -> str:
+    """One memory in the shape ``synopsis memory import`` reads."""
+    record = {
+        "namespace": list(item.namespace), "kind": item.kind, "text": item.text,
+        "key": item.key, "tags": dict(item.tags),
+    }  # fmt: skip
+    return json.dumps(record, ensure_ascii=False) + "\n"
+
+
+@router.get(
+    "/v1/export",
+    tags=["memories"],
+    response_class=StreamingResponse,
+    responses={200: {"content": {"application/x-ndjson": {"schema": {"type": "string"}}}}},
+)
+async def export(
+    tenant: Tenant, s: Svc, namespace_prefix: Annotated[Text, Query(max_length=4096)] = ""
+) -> StreamingResponse:
+    """Every memory of the tenant as JSON Lines (streamed; ``synopsis memory import`` reads it)."""
+    prefix = normalize_namespace(namespace_prefix, allow_empty=True)
+
+    async def lines() -> AsyncIterator[str]:
+        offset = 0
+        while True:
+            hits = await s.store.search(tenant, prefix, limit=_EXPORT_PAGE, offset=offset)
+            for hit in hits:
+                yield _export_line(hit.item)
+            if len(hits) < _EXPORT_PAGE:
+                return
+            offset += _EXPORT_PAGE
+
+    return StreamingResponse(lines(), media_type="application/x-ndjson")

@@ -1,0 +1,242 @@
+"""The FastAPI app: :func:`create_app` builds it from :class:`ServerOptions`.
+
+Start-up opens the store (the library's memories and summaries) and the server's own tables
+(API keys, session histories, the job queue) on the same database, then starts the summary
+workers. Shutdown stops taking jobs, waits up to ``drain_seconds`` for running ones, and
+closes everything. Every route except the probes and ``/metrics`` needs
+``Authorization: Bearer <key>``; the key alone decides the tenant.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Annotated, Any
+
+import httpx
+from fastapi import Depends, FastAPI, Request
+from fastapi.responses import Response
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+
+from synopsis import AsyncCompactor, AsyncSessionMemory, AsyncSummarizer, __version__
+from synopsis.errors import MigrationError, StoreError
+from synopsis.memory import AsyncPostgresStore, AsyncSessionStore, AsyncSQLiteStore
+from synopsis.memory.open import parse_db
+from synopsis.server import errors
+from synopsis.server._sql import MIGRATIONS
+from synopsis.server.db import AsyncDatabase
+from synopsis.server.errors import Unauthorized
+from synopsis.server.jobs import JobQueue, SummaryWorkers
+from synopsis.server.keys import AsyncKeyRing
+from synopsis.server.metrics import CONTENT_TYPE, Metrics, MetricsMiddleware
+from synopsis.server.options import ServerOptions
+from synopsis.server.schemas import ErrorBody, Health, Readiness
+from synopsis.server.sessions import AsyncSessionHistories
+
+__all__ = ["Services", "Tenant", "create_app", "services"]
+
+_log = logging.getLogger("synopsis.server")
+#: Idle upstream connections are dropped after 4 s: servers commonly close them at 5 s
+#: (uvicorn's default), and reusing one at that moment fails the request.
+_UPSTREAM_LIMITS = httpx.Limits(
+    max_connections=256, max_keepalive_connections=256, keepalive_expiry=4.0
+)
+
+
+@dataclass(slots=True, kw_only=True)
+class Services:
+    """What the routes use; built at start-up, closed at shutdown."""
+
+    options: ServerOptions
+    metrics: Metrics
+    db: AsyncDatabase
+    store: AsyncSessionStore
+    keys: AsyncKeyRing
+    histories: AsyncSessionHistories
+    queue: JobQueue
+    workers: SummaryWorkers
+    #: Context building, recall and deletion (``hybrid`` as configured).
+    memory: AsyncSessionMemory
+    #: The proxy's: always recalls (summary and memories are injected for a named session).
+    proxy_memory: AsyncSessionMemory
+    compactor: AsyncCompactor
+    summarizer: AsyncSummarizer
+    http: httpx.AsyncClient
+
+
+def services(request: Request) -> Services:
+    found: Services | None = getattr(request.app.state, "services", None)
+    if found is None:  # only between start and a failed start-up
+        raise StoreError("the server is not started")
+    return found
+
+
+_bearer = HTTPBearer(auto_error=False, description="An API key from `synopsis keys create`.")
+
+
+async def tenant_of(
+    request: Request,
+    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
+) -> str:
+    """The tenant of the request's API key; 401 without a valid, unrevoked key."""
+    if credentials is None:
+        raise Unauthorized("missing API key: send Authorization: Bearer <key>")
+    key = await services(request).keys.authenticate(credentials.credentials)
+    if key is None:
+        raise Unauthorized("invalid or revoked API key")
+    return key.tenant
+
+
+#: The authenticated tenant, as a route parameter.
+Tenant = Annotated[str, Depends(tenant_of)]
+
+
+async def _open_store(options: ServerOptions) -> AsyncSessionStore:
+    kind, target = parse_db(options.db)
+    if kind == "sqlite":
+        return await asyncio.to_thread(AsyncSQLiteStore, target)
+    return await AsyncPostgresStore.connect(target, schema=options.schema)
+
+
+async def _start(app: FastAPI, options: ServerOptions, build: _Builders) -> Services:
+    store = await _open_store(options)  # first: on PostgreSQL it creates the schema
+    try:
+        db = await AsyncDatabase.open(options.db, schema=options.schema, clock=build.clock)
+    except BaseException:
+        await store.aclose()
+        raise
+    metrics: Metrics = app.state.metrics
+    summarizer = AsyncSummarizer(model=build.model or options.model, on_event=[metrics.observe])
+    histories = AsyncSessionHistories(db)
+    queue = JobQueue(db)
+    workers = SummaryWorkers(
+        queue=queue, histories=histories, store=store, summarizer=summarizer,
+        options=options, on_event=metrics.observe,
+    )  # fmt: skip
+    window = options.window_messages
+    return Services(
+        options=options, metrics=metrics, db=db, store=store, keys=AsyncKeyRing(db),
+        histories=histories, queue=queue, workers=workers,
+        memory=AsyncSessionMemory(
+            store=store, summarizer=None, window_messages=window, hybrid=options.hybrid,
+            recall_limit=options.recall_limit, on_event=[metrics.observe],
+        ),
+        proxy_memory=AsyncSessionMemory(
+            store=store, summarizer=None, window_messages=window, hybrid=True,
+            recall_limit=options.recall_limit, on_event=[metrics.observe],
+        ),
+        compactor=AsyncCompactor(
+            summarizer=summarizer, trigger=options.trigger, keep_tail=options.keep_tail,
+            on_event=[metrics.observe],
+        ),
+        summarizer=summarizer,
+        http=httpx.AsyncClient(
+            transport=build.transport,
+            timeout=httpx.Timeout(options.upstream_timeout, connect=10.0),
+            limits=_UPSTREAM_LIMITS,
+        ),
+    )  # fmt: skip
+
+
+async def _stop(found: Services) -> None:
+    try:
+        await found.workers.stop(found.options.drain_seconds)
+    finally:
+        await found.http.aclose()
+        await found.db.aclose()
+        await found.store.aclose()
+
+
+@dataclass(frozen=True, slots=True)
+class _Builders:
+    """What tests may swap: the summarizer model, the upstream transport, the clock."""
+
+    model: Any
+    transport: httpx.AsyncBaseTransport | None
+    clock: Callable[[], float]
+
+
+def create_app(
+    options: ServerOptions | None = None,
+    *,
+    model: Any = None,
+    upstream_transport: httpx.AsyncBaseTransport | None = None,
+    clock: Callable[[], float] = time.time,
+) -> FastAPI:
+    """The synopsis service for ``options`` (defaults: SQLite ``./synopsis.db``, no upstream).
+
+    ``model`` overrides ``options.model`` with a model object (tests); ``upstream_transport``
+    replaces the network under the proxy's HTTP client.
+    """
+    options = options or ServerOptions()
+    build = _Builders(model=model, transport=upstream_transport, clock=clock)
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        found = await _start(app, options, build)
+        _log.info("synopsis service starting: %s", options.describe())
+        app.state.services = found
+        found.workers.start()
+        try:
+            yield
+        finally:
+            app.state.services = None
+            await _stop(found)
+
+    app = FastAPI(
+        title="synopsis",
+        version=__version__,
+        summary="Compaction, session memory and an OpenAI-compatible compacting proxy.",
+        lifespan=lifespan,
+    )
+    app.state.metrics = Metrics()
+    errors.install(app)
+    _add_probes(app)
+    from synopsis.server import api, proxy
+
+    app.include_router(api.router)
+    app.include_router(proxy.router)
+    app.add_middleware(MetricsMiddleware, metrics=app.state.metrics)
+    return app
+
+
+def _add_probes(app: FastAPI) -> None:
+    @app.get("/healthz", tags=["operations"], response_model=Health)
+    async def healthz() -> Health:
+        """The process is alive."""
+        return Health(status="ok")
+
+    @app.get(
+        "/readyz",
+        tags=["operations"],
+        response_model=Readiness,
+        responses={503: {"model": ErrorBody, "description": "Not ready."}},
+    )
+    async def readyz(request: Request) -> Readiness:
+        """The database answers and the server's tables are at the version this code needs."""
+        found = services(request)
+        version = await found.db.version()
+        await found.store.latest_summary("readyz", "readyz", "readyz")
+        if version != len(MIGRATIONS):
+            raise MigrationError(f"the server's tables are at version {version}")
+        return Readiness(status="ready", database=found.db.dialect.name, schema_version=version)
+
+    @app.get(
+        "/metrics",
+        tags=["operations"],
+        response_class=Response,
+        responses={200: {"content": {CONTENT_TYPE: {"schema": {"type": "string"}}}}},
+    )
+    async def metrics(request: Request) -> Response:
+        """Prometheus metrics (text format)."""
+        found = services(request)
+        try:
+            found.metrics.queue_depth.set(await found.queue.depth())
+        except Exception:  # the probe must not fail because the database is down
+            found.metrics.queue_depth.set(float("nan"))
+        found.metrics.jobs_running.set(found.workers.running)
+        return Response(found.metrics.render(), media_type=CONTENT_TYPE)

@@ -1,0 +1,103 @@
+"""The server's options: one frozen value, built from CLI flags (or settings) and given to the app.
+
+The server never reads the environment itself; whoever starts it (``synopsis serve``, a test,
+an ASGI factory) builds :class:`ServerOptions` and passes it to
+:func:`~synopsis.server.app.create_app`.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from synopsis import KeepTail, Trigger
+from synopsis.errors import ConfigError
+from synopsis.memory.open import DEFAULT_DB
+
+__all__ = ["ServerOptions"]
+
+_SCHEMA_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ServerOptions:
+    """Everything ``synopsis serve`` can be told; every field has a working default."""
+
+    #: A SQLite file (the default; nothing to start) or a ``postgresql://`` URL.
+    db: str = DEFAULT_DB
+    #: The PostgreSQL schema holding the store's and the server's tables.
+    schema: str = "synopsis"
+    host: str = "127.0.0.1"
+    port: int = 8000
+    #: Base URL of the OpenAI-compatible upstream, e.g. ``https://api.openai.com/v1``;
+    #: None disables ``/v1/chat/completions`` and ``/v1/models`` (they answer 503).
+    upstream: str | None = None
+    #: The upstream's API key; a request may pass its own in ``X-Upstream-Authorization``.
+    upstream_api_key: str | None = None
+    upstream_timeout: float = 600.0
+    #: The summarizer: ``"extractive"`` (offline) or a ``provider:model`` spec.
+    model: str = "extractive"
+    #: Background summary jobs this process runs at the same time.
+    workers: int = 2
+    #: A session is summarized each time it grew by this many messages.
+    summarize_every: int = 20
+    window_messages: int | None = 40
+    #: Three-layer context (summary, recalled notes, window) on the ``context`` endpoint.
+    hybrid: bool = False
+    recall_limit: int = 5
+    #: When the proxy compacts a stateless history (``/v1/chat/completions`` without a session).
+    trigger: Trigger = field(default_factory=Trigger.default)
+    keep_tail: KeepTail = field(default_factory=KeepTail)
+    #: How long a claimed job is reserved for its worker; renewed while it runs. A job whose
+    #: worker died is claimed again by any replica once its lease ran out.
+    lease_seconds: float = 30.0
+    #: How often idle workers look for jobs enqueued by other replicas.
+    poll_seconds: float = 1.0
+    #: A job failing this many times is set aside (kept, with its last error).
+    max_attempts: int = 5
+    #: How often pending dual writes (the outbox) are replayed.
+    outbox_seconds: float = 60.0
+    #: On shutdown, how long to wait for running summary jobs before giving up on them
+    #: (their leases then run out and another replica, or the next start, retries them).
+    drain_seconds: float = 30.0
+
+    def __post_init__(self) -> None:
+        if not _SCHEMA_NAME.fullmatch(self.schema):
+            raise ConfigError(f"schema must be a plain SQL identifier, not {self.schema!r}")
+        if not 0 <= self.port <= 65535:
+            raise ConfigError(f"port must be in 0..65535, not {self.port}")
+        if self.upstream is not None and not self.upstream.startswith(("http://", "https://")):
+            raise ConfigError("upstream must be an http:// or https:// URL")
+        _positive(self, "workers", "summarize_every", "recall_limit", "max_attempts")
+        _positive(self, "upstream_timeout", "lease_seconds", "poll_seconds", "outbox_seconds")
+        if self.drain_seconds < 0:
+            raise ConfigError("drain_seconds must be >= 0")
+
+    @property
+    def upstream_url(self) -> str | None:
+        """The upstream base URL without a trailing slash."""
+        return self.upstream.rstrip("/") if self.upstream else None
+
+    def describe(self) -> dict[str, Any]:
+        """The options without secrets (the upstream key, a database password)."""
+        return {
+            "db": _redact_url(self.db),
+            "schema": self.schema,
+            "upstream": self.upstream,
+            "model": self.model,
+            "workers": self.workers,
+            "summarize_every": self.summarize_every,
+        }
+
+
+def _positive(options: ServerOptions, *names: str) -> None:
+    for name in names:
+        value = getattr(options, name)
+        if isinstance(value, bool) or not value > 0:
+            raise ConfigError(f"{name} must be positive, not {value!r}")
+
+
+def _redact_url(url: str) -> str:
+    """``postgresql://user:secret@host/db`` -> ``postgresql://user:***@host/db``."""
+    return re.sub(r"(://[^:/@]*:)[^@]*@", r"\1***@", url)

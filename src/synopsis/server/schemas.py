@@ -1,0 +1,247 @@
+"""The HTTP shapes (pydantic lives here and nowhere else in synopsis).
+
+Requests are checked here for shape (types, ranges); the library checks meaning (tool-call
+pairing, namespaces) and its errors name the field too. Responses are built from the library's
+frozen values by the ``from_*`` helpers.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Any, Literal
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+
+from synopsis import CompactionResult
+from synopsis.memory import MemoryItem, SearchHit, SessionSummary
+
+__all__ = [
+    "AppendRequest",
+    "AppendResponse",
+    "ChatCompletionRequest",
+    "CompactReport",
+    "CompactRequest",
+    "CompactResponse",
+    "ContextResponse",
+    "DeleteUserResponse",
+    "ErrorBody",
+    "Health",
+    "MemoryIn",
+    "MemoryOut",
+    "Message",
+    "Readiness",
+    "SearchResponse",
+    "SummaryList",
+    "SummaryOut",
+]
+
+
+def _no_surrogates(text: str) -> str:
+    """JSON can spell lone surrogates (``"\\ud800"``); no database can store them."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValueError("text must be valid Unicode (no lone surrogates)") from None
+    return text
+
+
+#: Any text a database can store.
+Text = Annotated[str, AfterValidator(_no_surrogates)]
+#: An id or label: printable, 1 to 256 characters.
+Label = Annotated[
+    str,
+    Field(min_length=1, max_length=256, pattern=r"^[^\x00-\x1f\x7f]+$"),
+    AfterValidator(_no_surrogates),
+]
+Count = Annotated[int, Field(ge=0, le=10_000_000)]
+
+
+class ErrorDetail(BaseModel):
+    """``type`` is the library's exception name; extra fields (``field``, ``index``) say where."""
+
+    model_config = ConfigDict(extra="allow")
+    type: str
+    message: str
+
+
+class ErrorBody(BaseModel):
+    error: ErrorDetail
+
+
+class Message(BaseModel):
+    """An OpenAI chat-completions message; other fields are kept as sent."""
+
+    model_config = ConfigDict(extra="allow")
+    role: Literal["system", "developer", "user", "assistant", "tool"]
+    content: str | list[dict[str, Any]] | None = None
+    name: str | None = None
+    tool_calls: list[dict[str, Any]] | None = None
+    tool_call_id: str | None = None
+
+
+Messages = Annotated[list[Message], Field(max_length=100_000)]
+
+
+class CompactRequest(BaseModel):
+    """Stateless compaction; without a trigger of its own, the server's trigger applies."""
+
+    messages: Messages
+    trigger_tokens: Count | None = None
+    trigger_messages: Count | None = None
+    keep_tail: Count = 0
+    #: Compact even if no trigger fires.
+    force: bool = False
+
+
+class CompactReport(BaseModel):
+    triggered: bool
+    compacted: bool
+    reason: str | None
+    tokens_before: int
+    tokens_after: int
+    model: str | None
+    attempts: int
+    skipped: str | None
+    fallback: str | None
+    error: dict[str, Any] | None
+
+
+class CompactResponse(BaseModel):
+    messages: list[dict[str, Any]]
+    report: CompactReport
+
+
+class AppendRequest(BaseModel):
+    messages: Annotated[list[Message], Field(min_length=1, max_length=10_000)]
+
+
+class AppendResponse(BaseModel):
+    user_id: str
+    session_id: str
+    #: The session's length after the append.
+    messages: int
+    appended: int
+    #: A background summary was queued (it runs on any replica).
+    summary_scheduled: bool
+    #: Messages not covered by the latest summary.
+    pending_messages: int
+
+
+class ContextResponse(BaseModel):
+    """The messages to send to the model next: system prompt with the summary, [notes], window."""
+
+    messages: list[dict[str, Any]]
+    summary_version: int | None
+
+
+class SummaryOut(BaseModel):
+    version: int
+    text: str
+    covers_from: int
+    covers_to: int
+    model: str
+    content_hash: str
+    created_at: datetime | None
+
+
+class SummaryList(BaseModel):
+    summaries: list[SummaryOut]
+
+
+class MemoryIn(BaseModel):
+    """A long-term memory; ``namespace`` as a list of labels or ``"a/b/c"``."""
+
+    namespace: Annotated[list[Label], Field(min_length=1, max_length=16)] | Label
+    #: Default: derived from kind and text, so putting the same memory twice is one memory.
+    key: Label | None = None
+    text: Annotated[Text, Field(max_length=1_000_000)]
+    kind: Label = "note"
+    tags: dict[Label, Text] = Field(default_factory=dict, max_length=64)
+    #: Seconds until the memory expires.
+    ttl: Annotated[float, Field(gt=0, le=1e10)] | None = None
+
+
+class MemoryOut(BaseModel):
+    namespace: list[str]
+    key: str
+    text: str
+    kind: str
+    tags: dict[str, str]
+    created_at: datetime
+    updated_at: datetime
+    expires_at: datetime | None
+
+
+class Hit(BaseModel):
+    memory: MemoryOut
+    #: Higher is better; null when no query was given (newest first).
+    score: float | None
+
+
+class SearchResponse(BaseModel):
+    hits: list[Hit]
+
+
+class DeleteUserResponse(BaseModel):
+    user_id: str
+    #: Memories, summaries and outbox entries removed from the store.
+    deleted: int
+    #: Session histories removed from the server.
+    sessions: int
+
+
+class Health(BaseModel):
+    status: Literal["ok"]
+
+
+class Readiness(BaseModel):
+    status: Literal["ready"]
+    database: Literal["sqlite", "postgres"]
+    schema_version: int
+
+
+class ChatCompletionRequest(BaseModel):
+    """What the proxy reads of a chat-completions request; the rest is forwarded as sent."""
+
+    model_config = ConfigDict(extra="allow")
+    model: str
+    messages: Annotated[list[Message], Field(min_length=1, max_length=100_000)]
+    stream: bool | None = None
+
+
+# --- from library values ---------------------------------------------------------------------
+
+
+def memory_out(item: MemoryItem) -> MemoryOut:
+    return MemoryOut(
+        namespace=list(item.namespace),
+        key=item.key,
+        text=item.text,
+        kind=item.kind,
+        tags=dict(item.tags),
+        created_at=item.created_at,
+        updated_at=item.updated_at,
+        expires_at=item.expires_at,
+    )
+
+
+def search_response(hits: list[SearchHit]) -> SearchResponse:
+    return SearchResponse(hits=[Hit(memory=memory_out(h.item), score=h.score) for h in hits])
+
+
+def summary_out(summary: SessionSummary) -> SummaryOut:
+    return SummaryOut(
+        version=summary.version,
+        text=summary.text,
+        covers_from=summary.covers_from,
+        covers_to=summary.covers_to,
+        model=summary.model,
+        content_hash=summary.content_hash,
+        created_at=summary.created_at,
+    )
+
+
+def compact_response(result: CompactionResult, messages: list[dict[str, Any]]) -> CompactResponse:
+    report = result.report()
+    report.pop("archive", None)
+    return CompactResponse(messages=messages, report=CompactReport(**report))
