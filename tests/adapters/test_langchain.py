@@ -264,7 +264,9 @@ async def test_async_run_matches_the_sync_run() -> None:
     assert run.seen_per_turn == sync.seen_per_turn
     assert run.summaries_per_turn == sync.summaries_per_turn
     assert run.probe.fired == sync.probe.fired
-    assert [from_langchain(s) for s in run.model.seen] == [from_langchain(s) for s in sync.model.seen]
+    assert [from_langchain(s) for s in run.model.seen] == [
+        from_langchain(s) for s in sync.model.seen
+    ]
 
 
 async def test_a_sync_compactor_serves_async_runs_too() -> None:
@@ -357,7 +359,9 @@ def test_kept_messages_are_the_states_own_objects() -> None:
     remove, summary, *kept = update["messages"]
     assert isinstance(remove, RemoveMessage) and remove.id == REMOVE_ALL_MESSAGES
     assert isinstance(summary, HumanMessage) and content_type(from_langchain([summary])[0])
-    assert kept[:3] == messages[2:5] and all(a is b for a, b in zip(kept, messages[2:5]))
+    assert kept[:3] == messages[2:5] and all(
+        a is b for a, b in zip(kept, messages[2:5], strict=False)
+    )
     assert kept[2].status == "error" and kept[2].artifact == {"raw": 1}
     assert kept[3] == answer.model_copy(update={"usage_metadata": None})
     assert kept[3].id == "a2" and kept[3].response_metadata == {"model_name": "m"}
@@ -399,7 +403,9 @@ def test_state_compaction_is_the_compactors_result_on_the_states_objects(
     for message in kept:
         original = by_id[message.id]
         usage = getattr(original, "usage_metadata", None)
-        assert message is original if usage is None else message == original.model_copy(
-            update={"usage_metadata": None}
+        assert (
+            message is original
+            if usage is None
+            else message == original.model_copy(update={"usage_metadata": None})
         )
     assert all(content_type(m) for m in from_langchain([m for m in messages if m.id is None]))

@@ -24,7 +24,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from synopsis.convert import from_langchain, to_langchain
 from synopsis.errors import ConfigError
@@ -63,7 +63,7 @@ def compact_messages(
             "give a Compactor to run the agent with invoke or stream"
         )
     history = from_langchain(messages)
-    result: CompactionResult = compactor.compact(history, force=False)  # type: ignore[assignment]
+    result = cast("Compactor", compactor).compact(history, force=False)
     return rebuilt(messages, history, result)
 
 
@@ -73,9 +73,10 @@ async def acompact_messages(
     """The async twin of :func:`compact_messages`; a sync compactor runs in a worker thread."""
     history = from_langchain(messages)
     if is_async(compactor):
-        result = await compactor.compact(history, force=False)  # type: ignore[misc]
+        result = await cast("AsyncCompactor", compactor).compact(history, force=False)
     else:
-        result = await asyncio.to_thread(compactor.compact, history, force=False)
+        compact = cast("Compactor", compactor).compact
+        result = await asyncio.to_thread(compact, history, force=False)
     return rebuilt(messages, history, result)
 
 

@@ -44,6 +44,7 @@ from synopsis.session.memory import AsyncSessionMemory, SessionMemory
 
 __all__ = ["CompactionMiddleware", "SessionKeys", "SessionMemoryMiddleware", "session_ids"]
 
+
 class CompactionMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
     """Compact the agent's messages before a model call when the compactor's trigger fires.
 
@@ -156,12 +157,14 @@ class SessionMemoryMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         handler: Callable[[ModelRequest[Any]], Awaitable[ModelResponse[Any]]],
     ) -> ModelResponse[Any]:
         """The async twin of :meth:`wrap_model_call`."""
-        ids = session_ids(request.runtime, self.keys)
+        tenant, user, session = session_ids(request.runtime, self.keys)
         history, system = _request_history(request)
         if self._async:
-            built = await self.memory.build_context(*ids, history)  # type: ignore[misc]
+            memory = cast("AsyncSessionMemory", self.memory)
+            built = await memory.build_context(tenant, user, session, history)
         else:
-            built = await asyncio.to_thread(self.memory.build_context, *ids, history)
+            build = cast("SessionMemory", self.memory).build_context
+            built = await asyncio.to_thread(build, tenant, user, session, history)
         return await handler(_with_context(request, history, system, built))
 
     def after_model(self, state: AgentState[Any], runtime: Runtime[Any]) -> dict[str, Any] | None:
@@ -174,12 +177,14 @@ class SessionMemoryMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         self, state: AgentState[Any], runtime: Runtime[Any]
     ) -> dict[str, Any] | None:
         """The async twin of :meth:`after_model`."""
-        ids = session_ids(runtime, self.keys)
+        tenant, user, session = session_ids(runtime, self.keys)
         history = from_langchain(state["messages"])
         if self._async:
-            await self.memory.after_turn(*ids, history)  # type: ignore[misc]
+            memory = cast("AsyncSessionMemory", self.memory)
+            await memory.after_turn(tenant, user, session, history)
         else:
-            await asyncio.to_thread(self.memory.after_turn, *ids, history)
+            after_turn = cast("SessionMemory", self.memory).after_turn
+            await asyncio.to_thread(after_turn, tenant, user, session, history)
         return None
 
     def _sync_memory(self) -> SessionMemory:
@@ -188,7 +193,7 @@ class SessionMemoryMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
                 "an AsyncSessionMemory needs the agent's async API (ainvoke, astream); "
                 "give a SessionMemory to run the agent with invoke or stream"
             )
-        return self.memory  # type: ignore[return-value]
+        return cast("SessionMemory", self.memory)
 
 
 def _request_history(request: ModelRequest[Any]) -> tuple[list[dict[str, Any]], int]:
@@ -244,4 +249,3 @@ def _parts(content: Any) -> list[Any]:
     if isinstance(content, list):
         return list(content)
     return [{"type": "text", "text": content}] if content else []
-
