@@ -83,8 +83,8 @@ class SessionKeys:
 def session_ids(runtime: Runtime[Any], keys: SessionKeys = SessionKeys()) -> tuple[str, str, str]:
     """(tenant, user, session) of the current run, from its context or config only."""
     configurable = _configurable()
-    thread = runtime.execution_info.thread_id if runtime.execution_info else None
-    thread = thread or configurable.get("thread_id")
+    info = getattr(runtime, "execution_info", None)  # not on every LangGraph 1.x Runtime
+    thread = getattr(info, "thread_id", None) or configurable.get("thread_id")
     found = []
     for name in ("tenant", "user_id", "session_id"):
         key = getattr(keys, name)
