@@ -496,6 +496,10 @@ def test_bad_construction_is_refused() -> None:
         SynopsisStore({}, tenant=A)  # type: ignore[arg-type]
     with pytest.raises(InvalidInput, match="tenant"):
         SynopsisStore(InMemoryStore(), tenant="")
+    with pytest.raises(ConfigError, match="kind"):
+        SynopsisStore(InMemoryStore(), tenant=A, kind="")
+    with pytest.raises(ConfigError, match="mode"):
+        SynopsisStore(InMemoryStore(), tenant=A, mode="semantic")  # type: ignore[arg-type]
 
 
 class State(TypedDict):

@@ -31,7 +31,7 @@ import asyncio
 import inspect
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Any, Final, get_args
 
 from langchain_core.runnables import RunnableLambda
 from langgraph.store.base import (
@@ -108,6 +108,10 @@ class SynopsisStore(BaseStore):
     ) -> None:
         if not callable(getattr(store, "search", None)):
             raise ConfigError(f"expected a synopsis memory store, got {type(store).__name__}")
+        if not isinstance(kind, str) or not kind:
+            raise ConfigError("kind must be a non-empty string")
+        if mode not in get_args(SearchMode):
+            raise ConfigError(f"mode must be one of {', '.join(get_args(SearchMode))}")
         self.store = store
         self.plan = StorePlan(
             tenant=check_tenant(tenant),
