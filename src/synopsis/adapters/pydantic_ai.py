@@ -4,10 +4,14 @@
 
     from pydantic_ai import Agent
     from synopsis import AsyncCompactor
-    from synopsis.adapters.pydantic_ai import history_processor
+    from synopsis.adapters.pydantic_ai import compaction_capability
 
     compactor = AsyncCompactor(model="openai:gpt-4o-mini", trigger_tokens=100_000, keep_tail=8)
-    agent = Agent("openai:gpt-4o", history_processors=[history_processor(compactor)])
+    agent = Agent("openai:gpt-4o", capabilities=[compaction_capability(compactor)])
+
+:func:`history_processor` is the processor itself: Pydantic AI 1.x takes it as
+``Agent(history_processors=[history_processor(compactor)])``; Pydantic AI 2 wraps processors
+in its ``ProcessHistory`` capability, which :func:`compaction_capability` builds.
 
 Pydantic AI runs the processor before every request of a run (tool-call rounds included) and
 keeps what it returns as the run's history, so a compaction happens once, when the trigger
@@ -34,9 +38,10 @@ from synopsis.convert import from_pydantic_ai, to_pydantic_ai
 from synopsis.errors import ConfigError
 
 if TYPE_CHECKING:
+    from pydantic_ai.capabilities import ProcessHistory
     from pydantic_ai.messages import ModelMessage
 
-__all__ = ["history_processor"]
+__all__ = ["compaction_capability", "history_processor"]
 
 SyncProcessor = Callable[[list["ModelMessage"]], list["ModelMessage"]]
 AsyncProcessor = Callable[[list["ModelMessage"]], Awaitable[list["ModelMessage"]]]
@@ -65,8 +70,24 @@ def history_processor(compactor: Compactor | AsyncCompactor) -> SyncProcessor | 
     )
 
 
+def compaction_capability(compactor: Compactor | AsyncCompactor) -> ProcessHistory[Any]:
+    """Pydantic AI 2's ``ProcessHistory`` capability running :func:`history_processor`."""
+    try:
+        from pydantic_ai.capabilities import ProcessHistory
+    except ImportError as exc:  # Pydantic AI 1.x: no capabilities
+        raise ConfigError(
+            "this Pydantic AI has no capabilities: use "
+            "Agent(history_processors=[history_processor(compactor)])"
+        ) from exc
+    return ProcessHistory(history_processor(compactor))
+
+
+# The processors are annotated with ``list[Any]``: Pydantic AI reads their annotations at run
+# time (to tell whether they take a RunContext), and ModelMessage is imported only for mypy.
+
+
 def _sync_processor(compactor: Compactor) -> SyncProcessor:
-    def compact_history(messages: list[ModelMessage]) -> list[ModelMessage]:
+    def compact_history(messages: list[Any]) -> list[Any]:
         ours = from_pydantic_ai(messages, keep_extras=True)
         plain, carried = split_carried(ours)
         result = compactor.compact(plain, force=False)
@@ -76,7 +97,7 @@ def _sync_processor(compactor: Compactor) -> SyncProcessor:
 
 
 def _async_processor(compactor: AsyncCompactor) -> AsyncProcessor:
-    async def compact_history(messages: list[ModelMessage]) -> list[ModelMessage]:
+    async def compact_history(messages: list[Any]) -> list[Any]:
         ours = from_pydantic_ai(messages, keep_extras=True)
         plain, carried = split_carried(ours)
         result = await compactor.compact(plain, force=False)
@@ -86,11 +107,11 @@ def _async_processor(compactor: AsyncCompactor) -> AsyncProcessor:
 
 
 def _framework_history(
-    messages: list[ModelMessage],
+    messages: list[Any],
     result: CompactionResult,
     plain: Sequence[dict[str, Any]],
     carried: Sequence[Any],
-) -> list[ModelMessage]:
+) -> list[Any]:
     """The history to send: the very list when nothing was compacted, else the new one."""
     if not result.compacted:
         return messages
