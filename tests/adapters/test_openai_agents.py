@@ -7,6 +7,7 @@ on every backend, sync and async.
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
@@ -14,6 +15,7 @@ from typing import Any
 
 import pytest
 from agents.memory import Session, SQLiteSession
+from hypothesis import HealthCheck, given, settings
 
 from synopsis import AsyncCompactor, Compactor
 from synopsis.adapters.openai_agents import (
@@ -22,10 +24,12 @@ from synopsis.adapters.openai_agents import (
     SynopsisSession,
     session_namespace,
 )
+from synopsis.convert import from_responses_items, to_responses_items
 from synopsis.errors import ConfigError, InvalidInput, InvalidNamespace
 from synopsis.memory import AsyncInMemoryStore, AsyncSQLiteStore, InMemoryStore, SQLiteStore
 from synopsis.models.retry import RetryPolicy
 from synopsis.testing import FakeModel
+from tests.convert_histories import chat_histories
 
 NO_SLEEP = RetryPolicy(initial_delay=0.0, max_delay=0.0, jitter=False)
 SUMMARY = "<summary>1. Primary Request and Intent: chat\n8. Current Work: chatting</summary>"
@@ -368,3 +372,27 @@ async def test_a_failed_summary_leaves_the_history_as_it_was() -> None:
     await target.add_items(history)
     assert await target.get_items() == history
     assert len(await target.generations()) == 1
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(chat_histories())
+def test_a_compacted_session_reads_as_the_compacted_history(history: list[dict[str, Any]]) -> None:
+    """For any history stored as items: the items get_items returns, read back, are what the
+    compactor makes of the history; uncompacted, the stored items come back as they were."""
+    items = to_responses_items(history)
+    direct = compactor_for_property().compact(from_responses_items(items), force=False)
+    target = session(InMemoryStore(), compactor=compactor_for_property())
+
+    async def store_and_read() -> list[Any]:
+        await target.add_items(items)
+        return await target.get_items()
+
+    got = asyncio.run(store_and_read())
+    if direct.compacted:
+        assert from_responses_items(got) == direct.messages
+    else:
+        assert got == items
+
+
+def compactor_for_property() -> Compactor:
+    return Compactor(model=FakeModel(default=SUMMARY), trigger_messages=2, keep_tail=2)

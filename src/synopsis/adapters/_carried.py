@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from synopsis.convert import CARRY_KEY
+from synopsis.messages import without_meta
 
 __all__ = ["reattach", "split_carried"]
 
@@ -37,9 +38,10 @@ def reattach(
 ) -> list[dict[str, Any]]:
     """``compacted`` with each kept message's carried data restored.
 
-    A kept message equals its original (``usage`` aside), and kept messages keep their order,
-    so they are matched to ``plain`` as a subsequence, from the end: the verbatim tail first,
-    then anything kept before the summary (system messages, messages a truncation kept).
+    A kept message equals its original (``usage`` and a legacy ``meta`` aside), and kept
+    messages keep their order, so they are matched to ``plain`` as a subsequence, from the
+    end: the verbatim tail first, then anything kept before the summary (system messages,
+    messages a truncation kept).
     Messages the compactor wrote (summary, skills, notice) match nothing and stay as they are.
     Linear in the history, plus one scan per written message.
     """
@@ -65,6 +67,8 @@ def _last_equal(
 
 
 def _same(original: Mapping[str, Any], kept: Mapping[str, Any]) -> bool:
+    if "meta" in original:  # a legacy marker: the compactor moves it into the text
+        original = without_meta(original)
     keys = original.keys() - _DROPPED_ON_KEEP
     if keys != kept.keys() - _DROPPED_ON_KEEP:
         return False
