@@ -7,7 +7,7 @@ from dataclasses import replace
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import HealthCheck, given, settings
 from pydantic_ai.capabilities import ProcessHistory
 from pydantic_ai.messages import (
     ModelMessage,
@@ -166,12 +166,19 @@ def test_reattach_gives_each_kept_message_its_own_carried_data(
     history: list[dict[str, Any]],
 ) -> None:
     """Whatever a compaction keeps of a converted history converts back to the original."""
-    ours = from_pydantic_ai(to_pydantic_ai(history), keep_extras=True)
+    system = [m for m in history if m["role"] in ("system", "developer")]
+    opening = [{"role": "user", "content": "start"}, {"role": "assistant", "content": "ok"}]
+    ours = from_pydantic_ai(
+        to_pydantic_ai([*system, *opening, *_without_system(history)]), keep_extras=True
+    )
     plain, carried = split_carried(ours)
     result = compactor(trigger_messages=1, keep_tail=2).compact(plain, force=False)
-    assume(result.compacted)
+    if not result.compacted:  # the tail covers everything: nothing to check
+        return
     again = reattach(result.messages, plain, carried)
     summary = [content_type(m) for m in result.messages].index("summary")
     tail = len(result.messages) - summary - 1
     for kept, original in zip(again[len(again) - tail :], ours[len(ours) - tail :], strict=True):
+        assert kept.get(CARRY_KEY) == original.get(CARRY_KEY)
+    for kept, original in zip(again[: len(system)], ours, strict=False):
         assert kept.get(CARRY_KEY) == original.get(CARRY_KEY)
