@@ -25,7 +25,7 @@ from synopsis.adapters.openai_agents import (
     session_namespace,
 )
 from synopsis.convert import from_responses_items, to_responses_items
-from synopsis.errors import ConfigError, InvalidInput, InvalidNamespace
+from synopsis.errors import ConfigError, InvalidInput, InvalidNamespace, StoreError
 from synopsis.memory import AsyncInMemoryStore, AsyncSQLiteStore, InMemoryStore, SQLiteStore
 from synopsis.models.retry import RetryPolicy
 from synopsis.testing import FakeModel
@@ -272,6 +272,13 @@ async def test_unreadable_items_are_skipped_as_the_sdk_does() -> None:
     assert await target.get_items() == turn(1)[1:2]
     assert await target.pop_item() == turn(1)[1]
     assert await target.pop_item() is None
+
+
+async def test_an_unreadable_head_is_a_store_error_naming_the_session() -> None:
+    store = InMemoryStore()
+    store.put("acme", session_namespace("u1", "s1"), "head", '{"generation": 0}')
+    with pytest.raises(StoreError, match=r"agents session head in .*'s1'"):
+        await session(store).get_items()
 
 
 class FailingDelete(InMemoryStore):

@@ -195,7 +195,7 @@ def _read_generation(at: _Address, generation: int) -> Flow[_Step, list[tuple[in
         hits = yield _StoreCall("search", (at.tenant, at.generation(generation)), kwargs)
         for hit in hits:
             item = _decode(hit.item)
-            if item is not None:
+            if item is not None and hit.item.key.isdigit():
                 found.append((int(hit.item.key), item))
         if len(hits) < _PAGE:
             return sorted(found, key=lambda pair: pair[0])
