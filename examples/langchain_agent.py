@@ -57,5 +57,5 @@ for turn in range(8):
     agent.invoke({"messages": [{"role": "user", "content": request}]}, config, context=context)
     memory.drain()  # only so that this script is deterministic: summaries run in the background
 memory.close()
-summary = store.latest_summary("acme", "session-1")
+summary = store.latest_summary("acme", "user-1", "session-1")
 print("session summary version", summary.version if summary else None)

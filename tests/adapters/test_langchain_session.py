@@ -73,7 +73,7 @@ def test_thirty_turns_with_the_session_summary_in_the_system_prompt() -> None:
     with memory_for(store, summarizer) as memory:
         agent = agent_for(model, memory)
         for turn in range(30):
-            latest = store.latest_summary(TENANT, SESSION)
+            latest = store.latest_summary(TENANT, USER, SESSION)
             before = len(model.seen)
             state = agent.invoke(
                 {"messages": [HumanMessage(user_text(turn))]}, thread(), context=CONTEXT
@@ -86,7 +86,7 @@ def test_thirty_turns_with_the_session_summary_in_the_system_prompt() -> None:
                 assert len(seen) - 1 <= WINDOW
                 assert_tool_pairs_intact(seen[1:])
                 assert [m.text for m in seen if isinstance(m, HumanMessage)][-1] == user_text(turn)
-            saved = store.latest_summary(TENANT, SESSION)
+            saved = store.latest_summary(TENANT, USER, SESSION)
             turns.append(
                 Turn(
                     [len(seen) for seen in model.seen[before:]],
@@ -125,7 +125,7 @@ def test_ids_may_come_from_the_config_and_the_session_from_the_thread() -> None:
     with memory_for(store, summarizer, summarize_every=2) as memory:
         agent_for(model, memory).invoke({"messages": [HumanMessage(user_text(0))]}, config)
         memory.drain()
-    summary = store.latest_summary(TENANT, "thread-9")
+    summary = store.latest_summary(TENANT, USER, "thread-9")
     assert summary is not None and summary.user_id == USER
 
 
@@ -140,7 +140,7 @@ def test_keys_are_configurable() -> None:
         )
         agent.invoke({"messages": [HumanMessage(user_text(0))]}, context=context)
         memory.drain()
-    assert store.latest_summary(TENANT, "c7") is not None
+    assert store.latest_summary(TENANT, USER, "c7") is not None
 
 
 def test_a_run_without_a_tenant_is_refused_naming_the_key() -> None:
