@@ -10,10 +10,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from synopsis.errors import ConfigError
+from synopsis.events import SessionSummaryTruncated
 from synopsis.memory._types import SessionSummary
 from synopsis.memory.inmemory import AsyncInMemoryStore, InMemoryStore
 from synopsis.session._bounds import TRUNCATION_MARKER, clip_chars, clip_tokens
-from synopsis.session._events import SessionSummaryTruncated
 from synopsis.session.context import content_hash, make_settings
 from synopsis.session.memory import AsyncSessionMemory, SessionMemory
 from synopsis.summarizer import SummaryResult

@@ -14,11 +14,11 @@ from typing import Any
 
 import pytest
 
-from synopsis.compaction._events import ToolOutputsCleared
 from synopsis.compaction.archive import MemoryArchive
 from synopsis.compaction.clear import ToolClearing, is_cleared
 from synopsis.compaction.compactor import AsyncCompactor, Compactor
 from synopsis.errors import CompactionError, ProviderUnavailable
+from synopsis.events import ToolOutputsCleared
 from synopsis.messages import content_type
 from synopsis.models.retry import RetryPolicy
 from synopsis.summarizer import SummaryResult

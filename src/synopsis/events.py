@@ -5,6 +5,11 @@ per attempt, primary then failover, delivered as it happens) -> ``after_summariz
 success (with the summary's ``model``, ``usage`` and ``calls``: what it cost), or
 ``summarize_failed`` when every model failed.
 
+Compaction: ``tool_outputs_cleared`` (tier 1 replaced old tool results by stubs, archived; it
+comes before ``before_summarize``, which follows only if the history is still over budget) and
+``compaction_skipped`` (a compaction was due but nothing could be summarized without cutting
+into the requested tail; ``skipped`` says why).
+
 Session memory:
 
 * ``session_summary_started``: a background job began summarizing messages
@@ -16,6 +21,8 @@ Session memory:
   went on. ``error`` is the serialized exception. For ``memory_write`` failures ``attempts``
   is how many times that outbox entry has now failed (0 if it is no longer pending, None if
   the store could not count it); other stages leave it None.
+* ``session_summary_truncated``: a summary was cut to its limit (the stored copy, or the copy
+  injected into one request), with the sizes before and after.
 * ``outbox_replayed``: ``recover()`` completed a memory write that an earlier job left pending.
 
 Every event is a frozen dataclass with ``to_dict()`` for logs and JSON; errors are serialized.
@@ -37,6 +44,7 @@ __all__ = [
     "AfterSummarize",
     "AnyEvent",
     "BeforeSummarize",
+    "CompactionSkipped",
     "Event",
     "EventHandler",
     "GenerateSummary",
@@ -46,8 +54,10 @@ __all__ = [
     "SessionMemoryFailed",
     "SessionSummarySaved",
     "SessionSummaryStarted",
+    "SessionSummaryTruncated",
     "Stage",
     "SummarizeFailed",
+    "ToolOutputsCleared",
     "aemit",
     "check_sync_handlers",
     "emit",
@@ -194,12 +204,81 @@ class OutboxReplayed:
         return _event_dict(self)
 
 
+# --- compaction tiers and skips -----------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CompactionSkipped:
+    name: ClassVar[str] = "compaction_skipped"
+    reason: str
+    skipped: str
+    tokens: int
+    message_count: int
+    session_id: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return _event_dict(self)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ToolOutputsCleared:
+    name: ClassVar[str] = "tool_outputs_cleared"
+    reason: str
+    cleared: int
+    arguments_cleared: int
+    tokens_before: int
+    tokens_after: int
+    tokens_saved: int
+    archive: str | None
+    session_id: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return _event_dict(self)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SessionSummaryTruncated:
+    """A session summary was cut to its limit.
+
+    ``target`` says which copy: ``stored`` (a new version, cut before it was saved, to
+    ``max_summary_chars``) or ``injected`` (the text put into one request, cut to a number of
+    tokens). ``original_chars`` and ``kept_chars`` are the sizes before and after (the marker
+    included); ``limit`` is in ``unit``.
+    """
+
+    name: ClassVar[str] = "session_summary_truncated"
+    tenant: str
+    session_id: str
+    version: int
+    target: Literal["stored", "injected"]
+    unit: Literal["chars", "tokens"]
+    limit: int
+    original_chars: int
+    kept_chars: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return _event_dict(self)
+
+
 _log = logging.getLogger("synopsis.events")
 _session_log = logging.getLogger("synopsis.session")
 
-Event = BeforeSummarize | GenerateSummary | AfterSummarize | SummarizeFailed
+Event = (
+    BeforeSummarize
+    | GenerateSummary
+    | AfterSummarize
+    | SummarizeFailed
+    | CompactionSkipped
+    | ToolOutputsCleared
+)
 EventHandler = Callable[[Event], None] | Callable[[Event], Awaitable[None]]
-SessionEvent = SessionSummaryStarted | SessionSummarySaved | SessionMemoryFailed | OutboxReplayed
+SessionEvent = (
+    SessionSummaryStarted
+    | SessionSummarySaved
+    | SessionMemoryFailed
+    | OutboxReplayed
+    | SessionSummaryTruncated
+)
 SessionEventHandler = Callable[[SessionEvent], None] | Callable[[SessionEvent], Awaitable[None]]
 AnyEvent = Event | SessionEvent
 

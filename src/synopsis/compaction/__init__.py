@@ -9,7 +9,6 @@ and the user-message back-fill, pure), :mod:`.skills` (loaded skills kept verbat
 text (:mod:`synopsis.messages`), so its output can go to a provider as it is.
 """
 
-from synopsis.compaction._events import CompactionSkipped
 from synopsis.compaction.archive import Archive, JsonlArchive, MemoryArchive
 from synopsis.compaction.compactor import (
     AsyncCompactingModel,
@@ -22,6 +21,7 @@ from synopsis.compaction.options import CompactionOptions
 from synopsis.compaction.plan import CompactionPlan, KeepTail, plan_compaction
 from synopsis.compaction.skills import SkillConfig
 from synopsis.compaction.trigger import Trigger, TriggerDecision
+from synopsis.events import CompactionSkipped
 
 __all__ = [
     "Archive",

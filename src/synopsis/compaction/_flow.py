@@ -31,7 +31,6 @@ from typing import Any
 from synopsis._flow import Flow
 from synopsis.compaction._build import build, previous_version, truncated
 from synopsis.compaction._build import truncation as plan_fallback
-from synopsis.compaction._events import CompactionEvent, CompactionSkipped, ToolOutputsCleared
 from synopsis.compaction.clear import (
     ClearingPlan,
     apply_clearing,
@@ -43,7 +42,14 @@ from synopsis.compaction.plan import CompactionPlan, plan_compaction
 from synopsis.compaction.summary import SUMMARY_KIND
 from synopsis.compaction.trigger import TriggerDecision
 from synopsis.errors import CompactionError, ModelError, describe_error
-from synopsis.events import AfterSummarize, BeforeSummarize, SummarizeFailed
+from synopsis.events import (
+    AfterSummarize,
+    BeforeSummarize,
+    CompactionSkipped,
+    Event,
+    SummarizeFailed,
+    ToolOutputsCleared,
+)
 from synopsis.messages import marked_body, marker_of, without_meta
 from synopsis.models._base import Usage
 from synopsis.summarizer import SummaryResult, strip_summary_wrapping
@@ -110,7 +116,7 @@ class CompactionResult:
     skipped: str | None = None
     fallback: str | None = None
     error: dict[str, Any] | None = None
-    events: tuple[CompactionEvent, ...] = field(default_factory=tuple)
+    events: tuple[Event, ...] = field(default_factory=tuple)
     version: int | None = None
     usage: Usage | None = None  # what the summary cost, summed over its calls
     calls: int = 0
@@ -170,7 +176,7 @@ class WriteArchive:
 class Emit:
     """Deliver ``event`` to the ``on_event`` handlers."""
 
-    event: CompactionEvent
+    event: Event
 
 
 CompactionStep = Summarize | SummarizeOffline | WriteArchive | Emit
@@ -228,7 +234,7 @@ class _Run:
         *,
         skipped: str | None = None,
         error: dict[str, Any] | None = None,
-        events: Sequence[CompactionEvent] = (),
+        events: Sequence[Event] = (),
     ) -> CompactionResult:
         return _unchanged(
             self.messages,
@@ -248,7 +254,7 @@ class _Run:
         *,
         archive: str | None,
         fallback: str | None,
-        events: Sequence[CompactionEvent],
+        events: Sequence[Event],
         version: int | None = None,
         tier: Tier | None = None,
     ) -> CompactionResult:
@@ -314,7 +320,7 @@ def _tiered(
     where = archive or run.options.transcript_path
     cleared = apply_clearing(run.messages, plan, run.counter.estimate, archive=where)
     after = run.counter.count(cleared, tools=tools).total
-    events: list[CompactionEvent] = []
+    events: list[Event] = []
     yield from _emit(events, _cleared_event(run, plan, after, archive))
     tier = Tier(name="clear", tokens_before=run.tokens, tokens_after=after, messages=plan.results)
     rest = replace(run, messages=cleared, tokens=after)
@@ -339,7 +345,7 @@ def _compact(run: _Run) -> Flow[CompactionStep, CompactionResult]:
         estimate=run.counter.estimate,
         min_new_messages=run.options.min_new_messages,
     )
-    events: list[CompactionEvent] = []
+    events: list[Event] = []
     if not plan.worthwhile:
         yield from _emit(events, _skipped(run, plan.skip_reason or "nothing to summarize"))
         return run.unchanged(skipped=plan.skip_reason, events=events)
@@ -369,7 +375,7 @@ def summarizer_input(
 
 
 def _degrade(
-    run: _Run, exc: ModelError, offline: SummarizeOffline, events: list[CompactionEvent]
+    run: _Run, exc: ModelError, offline: SummarizeOffline, events: list[Event]
 ) -> Flow[CompactionStep, SummaryResult | None]:
     """The fallback's summary (extractive only; None otherwise), then ``summarize_failed``."""
     fallback = run.options.fallback
@@ -393,7 +399,7 @@ def _finish(
     plan: CompactionPlan,
     summary: SummaryResult | None,
     fallback: str | None,
-    events: list[CompactionEvent],
+    events: list[Event],
 ) -> Flow[CompactionStep, CompactionResult]:
     """Archive what leaves the history, build the new history, report ``after_summarize``."""
     if summary is None:
@@ -421,7 +427,7 @@ def _finish(
 
 
 def _truncate(
-    run: _Run, plan: CompactionPlan, events: list[CompactionEvent]
+    run: _Run, plan: CompactionPlan, events: list[Event]
 ) -> Flow[CompactionStep, CompactionResult]:
     """The truncation fallback: archive the messages it drops, then build without them."""
     truncation = plan_fallback(run.options, run.counter, run.messages, plan)
@@ -456,7 +462,7 @@ def _positions(messages: Messages, subset: Sequence[Mapping[str, Any]]) -> tuple
     return tuple(i for i, message in enumerate(messages) if id(message) in wanted)
 
 
-def _emit(events: list[CompactionEvent], event: CompactionEvent) -> Flow[CompactionStep, None]:
+def _emit(events: list[Event], event: Event) -> Flow[CompactionStep, None]:
     events.append(event)
     yield Emit(event)
 
@@ -521,7 +527,7 @@ def _unchanged(
     triggered: bool,
     skipped: str | None = None,
     error: dict[str, Any] | None = None,
-    events: tuple[CompactionEvent, ...] = (),
+    events: tuple[Event, ...] = (),
 ) -> CompactionResult:
     return CompactionResult(
         messages=[without_meta(m) for m in messages],

@@ -23,7 +23,6 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, Unpack
 
 from synopsis._flow import Flow, adrive, drive
-from synopsis.compaction._events import deliverable
 from synopsis.compaction._flow import (
     CompactionResult,
     CompactionStep,
@@ -175,7 +174,7 @@ class Compactor(_Driver):
             case WriteArchive(messages, session_id):
                 return self._archive().write(messages, session_id=session_id)
             case Emit(event):
-                emit(self.options.on_event, deliverable(event))
+                emit(self.options.on_event, event)
         return None
 
     def _offline_summarizer(self) -> Summarizer:
@@ -237,7 +236,7 @@ class AsyncCompactor(_Driver):
                     self._archive().write, messages, session_id=session_id
                 )
             case Emit(event):
-                await aemit(self.options.on_event, deliverable(event))
+                await aemit(self.options.on_event, event)
         return None
 
     def _offline_summarizer(self) -> AsyncSummarizer:

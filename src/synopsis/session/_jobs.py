@@ -37,7 +37,7 @@ from typing import Any, Final, Literal
 
 from synopsis._flow import Flow
 from synopsis.errors import InvalidSummary, ModelTimeout
-from synopsis.events import OutboxReplayed, failure
+from synopsis.events import OutboxReplayed, SessionEvent, failure
 from synopsis.memory._types import (
     OutboxEntry,
     SearchHit,
@@ -46,7 +46,7 @@ from synopsis.memory._types import (
     UserDeleted,
     validate_tenant,
 )
-from synopsis.session._events import SessionNotice, summarize_timeout_error
+from synopsis.session._events import summarize_timeout_error
 from synopsis.session._state import (
     Job,
     Registry,
@@ -169,7 +169,7 @@ class Summarize:
 class Emit:
     """Deliver ``event`` to the handlers; the flow is sent None."""
 
-    event: SessionNotice
+    event: SessionEvent
 
 
 Step = StoreCall | Summarize | Emit

@@ -28,8 +28,8 @@ from contextlib import AbstractContextManager, contextmanager, nullcontext
 from contextvars import ContextVar
 from typing import Any, Literal
 
+from synopsis.events import SessionEvent
 from synopsis.memory._types import SearchMode
-from synopsis.session._events import SessionNotice
 from synopsis.session._jobs import Emit, JobOutcome, Step, StoreCall
 from synopsis.session._state import Job
 from synopsis.telemetry import NO_SPAN, AttributeValue, Tracing
@@ -190,12 +190,12 @@ class SessionTracer:
             if isinstance(value, int) and not isinstance(value, bool):
                 span.set_attribute(f"gen_ai.usage.{name}", value)
 
-    def _note(self, event: SessionNotice) -> None:
+    def _note(self, event: SessionEvent) -> None:
         span = _innermost.get()
         if span.is_recording():
             span.add_event(event.name, self._event_attributes(event))
 
-    def _event_attributes(self, event: SessionNotice) -> Attributes:
+    def _event_attributes(self, event: SessionEvent) -> Attributes:
         found: Attributes = {}
         for key, value in event.to_dict().items():
             if key == "error" and isinstance(value, dict):

@@ -29,10 +29,10 @@ from datetime import UTC, datetime
 from typing import Any, Literal, get_args
 
 from synopsis.errors import ConfigError, InvalidSummary
+from synopsis.events import SessionSummaryTruncated
 from synopsis.memory._types import Namespace, SearchHit, SearchMode, SessionSummary
 from synopsis.messages import open_tool_calls, safe_cut_points, text_of
 from synopsis.session._bounds import MIN_SUMMARY_CHARS, clip_chars, clip_tokens
-from synopsis.session._events import SessionSummaryTruncated
 from synopsis.session._notes import (
     Recalled,
     dedupe_recalled,

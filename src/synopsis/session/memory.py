@@ -76,7 +76,6 @@ from synopsis._flow import adrive, drive
 from synopsis.events import SessionEventHandler, aemit, check_sync_handlers, emit, failure
 from synopsis.memory._types import SearchHit, SearchMode
 from synopsis.session import _jobs
-from synopsis.session._events import deliverable
 from synopsis.session._jobs import Emit, Runtime, Step, Summarize
 from synopsis.session._state import (
     AsyncSessionStore,
@@ -185,7 +184,7 @@ class SessionMemory:
 
     def _carry_out(self, step: Step) -> Any:
         if isinstance(step, Emit):
-            emit(self._handlers, deliverable(step.event))
+            emit(self._handlers, step.event)
             return None
         if isinstance(step, Summarize):
             return call_within(
@@ -411,7 +410,7 @@ class AsyncSessionMemory:
 
     async def _carry_out(self, step: Step) -> Any:
         if isinstance(step, Emit):
-            await aemit(self._handlers, deliverable(step.event))
+            await aemit(self._handlers, step.event)
             return None
         if isinstance(step, Summarize):
             return await self._summarize(step)
