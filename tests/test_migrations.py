@@ -125,7 +125,7 @@ def test_a_version_1_sqlite_database_is_migrated_with_its_data(tmp_path: Path) -
         check_migrated(store)
     conn = sqlite3.connect(path)
     try:
-        assert conn.execute(lite.READ_VERSION).fetchone() == (len(lite.MIGRATIONS),) == (2,)
+        assert conn.execute(lite.READ_VERSION).fetchone() == (len(lite.MIGRATIONS),) == (3,)
         assert conn.execute("PRAGMA foreign_key_check").fetchall() == []
         references = conn.execute("PRAGMA foreign_key_list(outbox)").fetchall()
         assert {row[2] for row in references} == {"summaries"}

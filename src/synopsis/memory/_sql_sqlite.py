@@ -1,4 +1,4 @@
-"""SQL for the SQLite backend: the schema migrations and pure statement builders.
+"""SQL for the SQLite backend: pure statement builders (the schema is in ``_sql_sqlite_schema``).
 
 Nothing here touches a connection. Every value is a bound parameter; the only text ever
 placed into SQL is fixed text written in this module (placeholders and column names).
@@ -10,9 +10,15 @@ path: every path starting with ``p`` (which ends with ``\\x1f``) lies in ``[p, p
 ``p'`` is ``p`` with its last character raised to ``\\x20``; no ``LIKE`` is involved, and
 binary (UTF-8) order of paths equals tuple order of namespaces.
 
-Keyword search runs on an FTS5 table over the space-joined ``document_terms`` of each item
-(kept in sync by triggers); a query is the ``query_terms``, each double-quoted, joined by
-``OR``, so FTS5 syntax in user text is inert.
+Keyword search ranks with BM25 over the searched scope (the live items of the tenant under the
+prefix, of the kind, with the tags), as every backend does. :func:`scope_stats` counts the
+scope and sums its lengths (an index-only scan of ``memories_scope``); the candidates, each
+with its ``terms``, come from :func:`scope_candidates` (every item in a small scope: one
+user's memories are a short range of ``memories_scope``, so the search never looks at the
+rest of the table) or from :func:`keyword_candidates` (the FTS5 index over the space-joined
+``document_terms``, kept in sync by triggers; the query is the ``query_terms``, each
+double-quoted, joined by ``OR``, so FTS5 syntax in user text is inert). FTS5's own ``bm25()``
+is not used: it counts its statistics over the whole table, every tenant and user included.
 """
 
 from __future__ import annotations
@@ -24,160 +30,36 @@ from typing import Final
 
 from synopsis.errors import InvalidNamespace
 from synopsis.memory._checks import Claim, PutRequest, SearchRequest
+from synopsis.memory._sql_sqlite_schema import (
+    CREATE_VERSION_TABLE,
+    MIGRATIONS,
+    PRAGMAS,
+    READ_VERSION,
+    WRITE_VERSION,
+)
 from synopsis.memory._types import Namespace, SessionSummary
 
 __all__ = [
+    "CREATE_VERSION_TABLE",
     "MIGRATIONS",
+    "PRAGMAS",
+    "READ_VERSION",
     "SEPARATOR",
+    "WRITE_VERSION",
     "Batch",
     "Statement",
     "decode_path",
     "encode_path",
     "fts_query",
+    "keyword_candidates",
     "prefix_range",
+    "scope_candidates",
+    "scope_stats",
+    "select_memories",
 ]
 
 SEPARATOR: Final = "\x1f"
 _AFTER_SEPARATOR: Final = "\x20"
-
-#: Schema version ``n`` is reached by running ``MIGRATIONS[n - 1]``; append, never edit.
-MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (
-    (
-        """CREATE TABLE memories (
-            id INTEGER PRIMARY KEY,
-            tenant TEXT NOT NULL,
-            path TEXT NOT NULL,
-            key TEXT NOT NULL,
-            text TEXT NOT NULL,
-            kind TEXT NOT NULL,
-            tags TEXT NOT NULL,
-            terms TEXT NOT NULL,
-            created_at REAL NOT NULL,
-            updated_at REAL NOT NULL,
-            expires_at REAL,
-            UNIQUE (tenant, path, key)
-        )""",
-        "CREATE INDEX memories_recent ON memories (tenant, updated_at DESC)",
-        "CREATE INDEX memories_expiry ON memories (expires_at) WHERE expires_at IS NOT NULL",
-        """CREATE TABLE memory_vectors (
-            memory_id INTEGER PRIMARY KEY REFERENCES memories (id) ON DELETE CASCADE,
-            vector BLOB NOT NULL
-        )""",
-        """CREATE VIRTUAL TABLE memories_fts USING fts5 (
-            terms, content='memories', content_rowid='id',
-            tokenize='unicode61 remove_diacritics 2'
-        )""",
-        """CREATE TRIGGER memories_fts_insert AFTER INSERT ON memories BEGIN
-            INSERT INTO memories_fts (rowid, terms) VALUES (new.id, new.terms);
-        END""",
-        """CREATE TRIGGER memories_fts_delete AFTER DELETE ON memories BEGIN
-            INSERT INTO memories_fts (memories_fts, rowid, terms)
-            VALUES ('delete', old.id, old.terms);
-        END""",
-        """CREATE TRIGGER memories_fts_update AFTER UPDATE ON memories BEGIN
-            INSERT INTO memories_fts (memories_fts, rowid, terms)
-            VALUES ('delete', old.id, old.terms);
-            INSERT INTO memories_fts (rowid, terms) VALUES (new.id, new.terms);
-        END""",
-        """CREATE TABLE summaries (
-            tenant TEXT NOT NULL,
-            session_id TEXT NOT NULL,
-            version INTEGER NOT NULL,
-            user_id TEXT NOT NULL,
-            text TEXT NOT NULL,
-            covers_from INTEGER NOT NULL,
-            covers_to INTEGER NOT NULL,
-            model TEXT NOT NULL,
-            content_hash TEXT NOT NULL,
-            created_at REAL NOT NULL,
-            PRIMARY KEY (tenant, session_id, version)
-        )""",
-        "CREATE INDEX summaries_user ON summaries (tenant, user_id)",
-        """CREATE TABLE outbox (
-            tenant TEXT NOT NULL,
-            session_id TEXT NOT NULL,
-            version INTEGER NOT NULL,
-            attempts INTEGER NOT NULL DEFAULT 0,
-            enqueued_at REAL NOT NULL,
-            completed_at REAL,
-            PRIMARY KEY (tenant, session_id, version),
-            FOREIGN KEY (tenant, session_id, version)
-                REFERENCES summaries (tenant, session_id, version) ON DELETE CASCADE
-        )""",
-        "CREATE INDEX outbox_pending ON outbox (enqueued_at) WHERE completed_at IS NULL",
-    ),
-    # 2: a session is (tenant, user_id, session_id), so two users' "main" never meet; the
-    # deletion generation of each user and the summary-job claims. Every stored summary
-    # already names its user, so rows are re-keyed as they are. SQLite cannot change a
-    # primary key in place: the tables are rebuilt (renaming rewrites the foreign key).
-    (
-        """CREATE TABLE summaries_v2 (
-            tenant TEXT NOT NULL,
-            user_id TEXT NOT NULL,
-            session_id TEXT NOT NULL,
-            version INTEGER NOT NULL,
-            text TEXT NOT NULL,
-            covers_from INTEGER NOT NULL,
-            covers_to INTEGER NOT NULL,
-            model TEXT NOT NULL,
-            content_hash TEXT NOT NULL,
-            created_at REAL NOT NULL,
-            PRIMARY KEY (tenant, user_id, session_id, version)
-        )""",
-        """INSERT INTO summaries_v2 (tenant, user_id, session_id, version, text, covers_from,
-            covers_to, model, content_hash, created_at)
-        SELECT tenant, user_id, session_id, version, text, covers_from, covers_to, model,
-            content_hash, created_at FROM summaries""",
-        """CREATE TABLE outbox_v2 (
-            tenant TEXT NOT NULL,
-            user_id TEXT NOT NULL,
-            session_id TEXT NOT NULL,
-            version INTEGER NOT NULL,
-            attempts INTEGER NOT NULL DEFAULT 0,
-            enqueued_at REAL NOT NULL,
-            completed_at REAL,
-            PRIMARY KEY (tenant, user_id, session_id, version),
-            FOREIGN KEY (tenant, user_id, session_id, version)
-                REFERENCES summaries_v2 (tenant, user_id, session_id, version) ON DELETE CASCADE
-        )""",
-        """INSERT INTO outbox_v2 (tenant, user_id, session_id, version, attempts, enqueued_at,
-            completed_at)
-        SELECT o.tenant, s.user_id, o.session_id, o.version, o.attempts, o.enqueued_at,
-            o.completed_at FROM outbox AS o JOIN summaries AS s
-            ON s.tenant = o.tenant AND s.session_id = o.session_id AND s.version = o.version""",
-        "DROP TABLE outbox",
-        "DROP TABLE summaries",
-        "ALTER TABLE summaries_v2 RENAME TO summaries",
-        "ALTER TABLE outbox_v2 RENAME TO outbox",
-        "CREATE INDEX outbox_pending ON outbox (enqueued_at) WHERE completed_at IS NULL",
-        """CREATE TABLE user_generations (
-            tenant TEXT NOT NULL,
-            user_id TEXT NOT NULL,
-            generation INTEGER NOT NULL,
-            PRIMARY KEY (tenant, user_id)
-        )""",
-        """CREATE TABLE summary_jobs (
-            tenant TEXT NOT NULL,
-            user_id TEXT NOT NULL,
-            session_id TEXT NOT NULL,
-            owner TEXT NOT NULL,
-            covers_to INTEGER NOT NULL,
-            expires_at REAL NOT NULL,
-            PRIMARY KEY (tenant, user_id, session_id)
-        )""",
-    ),
-)
-
-CREATE_VERSION_TABLE: Final = (
-    "CREATE TABLE IF NOT EXISTS synopsis_schema (version INTEGER NOT NULL)"
-)
-READ_VERSION: Final = "SELECT max(version) FROM synopsis_schema"
-WRITE_VERSION: Final = "INSERT INTO synopsis_schema (version) VALUES (?)"
-PRAGMAS: Final = (
-    "PRAGMA journal_mode = WAL",
-    "PRAGMA synchronous = NORMAL",
-    "PRAGMA foreign_keys = ON",
-)
 
 _MEMORY_COLUMNS: Final = (
     "m.id, m.path, m.key, m.text, m.kind, m.tags, m.created_at, m.updated_at, m.expires_at"
@@ -259,11 +141,11 @@ def _scope(request: SearchRequest, now: float) -> tuple[str, tuple[object, ...]]
 
 
 _UPSERT: Final = """INSERT INTO memories
-    (tenant, path, key, text, kind, tags, terms, created_at, updated_at, expires_at)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+    (tenant, path, key, text, kind, tags, terms, doc_len, created_at, updated_at, expires_at)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 ON CONFLICT (tenant, path, key) DO UPDATE SET
     text = excluded.text, kind = excluded.kind, tags = excluded.tags,
-    terms = excluded.terms, updated_at = excluded.updated_at,
+    terms = excluded.terms, doc_len = excluded.doc_len, updated_at = excluded.updated_at,
     expires_at = excluded.expires_at,
     created_at = CASE
         WHEN ? OR (memories.expires_at IS NOT NULL AND memories.expires_at <= ?)
@@ -281,7 +163,8 @@ def _memory_row(request: PutRequest, terms: Sequence[str], now: float) -> tuple[
     tags = json.dumps(request.tags, ensure_ascii=False, sort_keys=True)
     address = (request.tenant, encode_path(request.namespace), request.key)
     times = (created, request.updated(now), request.expiry(now))
-    return (*address, request.text, request.kind, tags, " ".join(terms), *times, restored, now)
+    row = (request.text, request.kind, tags, " ".join(terms), len(terms))
+    return (*address, *row, *times, restored, now)
 
 
 def upsert_memory(request: PutRequest, terms: Sequence[str], now: float) -> Statement:
@@ -362,15 +245,39 @@ def search_recent(request: SearchRequest, now: float) -> Statement:
     )
 
 
-def search_keyword(request: SearchRequest, now: float, *, limit: int, offset: int) -> Statement:
-    """Items in scope sharing a term with the query, best BM25 first (higher is better)."""
+def scope_stats(request: SearchRequest, now: float) -> Statement:
+    """Number of items in the search's scope and the sum of their lengths (BM25's N, avgdl)."""
     where, params = _scope(request, now)
     return Statement(
-        f"SELECT {_MEMORY_COLUMNS}, -bm25(memories_fts) AS score "
-        "FROM memories_fts JOIN memories AS m ON m.id = memories_fts.rowid "
-        f"WHERE memories_fts MATCH ? AND {where} "
-        "ORDER BY score DESC, m.updated_at DESC, m.key, m.path LIMIT ? OFFSET ?",
-        (fts_query(request.terms), *params, limit, offset),
+        f"SELECT count(*), coalesce(sum(m.doc_len), 0) FROM memories AS m WHERE {where}", params
+    )
+
+
+_CANDIDATE_COLUMNS: Final = "m.id, m.terms, m.updated_at, m.key, m.path"
+
+
+def scope_candidates(request: SearchRequest, now: float) -> Statement:
+    """``id, terms, updated_at, key, path`` of every item in scope (for a small scope)."""
+    where, params = _scope(request, now)
+    return Statement(f"SELECT {_CANDIDATE_COLUMNS} FROM memories AS m WHERE {where}", params)
+
+
+def keyword_candidates(request: SearchRequest, now: float) -> Statement:
+    """``id, terms, updated_at, key, path`` of the items in scope holding a query term."""
+    where, params = _scope(request, now)
+    return Statement(
+        f"SELECT {_CANDIDATE_COLUMNS} FROM memories_fts JOIN memories AS m"
+        f" ON m.id = memories_fts.rowid WHERE memories_fts MATCH ? AND {where}",
+        (fts_query(request.terms), *params),
+    )
+
+
+def select_memories(ids: Sequence[int]) -> Statement:
+    """The items with these ids, in no particular order."""
+    return Statement(
+        f"SELECT {_MEMORY_COLUMNS} FROM json_each(?) AS a"
+        " CROSS JOIN memories AS m ON m.id = a.value",
+        (json.dumps(list(ids)),),
     )
 
 

@@ -22,10 +22,11 @@ twice in a query counts once.
 
     idf(term) = max(log((N - n + 0.5) / (n + 0.5)), 1e-6)
 
-with ``N`` documents in scope, ``n`` of them containing the term. This is the IDF SQLite FTS5
-computes inside its ``bm25()`` function, which the SQLite backend uses and cannot change; the
-in-memory backend computes it here and the PostgreSQL backend in SQL with the same arithmetic
-in the same order, so all three backends score alike (in-memory and PostgreSQL bit for bit).
+with ``N`` documents in scope, ``n`` of them containing the term (the IDF SQLite FTS5's
+``bm25()`` uses, though FTS5 counts over its whole table). ``N``, ``n`` and the mean length
+always describe the searched scope (tenant, prefix, kind, tags, live items only): the in-memory
+and SQLite backends score with :func:`bm25_scope_scores` here and the PostgreSQL backend in SQL
+with the same arithmetic in the same order, so all three backends score alike, bit for bit.
 The floor keeps a term found in half the documents or more worth a little, so a document
 scores above zero exactly when it shares a query term. The session context's history recall
 uses it too, rather than Lucene's always-positive ``log(1 + (N - n + 0.5) / (n + 0.5))``:
@@ -60,6 +61,7 @@ __all__ = [
     "MAX_QUERY_TERMS",
     "MAX_TERM_CHARS",
     "RRF_K",
+    "bm25_scope_scores",
     "bm25_scores",
     "cosine",
     "document_terms",
@@ -162,24 +164,47 @@ def bm25_scores(
 ) -> list[float]:
     """Okapi BM25 of each document (term counts + length) for ``terms``; 0.0 = no term shared.
 
-    IDF is ``log((N - n + 0.5) / (n + 0.5))`` floored at 1e-6, as SQLite FTS5 computes it (see
-    the module docstring). A repeated term counts once. The PostgreSQL backend repeats this
-    arithmetic, in this order, in SQL: change both or neither.
+    IDF is ``log((N - n + 0.5) / (n + 0.5))`` floored at 1e-6 (see the module docstring). A
+    repeated term counts once. The arithmetic is :func:`bm25_scope_scores`'s.
     """
-    count = len(documents)
-    if count == 0:
+    distinct = list(dict.fromkeys(terms))
+    counts = [[doc.get(term, 0) for term in distinct] for doc in documents]
+    return bm25_scope_scores(
+        counts, lengths, scope_size=len(documents), scope_length=sum(lengths), k1=k1, b=b
+    )
+
+
+def bm25_scope_scores(
+    counts: Sequence[Sequence[int]],
+    lengths: Sequence[int],
+    *,
+    scope_size: int,
+    scope_length: int,
+    k1: float = BM25_K1,
+    b: float = BM25_B,
+) -> list[float]:
+    """BM25 of candidate documents given the statistics of the whole searched scope.
+
+    ``counts[i][j]`` is the frequency of the ``j``-th distinct query term in candidate ``i``;
+    the candidates must include every document of the scope that holds a query term (the
+    others score 0.0 and may be left out), so each term's document frequency ``n`` is counted
+    among them. ``scope_size`` (N) and ``scope_length`` (sum of the lengths) describe every
+    document in scope. Scores are summed in query-term order. The PostgreSQL backend repeats
+    this arithmetic, in this order, in SQL: change both or neither.
+    """
+    if scope_size == 0:
         return []
-    average = (sum(lengths) / count) or 1.0
-    idf: dict[str, float] = {}
-    for term in dict.fromkeys(terms):
-        hits = sum(1 for doc in documents if term in doc)
-        idf[term] = max(math.log((count - hits + 0.5) / (hits + 0.5)), 1e-6)
+    average = (scope_length / scope_size) or 1.0
+    width = len(counts[0]) if counts else 0
+    idf = []
+    for position in range(width):
+        hits = sum(1 for doc in counts if doc[position])
+        idf.append(max(math.log((scope_size - hits + 0.5) / (hits + 0.5)), 1e-6))
     scores = []
-    for doc, length in zip(documents, lengths, strict=True):
+    for doc, length in zip(counts, lengths, strict=True):
         norm = k1 * (1 - b + b * length / average)
         score = 0.0
-        for term, weight in idf.items():
-            tf = doc.get(term, 0)
+        for weight, tf in zip(idf, doc, strict=True):
             if tf:
                 score += weight * tf * (k1 + 1) / (tf + norm)
         scores.append(score)

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import heapq
 import json
 import math
 import os
@@ -51,12 +52,14 @@ from synopsis.memory._checks import (
     to_expiry,
 )
 from synopsis.memory._sql_rows import read_outbox_entry, read_summary
-from synopsis.memory.ranking import document_terms, pack_vector
+from synopsis.memory.ranking import bm25_scope_scores, document_terms, pack_vector
 
 __all__ = ["AsyncSQLiteStore", "SQLiteStore"]
 
 T = TypeVar("T")
 _Row = tuple[Any, ...]
+#: A keyword search reads every item of a scope this small instead of asking the FTS5 index.
+SCAN_SCOPE = 4_000
 
 
 @contextmanager
@@ -182,6 +185,74 @@ def _upsert_batch(
     for index, memory_id, created in conn.execute(select.sql, select.params):
         written[index] = (memory_id, created)
     return written
+
+
+@contextmanager
+def _snapshot(conn: sqlite3.Connection) -> Iterator[None]:
+    """Run the enclosed reads in one read transaction, so they see one state of the file."""
+    conn.execute("BEGIN")
+    try:
+        yield
+    finally:
+        if conn.in_transaction:
+            conn.execute("COMMIT")
+
+
+def _keyword(
+    conn: sqlite3.Connection, request: SearchRequest, now: float, *, limit: int, offset: int
+) -> list[tuple[_Row, float]]:
+    """A page of keyword hits (memory rows), best first, each with its BM25 score.
+
+    BM25's statistics describe the search's scope (see :mod:`synopsis.memory._sql_sqlite`).
+    A scope of at most ``SCAN_SCOPE`` items is read whole, which beats walking a common
+    term's postings through every other user's items; a larger one asks the FTS5 index.
+    """
+    stats = sql.scope_stats(request, now)
+    size, length = conn.execute(stats.sql, stats.params).fetchone()
+    if not size:
+        return []
+    find = sql.scope_candidates if size <= SCAN_SCOPE else sql.keyword_candidates
+    statement = find(request, now)
+    candidates = conn.execute(statement.sql, statement.params).fetchall()
+    page = best_candidates(
+        request.terms, candidates, scope_size=size, scope_length=int(length), count=offset + limit
+    )[offset:]
+    statement = sql.select_memories([ident for ident, _ in page])
+    rows = {row[0]: row for row in conn.execute(statement.sql, statement.params)}
+    return [(rows[ident], score) for ident, score in page]
+
+
+def best_candidates(
+    terms: Sequence[str],
+    candidates: Sequence[_Row],
+    *,
+    scope_size: int,
+    scope_length: int,
+    count: int,
+) -> list[tuple[int, float]]:
+    """The ``count`` best ``(id, score)`` of ``id, terms, updated_at, key, path`` candidates.
+
+    Each candidate's term frequencies and length come from its stored terms; one holding no
+    query term is dropped. Order: :func:`~synopsis.memory._checks.hit_order` (a path sorts as
+    its namespace does).
+    """
+    kept: list[_Row] = []
+    counts: list[list[int]] = []
+    lengths: list[int] = []
+    for row in candidates:
+        words = row[1].split()
+        frequencies = [words.count(term) for term in terms]
+        if any(frequencies):
+            kept.append(row)
+            counts.append(frequencies)
+            lengths.append(len(words))
+    scores = bm25_scope_scores(counts, lengths, scope_size=scope_size, scope_length=scope_length)
+    best = heapq.nsmallest(
+        count,
+        zip(kept, scores, strict=True),
+        key=lambda pair: (-pair[1], -pair[0][2], pair[0][3], pair[0][4]),
+    )
+    return [(row[0], score) for row, score in best]
 
 
 def _order(row: _Row, score: float | None) -> tuple[float, float, str, _types.Namespace]:
@@ -311,22 +382,22 @@ class _Database:
             rows = self._fetch(sql.search_recent(request, now), "search memories")
             return [_types.SearchHit(item=_item(request.tenant, row), score=None) for row in rows]
         if request.mode == "keyword":
-            statement = sql.search_keyword(request, now, limit=request.limit, offset=request.offset)
-            rows = self._fetch(statement, "search memories")
-            return [_types.SearchHit(item=_item(request.tenant, row), score=row[9]) for row in rows]
+            with self._reading("search memories") as conn, _snapshot(conn):
+                page = _keyword(conn, request, now, limit=request.limit, offset=request.offset)
+            return [_types.SearchHit(item=_item(request.tenant, r), score=s) for r, s in page]
         assert query_vector is not None
         return self._search_vectors(request, now, query_vector)
 
     def _search_vectors(
         self, request: SearchRequest, now: float, query_vector: ops.Vector
     ) -> list[_types.SearchHit]:
-        with self._reading("search memories") as conn:
+        with self._reading("search memories") as conn, _snapshot(conn):
             statement = sql.search_vectors(request, now)
             vector_rows = conn.execute(statement.sql, statement.params).fetchall()
             keyword_rows: list[_Row] = []
             if request.mode == "hybrid":
-                statement = sql.search_keyword(request, now, limit=MAX_LIMIT, offset=0)
-                keyword_rows = conn.execute(statement.sql, statement.params).fetchall()
+                page = _keyword(conn, request, now, limit=MAX_LIMIT, offset=0)
+                keyword_rows = [row for row, _ in page]
         rows = {row[0]: row for row in (*vector_rows, *keyword_rows)}
         vector_rows.sort(key=lambda row: _order(row, None))
         candidates = [(row[0], bytes(row[9])) for row in vector_rows]

@@ -1,0 +1,203 @@
+"""The SQLite backend's schema: ordered migrations and the version table (no I/O).
+
+Layout::
+
+    synopsis_schema(version)
+    memories(id, tenant, path, key, text, kind, tags, terms, doc_len, created_at, updated_at,
+             expires_at)                                   unique (tenant, path, key)
+    memories_fts(terms)                                    FTS5 over memories.terms
+    memory_vectors(memory_id -> memories, vector)
+    summaries, outbox, user_generations, summary_jobs      (see migrations 1 and 2)
+
+``terms`` holds the space-joined :func:`~synopsis.memory.ranking.document_terms` and
+``doc_len`` their number (BM25's document length). ``memories_scope`` covers what BM25's scope
+statistics read (count and total length of the live items under a prefix).
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+__all__ = [
+    "CREATE_VERSION_TABLE",
+    "MIGRATIONS",
+    "PRAGMAS",
+    "READ_VERSION",
+    "WRITE_VERSION",
+]
+
+_FTS_TRIGGERS: Final = (
+    """CREATE TRIGGER memories_fts_insert AFTER INSERT ON memories BEGIN
+        INSERT INTO memories_fts (rowid, terms) VALUES (new.id, new.terms);
+    END""",
+    """CREATE TRIGGER memories_fts_delete AFTER DELETE ON memories BEGIN
+        INSERT INTO memories_fts (memories_fts, rowid, terms)
+        VALUES ('delete', old.id, old.terms);
+    END""",
+)
+
+#: Schema version ``n`` is reached by running ``MIGRATIONS[n - 1]``; append, never edit.
+MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (
+    (
+        """CREATE TABLE memories (
+            id INTEGER PRIMARY KEY,
+            tenant TEXT NOT NULL,
+            path TEXT NOT NULL,
+            key TEXT NOT NULL,
+            text TEXT NOT NULL,
+            kind TEXT NOT NULL,
+            tags TEXT NOT NULL,
+            terms TEXT NOT NULL,
+            created_at REAL NOT NULL,
+            updated_at REAL NOT NULL,
+            expires_at REAL,
+            UNIQUE (tenant, path, key)
+        )""",
+        "CREATE INDEX memories_recent ON memories (tenant, updated_at DESC)",
+        "CREATE INDEX memories_expiry ON memories (expires_at) WHERE expires_at IS NOT NULL",
+        """CREATE TABLE memory_vectors (
+            memory_id INTEGER PRIMARY KEY REFERENCES memories (id) ON DELETE CASCADE,
+            vector BLOB NOT NULL
+        )""",
+        """CREATE VIRTUAL TABLE memories_fts USING fts5 (
+            terms, content='memories', content_rowid='id',
+            tokenize='unicode61 remove_diacritics 2'
+        )""",
+        """CREATE TRIGGER memories_fts_insert AFTER INSERT ON memories BEGIN
+            INSERT INTO memories_fts (rowid, terms) VALUES (new.id, new.terms);
+        END""",
+        """CREATE TRIGGER memories_fts_delete AFTER DELETE ON memories BEGIN
+            INSERT INTO memories_fts (memories_fts, rowid, terms)
+            VALUES ('delete', old.id, old.terms);
+        END""",
+        """CREATE TRIGGER memories_fts_update AFTER UPDATE ON memories BEGIN
+            INSERT INTO memories_fts (memories_fts, rowid, terms)
+            VALUES ('delete', old.id, old.terms);
+            INSERT INTO memories_fts (rowid, terms) VALUES (new.id, new.terms);
+        END""",
+        """CREATE TABLE summaries (
+            tenant TEXT NOT NULL,
+            session_id TEXT NOT NULL,
+            version INTEGER NOT NULL,
+            user_id TEXT NOT NULL,
+            text TEXT NOT NULL,
+            covers_from INTEGER NOT NULL,
+            covers_to INTEGER NOT NULL,
+            model TEXT NOT NULL,
+            content_hash TEXT NOT NULL,
+            created_at REAL NOT NULL,
+            PRIMARY KEY (tenant, session_id, version)
+        )""",
+        "CREATE INDEX summaries_user ON summaries (tenant, user_id)",
+        """CREATE TABLE outbox (
+            tenant TEXT NOT NULL,
+            session_id TEXT NOT NULL,
+            version INTEGER NOT NULL,
+            attempts INTEGER NOT NULL DEFAULT 0,
+            enqueued_at REAL NOT NULL,
+            completed_at REAL,
+            PRIMARY KEY (tenant, session_id, version),
+            FOREIGN KEY (tenant, session_id, version)
+                REFERENCES summaries (tenant, session_id, version) ON DELETE CASCADE
+        )""",
+        "CREATE INDEX outbox_pending ON outbox (enqueued_at) WHERE completed_at IS NULL",
+    ),
+    # 2: a session is (tenant, user_id, session_id), so two users' "main" never meet; the
+    # deletion generation of each user and the summary-job claims. Every stored summary
+    # already names its user, so rows are re-keyed as they are. SQLite cannot change a
+    # primary key in place: the tables are rebuilt (renaming rewrites the foreign key).
+    (
+        """CREATE TABLE summaries_v2 (
+            tenant TEXT NOT NULL,
+            user_id TEXT NOT NULL,
+            session_id TEXT NOT NULL,
+            version INTEGER NOT NULL,
+            text TEXT NOT NULL,
+            covers_from INTEGER NOT NULL,
+            covers_to INTEGER NOT NULL,
+            model TEXT NOT NULL,
+            content_hash TEXT NOT NULL,
+            created_at REAL NOT NULL,
+            PRIMARY KEY (tenant, user_id, session_id, version)
+        )""",
+        """INSERT INTO summaries_v2 (tenant, user_id, session_id, version, text, covers_from,
+            covers_to, model, content_hash, created_at)
+        SELECT tenant, user_id, session_id, version, text, covers_from, covers_to, model,
+            content_hash, created_at FROM summaries""",
+        """CREATE TABLE outbox_v2 (
+            tenant TEXT NOT NULL,
+            user_id TEXT NOT NULL,
+            session_id TEXT NOT NULL,
+            version INTEGER NOT NULL,
+            attempts INTEGER NOT NULL DEFAULT 0,
+            enqueued_at REAL NOT NULL,
+            completed_at REAL,
+            PRIMARY KEY (tenant, user_id, session_id, version),
+            FOREIGN KEY (tenant, user_id, session_id, version)
+                REFERENCES summaries_v2 (tenant, user_id, session_id, version) ON DELETE CASCADE
+        )""",
+        """INSERT INTO outbox_v2 (tenant, user_id, session_id, version, attempts, enqueued_at,
+            completed_at)
+        SELECT o.tenant, s.user_id, o.session_id, o.version, o.attempts, o.enqueued_at,
+            o.completed_at FROM outbox AS o JOIN summaries AS s
+            ON s.tenant = o.tenant AND s.session_id = o.session_id AND s.version = o.version""",
+        "DROP TABLE outbox",
+        "DROP TABLE summaries",
+        "ALTER TABLE summaries_v2 RENAME TO summaries",
+        "ALTER TABLE outbox_v2 RENAME TO outbox",
+        "CREATE INDEX outbox_pending ON outbox (enqueued_at) WHERE completed_at IS NULL",
+        """CREATE TABLE user_generations (
+            tenant TEXT NOT NULL,
+            user_id TEXT NOT NULL,
+            generation INTEGER NOT NULL,
+            PRIMARY KEY (tenant, user_id)
+        )""",
+        """CREATE TABLE summary_jobs (
+            tenant TEXT NOT NULL,
+            user_id TEXT NOT NULL,
+            session_id TEXT NOT NULL,
+            owner TEXT NOT NULL,
+            covers_to INTEGER NOT NULL,
+            expires_at REAL NOT NULL,
+            PRIMARY KEY (tenant, user_id, session_id)
+        )""",
+    ),
+    # 3: BM25 statistics of the searched scope instead of FTS5's whole-table ones. Each item's
+    # length is stored (``doc_len``) and ``memories_scope`` covers a scope's count and total
+    # length. The full-text index is rebuilt with the ``ascii`` tokenizer, which splits on ASCII
+    # spaces and punctuation only: every stored term is then exactly one token, whatever its
+    # script or Unicode version, so a term's postings are exactly the items holding it. An
+    # update re-indexes an item only when its terms changed.
+    (
+        "DROP TRIGGER memories_fts_insert",
+        "DROP TRIGGER memories_fts_delete",
+        "DROP TRIGGER memories_fts_update",
+        "DROP TABLE memories_fts",
+        "ALTER TABLE memories ADD COLUMN doc_len INTEGER NOT NULL DEFAULT 0",
+        """UPDATE memories SET doc_len = CASE WHEN terms = '' THEN 0
+            ELSE length(terms) - length(replace(terms, ' ', '')) + 1 END""",
+        "CREATE INDEX memories_scope ON memories (tenant, path, expires_at, doc_len)",
+        """CREATE VIRTUAL TABLE memories_fts USING fts5 (
+            terms, content='memories', content_rowid='id', tokenize='ascii'
+        )""",
+        "INSERT INTO memories_fts (memories_fts) VALUES ('rebuild')",
+        *_FTS_TRIGGERS,
+        """CREATE TRIGGER memories_fts_update AFTER UPDATE OF terms ON memories
+        WHEN old.terms IS NOT new.terms BEGIN
+            INSERT INTO memories_fts (memories_fts, rowid, terms)
+            VALUES ('delete', old.id, old.terms);
+            INSERT INTO memories_fts (rowid, terms) VALUES (new.id, new.terms);
+        END""",
+    ),
+)
+
+CREATE_VERSION_TABLE: Final = (
+    "CREATE TABLE IF NOT EXISTS synopsis_schema (version INTEGER NOT NULL)"
+)
+READ_VERSION: Final = "SELECT max(version) FROM synopsis_schema"
+WRITE_VERSION: Final = "INSERT INTO synopsis_schema (version) VALUES (?)"
+PRAGMAS: Final = (
+    "PRAGMA journal_mode = WAL",
+    "PRAGMA synchronous = NORMAL",
+    "PRAGMA foreign_keys = ON",
+)

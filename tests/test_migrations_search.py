@@ -1,0 +1,113 @@
+"""Schema migrations for scope-exact keyword search keep every memory and rank it right.
+
+SQLite 2 -> 3 stores each item's length, adds the scope index and rebuilds the full-text
+index with the ``ascii`` tokenizer. The test builds a version-2 database from the old
+statements (migrations are append-only, so ``MIGRATIONS[:2]`` is what the previous release
+ran), fills it as the old code did, opens it with the current store and checks that every
+item is still there, lengths are right, and searches rank exactly as the in-memory store does
+on the same data.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+
+from synopsis.memory import _sql_sqlite as lite
+from synopsis.memory.inmemory import InMemoryStore
+from synopsis.memory.ranking import document_terms
+from synopsis.memory.sqlite import SQLiteStore
+from synopsis.testing import FakeClock
+
+#: (tenant, namespace, key, text) of what an old release stored.
+ITEMS = [
+    ("acme", ("user", "alice"), "a1", "Alice likes coffee and painting"),
+    ("acme", ("user", "alice"), "a2", "coffee coffee, then more coffee"),
+    ("acme", ("user", "alice", "session", "s1"), "a3", "用户喜欢喝咖啡"),
+    ("acme", ("user", "bob"), "b1", "Bob paints; he likes tea, not coffee"),
+    ("acme", ("user", "bob"), "b2", "café crème in Paris"),
+    ("acme", ("user", "bob"), "b3", ""),
+    ("globex", ("user", "alice"), "g1", "coffee " * 20),
+    ("globex", ("user", "carol"), "g2", "咖啡 and tea"),
+]
+QUERIES = ("coffee", "tea coffee", "咖啡", "café", "cafe", "painting")
+SCOPES: tuple[tuple[str, ...], ...] = ((), ("user", "alice"), ("user", "bob"))
+
+
+def build_sqlite_v2(path: Path, clock: FakeClock) -> None:
+    conn = sqlite3.connect(path, isolation_level=None)
+    try:
+        conn.execute(lite.CREATE_VERSION_TABLE)
+        for version in (1, 2):
+            for statement in lite.MIGRATIONS[version - 1]:
+                conn.execute(statement)
+            conn.execute(lite.WRITE_VERSION, (version,))
+        for tenant, namespace, key, text in ITEMS:
+            conn.execute(
+                "INSERT INTO memories (tenant, path, key, text, kind, tags, terms, created_at,"
+                " updated_at) VALUES (?, ?, ?, ?, 'note', ?, ?, ?, ?)",
+                (
+                    tenant,
+                    lite.encode_path(namespace),
+                    key,
+                    text,
+                    json.dumps({}),
+                    " ".join(document_terms(text)),
+                    clock.now,
+                    clock.now,
+                ),
+            )
+    finally:
+        conn.close()
+
+
+def _reference(clock: FakeClock) -> InMemoryStore:
+    store = InMemoryStore(clock=clock)
+    for tenant, namespace, key, text in ITEMS:
+        store.put(tenant, namespace, key, text)
+    return store
+
+
+def _ranking(store: object, tenant: str, scope: tuple[str, ...], query: str) -> list[object]:
+    hits = store.search(tenant, scope, query=query, limit=50)  # type: ignore[attr-defined]
+    return [(h.item.namespace, h.item.key, h.item.text, h.score) for h in hits]
+
+
+def test_a_version_2_sqlite_database_is_migrated_with_its_data(tmp_path: Path) -> None:
+    """Version 2 -> 3: every item kept, its length stored, searches rank as in memory."""
+    path, clock = tmp_path / "old.sqlite3", FakeClock()
+    build_sqlite_v2(path, clock)
+    reference = _reference(clock)
+    with SQLiteStore(path, clock=clock) as store:
+        for tenant, namespace, key, text in ITEMS:
+            item = store.get(tenant, namespace, key)
+            assert item is not None and item.text == text
+        for tenant in ("acme", "globex"):
+            for scope in SCOPES:
+                for query in QUERIES:
+                    expected = _ranking(reference, tenant, scope, query)
+                    assert _ranking(store, tenant, scope, query) == expected
+        assert [h.item.key for h in store.search("acme", query="café")] == ["b2"]
+        store.put("acme", ("user", "bob"), "b1", "now about tea only")  # re-indexed on update
+        assert [h.item.key for h in store.search("acme", ("user", "bob"), query="coffee")] == []
+    conn = sqlite3.connect(path)
+    try:
+        assert conn.execute(lite.READ_VERSION).fetchone() == (len(lite.MIGRATIONS),) == (3,)
+        lengths = dict(conn.execute("SELECT key, doc_len FROM memories"))
+        expected = {key: len(document_terms(text)) for _, _, key, text in ITEMS}
+        assert lengths == {**expected, "b1": len(document_terms("now about tea only"))}
+        indexes = {row[0] for row in conn.execute("SELECT name FROM sqlite_master")}
+        assert "memories_scope" in indexes
+        assert conn.execute("INSERT INTO memories_fts (memories_fts) VALUES ('integrity-check')")
+    finally:
+        conn.close()
+
+
+def test_a_migrated_sqlite_database_opens_again_unchanged(tmp_path: Path) -> None:
+    """Migration 3 runs once; a second open finds the same items and lengths."""
+    path, clock = tmp_path / "old.sqlite3", FakeClock()
+    build_sqlite_v2(path, clock)
+    SQLiteStore(path, clock=clock).close()
+    with SQLiteStore(path, clock=clock) as store:
+        assert [h.item.key for h in store.search("acme", query="coffee")] == ["a2", "a1", "b1"]
