@@ -30,6 +30,7 @@ scoped to one user (``("user", uid)``) and tenant-wide.
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import platform
 import random
@@ -380,6 +381,9 @@ def search_latencies(
 
 
 def percentile(samples: Sequence[float], fraction: float) -> float:
+    """The sample at ``fraction`` of the way up (nan without samples: a side not run)."""
+    if not samples:
+        return math.nan
     ordered = sorted(samples)
     return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))]
 
@@ -419,6 +423,8 @@ def run(
 
 
 def fmt_time(seconds: float) -> str:
+    if math.isnan(seconds):
+        return "n/a"
     if seconds < 1e-3:
         return f"{seconds * 1e6:.0f} µs"
     if seconds < 1:
@@ -439,10 +445,11 @@ def ingest_table(results: Sequence[Result]) -> Iterator[str]:
     )
     yield "|---|---:|---:|---:|---:|---:|---:|"
     for r in results:
-        ours, base = r.rate["ours"], r.rate["baseline"]
+        ours, base = r.rate.get("ours", math.nan), r.rate.get("baseline", math.nan)
+        disk = {side: r.disk.get(side, math.nan) / 2**20 for side in ("ours", "baseline")}
         yield (
             f"| {r.backend} | {r.size:,} | {ours:,.0f}/s | {base:,.0f}/s | {ours / base:.2f}x "
-            f"| {r.disk['ours'] / 2**20:,.0f} MiB | {r.disk['baseline'] / 2**20:,.0f} MiB |"
+            f"| {disk['ours']:,.0f} MiB | {disk['baseline']:,.0f} MiB |"
         )
 
 
@@ -455,8 +462,8 @@ def search_table(results: Sequence[Result], kinds: Sequence[str | None]) -> Iter
     for r in results:
         for scope in ("user", "tenant"):
             for kind in kinds:
-                ours = _pooled(r.latencies["ours"], scope, kind)
-                base = _pooled(r.latencies["baseline"], scope, kind)
+                ours = _pooled(r.latencies.get("ours", {}), scope, kind)
+                base = _pooled(r.latencies.get("baseline", {}), scope, kind)
                 o50, o95 = percentile(ours, 0.5), percentile(ours, 0.95)
                 b50, b95 = percentile(base, 0.5), percentile(base, 0.95)
                 yield (
@@ -493,6 +500,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--queries", type=int, default=200, help="queries per scope")
     parser.add_argument("--batch", type=int, default=1_000, help="memories per put_many call")
     parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument(
+        "--sides", default="ours,baseline", help="ours and/or baseline (the other: n/a)"
+    )
     args = parser.parse_args(argv)
     sizes = [10_000] if args.quick else [int(s) for s in args.sizes.split(",")]
     backends = args.backends.split(",")
@@ -518,12 +528,14 @@ def main(argv: Sequence[str] | None = None) -> None:
 
 def _makers(backend: str, folder: str, args: argparse.Namespace) -> dict[str, Callable[[], Any]]:
     if backend == "sqlite":
-        return {
+        lite = {
             "ours": lambda: OursSQLite(Path(folder)),
             "baseline": lambda: PlainSQLite(Path(folder)),
         }
+        return {side: lite[side] for side in args.sides.split(",")}
     url = args.postgres_url
-    return {"ours": lambda: OursPostgres(url), "baseline": lambda: PlainPostgres(url)}
+    makers = {"ours": lambda: OursPostgres(url), "baseline": lambda: PlainPostgres(url)}
+    return {side: makers[side] for side in args.sides.split(",")}
 
 
 if __name__ == "__main__":

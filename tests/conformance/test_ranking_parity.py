@@ -7,8 +7,8 @@ same calls on the same fake clock. Every query then runs on each, over scopes fr
 tenant down to one session, and the pages must be identical, scores compared bit for bit:
 BM25's statistics (N, n, mean length) are the searched scope's on every backend.
 
-SQLite is checked along both of its candidate paths: reading a small scope whole, and asking
-its FTS5 index (``SCAN_SCOPE`` lowered to 0).
+SQLite and PostgreSQL are checked along both of their candidate paths: reading a small scope
+whole, and asking their full-text index (``SCAN_SCOPE`` lowered to 0).
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 
 from synopsis.memory import NewMemory
+from synopsis.memory import _sql_postgres as q
 from synopsis.memory import sqlite as sqlite_backend
 from synopsis.memory.inmemory import InMemoryStore
 from synopsis.memory.sqlite import SQLiteStore
@@ -182,8 +183,12 @@ def test_sqlite_ranks_like_in_memory(
 
 
 @pytest.mark.postgres
-def test_postgres_ranks_like_in_memory(postgres_url: str) -> None:
-    """Same hits, order and scores as in-memory."""
+@pytest.mark.parametrize("scan_scope", [q.SCAN_SCOPE, 0], ids=["scan", "index"])
+def test_postgres_ranks_like_in_memory(
+    postgres_url: str, monkeypatch: pytest.MonkeyPatch, scan_scope: int
+) -> None:
+    """Same hits, order and scores as in-memory, from either candidate path."""
+    monkeypatch.setattr(q, "SCAN_SCOPE", scan_scope)
     clock = FakeClock()
     for store in _postgres_store(postgres_url, clock):
         _fill(store, clock)

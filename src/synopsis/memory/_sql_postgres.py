@@ -32,6 +32,7 @@ from synopsis.memory.ranking import BM25_B, BM25_K1
 
 __all__ = [
     "MIGRATIONS",
+    "SCAN_SCOPE",
     "ItemRow",
     "Scope",
     "Statement",
@@ -59,6 +60,8 @@ __all__ = [
 
 # --- memories --------------------------------------------------------------------------------
 
+#: A keyword search reads every item of a scope this small instead of asking the GIN index.
+SCAN_SCOPE: Final = 4_000
 _ITEM_COLUMNS: Final = (
     "m.tenant, m.namespace, m.key, m.text, m.kind, m.tags, m.created_at, m.updated_at, m.expires_at"
 )
@@ -275,11 +278,21 @@ def tsquery_text(terms: Sequence[str]) -> str:
 # item's own ``terms``); ``d`` each term's IDF over the scope; ``page`` the best items, each
 # score summed in query-term order. Ties go newest first, then by key and namespace in code
 # point order (``hit_order``). Only the requested page leaves the server.
-_KEYWORD_PAGE: Final = (
+_CANDIDATES: Final = (
     "WITH c AS MATERIALIZED (SELECT m.id, m.doc_len, m.updated_at, m.key, m.namespace,"
     "   ARRAY(SELECT cardinality(array_positions(string_to_array(m.terms, ' '), q.term))"
     "     FROM unnest(%(terms)s::text[]) WITH ORDINALITY AS q(term, pos) ORDER BY q.pos) AS tfs"
-    "   FROM {s}.memories m WHERE {where} AND m.search_tsv @@ %(tsq)s::tsquery),"
+)
+#: Candidates through the GIN index on the terms (a large scope).
+_FROM_INDEX: Final = " FROM {s}.memories m WHERE {where} AND m.search_tsv @@ %(tsq)s::tsquery),"
+#: Candidates among the scope's items, found first through ``memories_scope`` (a small scope:
+#: a common term's postings run through every other user's items). ``OFFSET 0`` keeps the
+#: planner from merging the two steps back into one.
+_FROM_SCOPE: Final = (
+    " FROM (SELECT m.id, m.doc_len, m.updated_at, m.key, m.namespace, m.terms, m.search_tsv"
+    "   FROM {s}.memories m WHERE {where} OFFSET 0) m WHERE m.search_tsv @@ %(tsq)s::tsquery),"
+)
+_SCORED_PAGE: Final = (
     " d AS MATERIALIZED (SELECT p.pos, greatest(ln(((%(size)s::bigint - count(*))::float8"
     "   + 0.5::float8) / (count(*)::float8 + 0.5::float8)), 1e-6::float8) AS idf"
     "   FROM generate_series(1, cardinality(%(terms)s::text[])) AS p(pos)"
@@ -317,15 +330,17 @@ def keyword_page(
     """A page of the visible items sharing a query term, best BM25 first, score last.
 
     ``scope_size`` and ``average`` (document length) describe every visible item in scope,
-    as :func:`scope_stats` counts them; the score is the in-memory backend's BM25.
+    as :func:`scope_stats` counts them; the score is the in-memory backend's BM25. A scope
+    of at most ``SCAN_SCOPE`` items is read whole; a larger one asks the GIN index.
     """
+    template = _CANDIDATES + (_FROM_SCOPE if scope_size <= SCAN_SCOPE else _FROM_INDEX)
     where, params = _scope(**scope)
     params.update(
         tsq=tsquery_text(terms), terms=list(terms), size=scope_size, average=average,
         k1=BM25_K1, b=BM25_B, k1_plus_1=BM25_K1 + 1, one_minus_b=1 - BM25_B,
         limit=limit, offset=offset,
     )  # fmt: skip
-    return stmt(schema, _KEYWORD_PAGE, params, where=where)
+    return stmt(schema, template + _SCORED_PAGE, params, where=where)
 
 
 def vector_candidates(schema: str, **scope: Unpack[Scope]) -> Statement:

@@ -263,10 +263,14 @@ def scope_candidates(request: SearchRequest, now: float) -> Statement:
 
 
 def keyword_candidates(request: SearchRequest, now: float) -> Statement:
-    """``id, terms, updated_at, key, path`` of the items in scope holding a query term."""
+    """``id, terms, updated_at, key, path`` of the items in scope holding a query term.
+
+    ``CROSS JOIN`` keeps the FTS5 match as the outer loop: the planner would otherwise walk
+    the tenant's items and test each against the match, one FTS5 lookup per item.
+    """
     where, params = _scope(request, now)
     return Statement(
-        f"SELECT {_CANDIDATE_COLUMNS} FROM memories_fts JOIN memories AS m"
+        f"SELECT {_CANDIDATE_COLUMNS} FROM memories_fts CROSS JOIN memories AS m"
         f" ON m.id = memories_fts.rowid WHERE memories_fts MATCH ? AND {where}",
         (fts_query(request.terms), *params),
     )
