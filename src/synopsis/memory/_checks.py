@@ -24,6 +24,7 @@ from synopsis.memory._types import (
     SearchMode,
     SessionSummary,
     UserDeleted,
+    has_control,
     normalize_namespace,
     normalize_tags,
     validate_tenant,
@@ -108,7 +109,7 @@ def _check_namespace(namespace: NamespaceLike, *, allow_empty: bool = False) -> 
 def _check_key(key: object) -> str:
     if not isinstance(key, str) or not key:
         raise InvalidInput("key must be a non-empty string")
-    if len(key) > MAX_KEY_CHARS or any(ord(c) < 32 for c in key):
+    if len(key) > MAX_KEY_CHARS or has_control(key):
         raise InvalidInput(f"key must be at most {MAX_KEY_CHARS} printable characters")
     return _encodable(key, "key")
 

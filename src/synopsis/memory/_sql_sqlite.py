@@ -37,7 +37,7 @@ from synopsis.memory._sql_sqlite_schema import (
     READ_VERSION,
     WRITE_VERSION,
 )
-from synopsis.memory._types import Namespace, SessionSummary
+from synopsis.memory._types import Namespace, SessionSummary, has_control
 
 __all__ = [
     "CREATE_VERSION_TABLE",
@@ -90,7 +90,7 @@ class Batch:
 def encode_path(namespace: Namespace) -> str:
     """The stored form of a namespace (each label followed by the separator)."""
     for label in namespace:
-        if any(ord(c) < 32 for c in label):
+        if has_control(label):
             raise InvalidNamespace("namespace labels may not contain control characters")
     return "".join(label + SEPARATOR for label in namespace)
 

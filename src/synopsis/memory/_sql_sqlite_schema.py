@@ -178,7 +178,8 @@ MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (
             ELSE length(terms) - length(replace(terms, ' ', '')) + 1 END""",
         "CREATE INDEX memories_scope ON memories (tenant, path, expires_at, doc_len)",
         """CREATE VIRTUAL TABLE memories_fts USING fts5 (
-            terms, content='memories', content_rowid='id', tokenize='ascii'
+            terms, content='memories', content_rowid='id', tokenize='ascii',
+            detail='none', columnsize=0
         )""",
         "INSERT INTO memories_fts (memories_fts) VALUES ('rebuild')",
         *_FTS_TRIGGERS,

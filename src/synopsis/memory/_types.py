@@ -10,6 +10,7 @@ character a special meaning.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -34,6 +35,7 @@ __all__ = [
     "SessionSummary",
     "SummaryStore",
     "UserDeleted",
+    "has_control",
     "normalize_namespace",
     "normalize_tags",
     "validate_tenant",
@@ -53,11 +55,19 @@ MAX_NAMESPACE_DEPTH = 16
 MAX_TENANT_CHARS = 128
 
 
+_CONTROL = re.compile("[\x00-\x1f]")
+
+
+def has_control(text: str) -> bool:
+    """Whether ``text`` holds a control character (below U+0020)."""
+    return _CONTROL.search(text) is not None
+
+
 def validate_tenant(tenant: object) -> str:
     """Return ``tenant`` if it is a usable tenant id, else raise InvalidInput naming why."""
     if not isinstance(tenant, str) or not tenant.strip():
         raise InvalidInput("tenant must be a non-empty string")
-    if len(tenant) > MAX_TENANT_CHARS or any(ord(c) < 32 for c in tenant):
+    if len(tenant) > MAX_TENANT_CHARS or has_control(tenant):
         raise InvalidInput(f"tenant must be at most {MAX_TENANT_CHARS} printable characters")
     return tenant
 
@@ -79,7 +89,7 @@ def normalize_namespace(namespace: NamespaceLike, *, allow_empty: bool = False) 
     for position, label in enumerate(labels):
         if not isinstance(label, str) or not label:
             raise InvalidNamespace(f"namespace label {position} must be a non-empty string")
-        if len(label) > MAX_LABEL_CHARS or any(ord(c) < 32 for c in label):
+        if len(label) > MAX_LABEL_CHARS or has_control(label):
             raise InvalidNamespace(
                 f"namespace label {position} must be at most {MAX_LABEL_CHARS} printable characters"
             )
