@@ -7,7 +7,8 @@ async, over one pooled connection inside one transaction.
 
 Keyword search ranks with BM25 computed, as on the in-memory backend, over the live items in
 the searched scope (tenant, prefix, kind, tags): the database counts the scope and sums its
-lengths, a GIN index finds the items sharing a query term, and the database scores them with
+lengths, finds the items sharing a query term (among the scope's items when the scope is small,
+``SCAN_SCOPE``, else through the GIN index), and scores them with
 the arithmetic of :func:`~synopsis.memory.ranking.bm25_scores`, in the same order, sending
 back only the requested page.
 """
