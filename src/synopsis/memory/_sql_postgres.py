@@ -272,39 +272,50 @@ def tsquery_text(terms: Sequence[str]) -> str:
     return " | ".join(quoted)
 
 
-# BM25 in the database, with the arithmetic of ``ranking.bm25_scores`` in the same order (so
-# the scores are the in-memory backend's, bit for bit): ``c`` the visible items sharing a query
-# term, each with its frequency of every query term (``tfs``, in query order, counted in the
-# item's own ``terms``); ``d`` each term's IDF over the scope; ``page`` the best items, each
-# score summed in query-term order. Ties go newest first, then by key and namespace in code
-# point order (``hit_order``). Only the requested page leaves the server.
-_CANDIDATES: Final = (
-    "WITH c AS MATERIALIZED (SELECT m.id, m.doc_len, m.updated_at, m.key, m.namespace,"
-    "   ARRAY(SELECT cardinality(array_positions(string_to_array(m.terms, ' '), q.term))"
-    "     FROM unnest(%(terms)s::text[]) WITH ORDINALITY AS q(term, pos) ORDER BY q.pos) AS tfs"
-)
-#: Candidates through the GIN index on the terms (a large scope).
-_FROM_INDEX: Final = " FROM {s}.memories m WHERE {where} AND m.search_tsv @@ %(tsq)s::tsquery),"
-#: Candidates among the scope's items, found first through ``memories_scope`` (a small scope:
-#: a common term's postings run through every other user's items). ``OFFSET 0`` keeps the
-#: planner from merging the two steps back into one.
-_FROM_SCOPE: Final = (
-    " FROM (SELECT m.id, m.doc_len, m.updated_at, m.key, m.namespace, m.terms, m.search_tsv"
-    "   FROM {s}.memories m WHERE {where} OFFSET 0) m WHERE m.search_tsv @@ %(tsq)s::tsquery),"
-)
-_SCORED_PAGE: Final = (
-    " d AS MATERIALIZED (SELECT p.pos, greatest(ln(((%(size)s::bigint - count(*))::float8"
-    "   + 0.5::float8) / (count(*)::float8 + 0.5::float8)), 1e-6::float8) AS idf"
-    "   FROM generate_series(1, cardinality(%(terms)s::text[])) AS p(pos)"
-    "   JOIN c ON c.tfs[p.pos] > 0 GROUP BY p.pos),"
-    " page AS (SELECT c.id, (SELECT sum(d.idf * c.tfs[d.pos]::float8 * %(k1_plus_1)s::float8"
-    "   / (c.tfs[d.pos]::float8 + %(k1)s::float8 * (%(one_minus_b)s::float8"
-    "   + %(b)s::float8 * c.doc_len::float8 / %(average)s::float8)) ORDER BY d.pos)"
-    "   FROM d WHERE c.tfs[d.pos] > 0) AS score FROM c"
+# BM25 in the database, with the arithmetic of ``ranking.bm25_scope_scores`` in the same order
+# (so the scores are the in-memory backend's, bit for bit). ``c``: the visible items sharing a
+# query term, each with its frequency of every query term (``tfs``, in query order, counted in
+# the item's own ``terms``, split once); ``d``: each term's IDF over the scope, from one pass
+# over ``c``; ``page``: the best items, each score summed in query-term order (a term an item
+# lacks adds 0.0, which changes no sum). Ties go newest first, then by key and namespace in
+# code point order (``hit_order``). Only the requested page leaves the server. The per-term
+# expressions are written out for the query's terms (bound parameters, never text), so no
+# row runs a sub-query.
+_KEYWORD_PAGE: Final = (
+    "WITH c AS MATERIALIZED (SELECT x.id, x.doc_len, x.updated_at, x.key, x.namespace,"
+    "   ARRAY[{tfs}]::integer[] AS tfs FROM ({source}) x),"
+    " d AS MATERIALIZED (SELECT ARRAY[{idfs}]::float8[] AS idf FROM c),"
+    " page AS (SELECT c.id, {score} AS score FROM c CROSS JOIN d"
     '   ORDER BY score DESC, c.updated_at DESC, c.key COLLATE "C", c.namespace COLLATE "C"'
     "   LIMIT %(limit)s OFFSET %(offset)s)"
     " SELECT " + _ITEM_COLUMNS + ", page.score FROM page JOIN {s}.memories m ON m.id = page.id"
     ' ORDER BY page.score DESC, m.updated_at DESC, m.key COLLATE "C", m.namespace COLLATE "C"'
+)
+_WORDS: Final = (
+    "SELECT m.id, m.doc_len, m.updated_at, m.key, m.namespace, string_to_array(m.terms, ' ') AS w"
+)
+#: Candidates through the GIN index on the terms (a large scope).
+_FROM_INDEX: Final = (
+    _WORDS + " FROM {s}.memories m WHERE {where} AND m.search_tsv @@ %(tsq)s::tsquery"
+)
+#: Candidates among the scope's items, found first through ``memories_scope`` (a small scope:
+#: a common term's postings run through every other user's items). ``OFFSET 0`` keeps the
+#: planner from merging the two steps back into one.
+_FROM_SCOPE: Final = (
+    _WORDS + " FROM (SELECT m.id, m.doc_len, m.updated_at, m.key, m.namespace, m.terms,"
+    " m.search_tsv FROM {s}.memories m WHERE {where} OFFSET 0) m"
+    " WHERE m.search_tsv @@ %(tsq)s::tsquery"
+)
+_TF: Final = "cardinality(array_positions(x.w, {term}::text))"
+_IDF: Final = (
+    "greatest(ln(((%(size)s::bigint - count(*) FILTER (WHERE c.tfs[{i}] > 0))::float8"
+    " + 0.5::float8) / (count(*) FILTER (WHERE c.tfs[{i}] > 0)::float8 + 0.5::float8)),"
+    " 1e-6::float8)"
+)
+_TERM_SCORE: Final = (
+    "CASE WHEN c.tfs[{i}] > 0 THEN d.idf[{i}] * c.tfs[{i}]::float8 * %(k1_plus_1)s::float8"
+    " / (c.tfs[{i}]::float8 + %(k1)s::float8 * (%(one_minus_b)s::float8"
+    " + %(b)s::float8 * c.doc_len::float8 / %(average)s::float8)) ELSE 0::float8 END"
 )
 
 
@@ -333,14 +344,26 @@ def keyword_page(
     as :func:`scope_stats` counts them; the score is the in-memory backend's BM25. A scope
     of at most ``SCAN_SCOPE`` items is read whole; a larger one asks the GIN index.
     """
-    template = _CANDIDATES + (_FROM_SCOPE if scope_size <= SCAN_SCOPE else _FROM_INDEX)
     where, params = _scope(**scope)
+    source = _FROM_SCOPE if scope_size <= SCAN_SCOPE else _FROM_INDEX
+    positions = [sql.Literal(i) for i in range(1, len(terms) + 1)]
+    parts = {
+        "source": sql.SQL(source).format(s=sql.Identifier(schema), where=where),
+        "tfs": sql.SQL(", ").join(
+            sql.SQL(_TF).format(term=sql.Placeholder(f"t{i}")) for i in range(len(terms))
+        ),
+        "idfs": sql.SQL(", ").join(sql.SQL(_IDF).format(i=i) for i in positions),
+        "score": sql.SQL(" + ").join(
+            [sql.SQL("0::float8"), *(sql.SQL(_TERM_SCORE).format(i=i) for i in positions)]
+        ),
+    }
+    params.update({f"t{i}": term for i, term in enumerate(terms)})
     params.update(
-        tsq=tsquery_text(terms), terms=list(terms), size=scope_size, average=average,
+        tsq=tsquery_text(terms), size=scope_size, average=average,
         k1=BM25_K1, b=BM25_B, k1_plus_1=BM25_K1 + 1, one_minus_b=1 - BM25_B,
         limit=limit, offset=offset,
     )  # fmt: skip
-    return stmt(schema, template + _SCORED_PAGE, params, where=where)
+    return stmt(schema, _KEYWORD_PAGE, params, **parts)
 
 
 def vector_candidates(schema: str, **scope: Unpack[Scope]) -> Statement:
