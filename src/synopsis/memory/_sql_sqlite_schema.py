@@ -197,8 +197,12 @@ CREATE_VERSION_TABLE: Final = (
 )
 READ_VERSION: Final = "SELECT max(version) FROM synopsis_schema"
 WRITE_VERSION: Final = "INSERT INTO synopsis_schema (version) VALUES (?)"
+#: Per connection. The page cache may grow to 64 MiB (SQLite's default is 2 MiB): at a million
+#: memories the address and scope indexes take random-order inserts, and a small cache reads
+#: their pages again and again.
 PRAGMAS: Final = (
     "PRAGMA journal_mode = WAL",
     "PRAGMA synchronous = NORMAL",
     "PRAGMA foreign_keys = ON",
+    "PRAGMA cache_size = -65536",
 )
