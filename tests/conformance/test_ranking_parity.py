@@ -7,8 +7,8 @@ same calls on the same fake clock. Every query then runs on each, over scopes fr
 tenant down to one session, and the pages must be identical, scores compared bit for bit:
 BM25's statistics (N, n, mean length) are the searched scope's on every backend.
 
-SQLite and PostgreSQL are checked along both of their candidate paths: reading a small scope
-whole, and asking their full-text index (``SCAN_SCOPE`` lowered to 0).
+SQLite and PostgreSQL are checked along both of their candidate paths: reading the scope's
+items, and asking their full-text index.
 """
 
 from __future__ import annotations
@@ -170,12 +170,12 @@ def test_reference_data_has_ties_and_many_hits() -> None:
     assert max(len(page) for page in pages) >= 50
 
 
-@pytest.mark.parametrize("scan_scope", [sqlite_backend.SCAN_SCOPE, 0], ids=["scan", "fts"])
+@pytest.mark.parametrize("scan", [True, False], ids=["scan", "fts"])
 def test_sqlite_ranks_like_in_memory(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, scan_scope: int
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, scan: bool
 ) -> None:
     """Same hits, order and scores as in-memory, from either candidate path."""
-    monkeypatch.setattr(sqlite_backend, "SCAN_SCOPE", scan_scope)
+    monkeypatch.setattr(sqlite_backend, "scans_scope", lambda *_: scan)
     clock = FakeClock()
     with SQLiteStore(tmp_path / "parity.sqlite3", clock=clock) as store:
         _fill(store, clock)

@@ -38,6 +38,7 @@ from synopsis.memory._sql_sqlite_schema import (
     WRITE_VERSION,
 )
 from synopsis.memory._types import Namespace, SessionSummary, has_control
+from synopsis.memory.ranking import BM25_B, BM25_K1
 
 __all__ = [
     "CREATE_VERSION_TABLE",
@@ -51,11 +52,10 @@ __all__ = [
     "decode_path",
     "encode_path",
     "fts_query",
-    "keyword_candidates",
+    "keyword_page",
+    "postings_probe",
     "prefix_range",
-    "scope_candidates",
     "scope_stats",
-    "select_memories",
 ]
 
 SEPARATOR: Final = "\x1f"
@@ -253,35 +253,89 @@ def scope_stats(request: SearchRequest, now: float) -> Statement:
     )
 
 
-_CANDIDATE_COLUMNS: Final = "m.id, m.terms, m.updated_at, m.key, m.path"
-
-
-def scope_candidates(request: SearchRequest, now: float) -> Statement:
-    """``id, terms, updated_at, key, path`` of every item in scope (for a small scope)."""
-    where, params = _scope(request, now)
-    return Statement(f"SELECT {_CANDIDATE_COLUMNS} FROM memories AS m WHERE {where}", params)
-
-
-def keyword_candidates(request: SearchRequest, now: float) -> Statement:
-    """``id, terms, updated_at, key, path`` of the items in scope holding a query term.
-
-    ``CROSS JOIN`` keeps the FTS5 match as the outer loop: the planner would otherwise walk
-    the tenant's items and test each against the match, one FTS5 lookup per item.
-    """
-    where, params = _scope(request, now)
+def postings_probe(terms: Sequence[str], cap: int) -> Statement:
+    """How many items of the whole table hold a query term, counted up to ``cap``."""
     return Statement(
-        f"SELECT {_CANDIDATE_COLUMNS} FROM memories_fts CROSS JOIN memories AS m"
-        f" ON m.id = memories_fts.rowid WHERE memories_fts MATCH ? AND {where}",
-        (fts_query(request.terms), *params),
+        "SELECT count(*) FROM (SELECT 1 FROM memories_fts WHERE memories_fts MATCH ? LIMIT ?)",
+        (fts_query(terms), cap),
     )
 
 
-def select_memories(ids: Sequence[int]) -> Statement:
-    """The items with these ids, in no particular order."""
+# BM25 in SQL with the arithmetic of ``ranking.bm25_scope_scores`` in the same order, so the
+# scores are the in-memory backend's bit for bit (IEEE doubles; ``ln`` is C's ``log``, as
+# Python's ``math.log``). ``c``: the candidates, each with its frequency of every query term,
+# counted in its stored terms (each term between single spaces once the separators are
+# doubled, so ``replace`` finds every occurrence); ``d``: each term's IDF over the scope, from
+# one pass over ``c``; ``page``: the best items, scores summed in query-term order (a term an
+# item lacks adds 0.0, which changes no sum). Ties: newest first, then key and path in binary
+# order (a path sorts as its namespace). Only the page leaves SQLite.
+_KEYWORD_PAGE: Final = (
+    "WITH c AS MATERIALIZED (SELECT x.id, x.doc_len, x.updated_at, x.key, x.path, {tfs}"
+    " FROM (SELECT m.id, m.doc_len, m.updated_at, m.key, m.path,"
+    " ' ' || replace(m.terms, ' ', '  ') || ' ' AS spaced {source}) AS x),"
+    " d AS MATERIALIZED (SELECT {idfs} FROM c),"
+    " page AS (SELECT c.id, {score} AS score FROM c CROSS JOIN d WHERE {held}"
+    " ORDER BY score DESC, c.updated_at DESC, c.key, c.path LIMIT ? OFFSET ?)"
+    f" SELECT {_MEMORY_COLUMNS}, page.score FROM page CROSS JOIN memories AS m"
+    " ON m.id = page.id ORDER BY page.score DESC, m.updated_at DESC, m.key, m.path"
+)
+_TF: Final = "(length(x.spaced) - length(replace(x.spaced, ?, ''))) / length(?) AS tf{i}"
+_IDF: Final = "max(ln((? - sum(c.tf{i} > 0) + 0.5) / (sum(c.tf{i} > 0) + 0.5)), 1e-6) AS idf{i}"
+_TERM_SCORE: Final = (
+    "CASE WHEN c.tf{i} > 0 THEN d.idf{i} * c.tf{i} * ? / (c.tf{i} + ? * (? + ? * c.doc_len / ?))"
+    " ELSE 0.0 END"
+)
+
+
+def keyword_page(
+    request: SearchRequest,
+    now: float,
+    *,
+    scope_size: int,
+    scope_length: int,
+    scan: bool,
+    limit: int,
+    offset: int,
+) -> Statement:
+    """A page of the items in scope holding a query term, best BM25 first, score last.
+
+    ``scope_size`` and ``scope_length`` describe every item in scope (:func:`scope_stats`).
+    ``scan``: the candidates are the scope's items (read through ``memories_scope``: one
+    user's items are a short range, so the search never walks a common term's postings
+    through every other user's items); otherwise the FTS5 match, which drives the join
+    (``CROSS JOIN``: the planner would otherwise walk the tenant's items and test each).
+    """
+    where, params = _scope(request, now)
+    count = range(len(request.terms))
+    needles = [f" {term} " for term in request.terms]
+    if scan:
+        source = f"FROM memories AS m WHERE {where}"
+        source_params: tuple[object, ...] = params
+    else:
+        source = (
+            "FROM memories_fts CROSS JOIN memories AS m ON m.id = memories_fts.rowid"
+            f" WHERE memories_fts MATCH ? AND {where}"
+        )
+        source_params = (fts_query(request.terms), *params)
+    sql = _KEYWORD_PAGE.format(
+        tfs=", ".join(_TF.format(i=i) for i in count),
+        source=source,
+        idfs=", ".join(_IDF.format(i=i) for i in count),
+        score=" + ".join(["0.0", *(_TERM_SCORE.format(i=i) for i in count)]),
+        held=" OR ".join(f"c.tf{i} > 0" for i in count),
+    )
+    average = (scope_length / scope_size) or 1.0
+    weights = (BM25_K1 + 1, BM25_K1, 1 - BM25_B, BM25_B, average)
     return Statement(
-        f"SELECT {_MEMORY_COLUMNS} FROM json_each(?) AS a"
-        " CROSS JOIN memories AS m ON m.id = a.value",
-        (json.dumps(list(ids)),),
+        sql,
+        (
+            *(value for needle in needles for value in (needle, needle)),
+            *source_params,
+            *(value for _ in count for value in (scope_size,)),
+            *(value for _ in count for value in weights),
+            limit,
+            offset,
+        ),
     )
 
 

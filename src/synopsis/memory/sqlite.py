@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import heapq
 import json
 import math
 import os
@@ -52,7 +51,7 @@ from synopsis.memory._checks import (
     to_expiry,
 )
 from synopsis.memory._sql_rows import read_outbox_entry, read_summary
-from synopsis.memory.ranking import bm25_scope_scores, document_terms, pack_vector
+from synopsis.memory.ranking import document_terms, pack_vector
 
 __all__ = ["AsyncSQLiteStore", "SQLiteStore"]
 
@@ -204,55 +203,31 @@ def _keyword(
     """A page of keyword hits (memory rows), best first, each with its BM25 score.
 
     BM25's statistics describe the search's scope (see :mod:`synopsis.memory._sql_sqlite`).
-    A scope of at most ``SCAN_SCOPE`` items is read whole, which beats walking a common
-    term's postings through every other user's items; a larger one asks the FTS5 index.
+    The candidates are the scope's items when the scope holds at most ``SCAN_SCOPE`` items
+    and no fewer than the query terms' postings in the whole table; else the FTS5 match.
     """
     stats = sql.scope_stats(request, now)
     size, length = conn.execute(stats.sql, stats.params).fetchone()
     if not size:
         return []
-    find = sql.scope_candidates if size <= SCAN_SCOPE else sql.keyword_candidates
-    statement = find(request, now)
-    candidates = conn.execute(statement.sql, statement.params).fetchall()
-    page = best_candidates(
-        request.terms, candidates, scope_size=size, scope_length=int(length), count=offset + limit
-    )[offset:]
-    statement = sql.select_memories([ident for ident, _ in page])
-    rows = {row[0]: row for row in conn.execute(statement.sql, statement.params)}
-    return [(rows[ident], score) for ident, score in page]
+    statement = sql.keyword_page(
+        request, now, scope_size=size, scope_length=int(length),
+        scan=scans_scope(conn, request.terms, size),
+        limit=limit, offset=offset,
+    )  # fmt: skip
+    return [(row[:9], row[9]) for row in conn.execute(statement.sql, statement.params)]
 
 
-def best_candidates(
-    terms: Sequence[str],
-    candidates: Sequence[_Row],
-    *,
-    scope_size: int,
-    scope_length: int,
-    count: int,
-) -> list[tuple[int, float]]:
-    """The ``count`` best ``(id, score)`` of ``id, terms, updated_at, key, path`` candidates.
+def scans_scope(conn: sqlite3.Connection, terms: Sequence[str], size: int) -> bool:
+    """Whether to read a scope of ``size`` items whole rather than follow the terms' postings.
 
-    Each candidate's term frequencies and length come from its stored terms; one holding no
-    query term is dropped. Order: :func:`~synopsis.memory._checks.hit_order` (a path sorts as
-    its namespace does).
+    Yes when the scope is small (``SCAN_SCOPE``) and the postings, counted over the whole
+    table up to ``size``, are no fewer: a rare word's few postings are the cheaper path.
     """
-    kept: list[_Row] = []
-    counts: list[list[int]] = []
-    lengths: list[int] = []
-    for row in candidates:
-        words = row[1].split()
-        frequencies = [words.count(term) for term in terms]
-        if any(frequencies):
-            kept.append(row)
-            counts.append(frequencies)
-            lengths.append(len(words))
-    scores = bm25_scope_scores(counts, lengths, scope_size=scope_size, scope_length=scope_length)
-    best = heapq.nsmallest(
-        count,
-        zip(kept, scores, strict=True),
-        key=lambda pair: (-pair[1], -pair[0][2], pair[0][3], pair[0][4]),
-    )
-    return [(row[0], score) for row, score in best]
+    if size > SCAN_SCOPE:
+        return False
+    probe = sql.postings_probe(terms, size)
+    return bool(conn.execute(probe.sql, probe.params).fetchone()[0] >= size)
 
 
 def _order(row: _Row, score: float | None) -> tuple[float, float, str, _types.Namespace]:
