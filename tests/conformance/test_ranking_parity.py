@@ -101,6 +101,8 @@ def _fill(store: Any, clock: FakeClock) -> None:
             store.put_many(tenant, _batch(rng, round_ * 40))
             store.put(tenant, ("user", "u1"), f"single{round_}", "coffee coffee tea")
         clock.advance(30.0)  # some items expire along the way
+        if round_ == 3:
+            store.sweep_expired()  # the others stay stored, expired
     for tenant in TENANTS:
         store.delete(tenant, ("user", "u1"), "single2")
         store.delete(tenant, ("team", "red"), "k05")

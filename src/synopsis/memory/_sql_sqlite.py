@@ -246,10 +246,24 @@ def search_recent(request: SearchRequest, now: float) -> Statement:
 
 
 def scope_stats(request: SearchRequest, now: float) -> Statement:
-    """Number of items in the search's scope and the sum of their lengths (BM25's N, avgdl)."""
-    where, params = _scope(request, now)
+    """Number of items in the search's scope and the sum of their lengths (BM25's N, avgdl).
+
+    A whole tenant (no prefix, kind or tags) reads its ``tenant_totals`` and subtracts its
+    expired items not yet swept (found through ``memories_expiry``); other scopes are counted.
+    """
+    if request.prefix or request.kind is not None or request.tags:
+        where, params = _scope(request, now)
+        return Statement(
+            f"SELECT count(*), coalesce(sum(m.doc_len), 0) FROM memories AS m WHERE {where}",
+            params,
+        )
     return Statement(
-        f"SELECT count(*), coalesce(sum(m.doc_len), 0) FROM memories AS m WHERE {where}", params
+        "SELECT coalesce(t.items, 0) - e.items, coalesce(t.length, 0) - e.length"
+        " FROM (SELECT count(*) AS items, coalesce(sum(m.doc_len), 0) AS length"
+        " FROM memories AS m INDEXED BY memories_expiry WHERE m.expires_at IS NOT NULL"
+        " AND m.expires_at <= ? AND m.tenant = ?) AS e"
+        " LEFT JOIN tenant_totals AS t ON t.tenant = ?",
+        (now, request.tenant, request.tenant),
     )
 
 

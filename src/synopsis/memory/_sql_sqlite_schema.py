@@ -6,6 +6,7 @@ Layout::
     memories(id, tenant, path, key, text, kind, tags, terms, doc_len, created_at, updated_at,
              expires_at)                                   unique (tenant, path, key)
     memories_fts(terms)                                    FTS5 over memories.terms
+    tenant_totals(tenant, items, length)                   kept by triggers on memories
     memory_vectors(memory_id -> memories, vector)
     summaries, outbox, user_generations, summary_jobs      (see migrations 1 and 2)
 
@@ -188,6 +189,30 @@ MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (
             INSERT INTO memories_fts (memories_fts, rowid, terms)
             VALUES ('delete', old.id, old.terms);
             INSERT INTO memories_fts (rowid, terms) VALUES (new.id, new.terms);
+        END""",
+        # Each tenant's item count and total length, kept by triggers, so a tenant-wide search
+        # reads two numbers instead of counting every item (expired ones not yet swept are
+        # subtracted at search time). A put never moves an item to another tenant.
+        """CREATE TABLE tenant_totals (
+            tenant TEXT PRIMARY KEY,
+            items INTEGER NOT NULL,
+            length INTEGER NOT NULL
+        ) WITHOUT ROWID""",
+        """INSERT INTO tenant_totals (tenant, items, length)
+            SELECT tenant, count(*), sum(doc_len) FROM memories GROUP BY tenant""",
+        """CREATE TRIGGER memories_totals_insert AFTER INSERT ON memories BEGIN
+            INSERT INTO tenant_totals (tenant, items, length) VALUES (new.tenant, 1, new.doc_len)
+            ON CONFLICT (tenant) DO UPDATE SET
+                items = items + 1, length = length + excluded.length;
+        END""",
+        """CREATE TRIGGER memories_totals_delete AFTER DELETE ON memories BEGIN
+            UPDATE tenant_totals SET items = items - 1, length = length - old.doc_len
+            WHERE tenant = old.tenant;
+        END""",
+        """CREATE TRIGGER memories_totals_update AFTER UPDATE OF doc_len ON memories
+        WHEN old.doc_len IS NOT new.doc_len BEGIN
+            UPDATE tenant_totals SET length = length + new.doc_len - old.doc_len
+            WHERE tenant = new.tenant;
         END""",
     ),
 )
