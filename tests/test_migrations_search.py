@@ -1,21 +1,30 @@
 """Schema migrations for scope-exact keyword search keep every memory and rank it right.
 
-SQLite 2 -> 3 stores each item's length, adds the scope index and rebuilds the full-text
-index with the ``ascii`` tokenizer. The test builds a version-2 database from the old
-statements (migrations are append-only, so ``MIGRATIONS[:2]`` is what the previous release
-ran), fills it as the old code did, opens it with the current store and checks that every
-item is still there, lengths are right, and searches rank exactly as the in-memory store does
-on the same data.
+SQLite 2 -> 3 stores each item's length, adds the scope index, rebuilds the full-text index
+with the ``ascii`` tokenizer and keeps each tenant's totals; PostgreSQL 5 -> 6 keeps each
+tenant's totals. Each test builds the previous schema from the old statements (migrations are
+append-only, so ``MIGRATIONS[:n]`` is what the previous release ran), fills it as the old code
+did, opens it with the current store and checks that every item is still there, the new
+columns and totals are right, and searches rank exactly as the in-memory store does on the
+same data.
 """
 
 from __future__ import annotations
 
 import json
 import sqlite3
+import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
+import psycopg
+import pytest
+from psycopg import sql as pgsql
+
+from synopsis.memory import _sql_postgres as pq
 from synopsis.memory import _sql_sqlite as lite
 from synopsis.memory.inmemory import InMemoryStore
+from synopsis.memory.postgres import PostgresStore
 from synopsis.memory.ranking import document_terms
 from synopsis.memory.sqlite import SQLiteStore
 from synopsis.testing import FakeClock
@@ -111,3 +120,68 @@ def test_a_migrated_sqlite_database_opens_again_unchanged(tmp_path: Path) -> Non
     SQLiteStore(path, clock=clock).close()
     with SQLiteStore(path, clock=clock) as store:
         assert [h.item.key for h in store.search("acme", query="coffee")] == ["a2", "a1", "b1"]
+
+
+# --- PostgreSQL 5 -> 6 ---------------------------------------------------------------------------
+
+
+@pytest.fixture
+def schema(postgres_url: str) -> Iterator[str]:
+    name = f"migrate_{uuid.uuid4().hex}"
+    yield name
+    with psycopg.connect(postgres_url, autocommit=True) as conn:
+        conn.execute(pgsql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(pgsql.Identifier(name)))
+
+
+def build_postgres_v5(url: str, schema: str, clock: FakeClock) -> None:
+    """A schema as the previous release left it: version 5, holding ``ITEMS``."""
+    with psycopg.connect(url) as conn:
+        steps = [*pq.migration_prelude(schema)]
+        for version in range(1, 6):
+            steps += pq.migration(schema, version)
+        for statement in steps:
+            conn.execute(statement.query, statement.params)
+        for tenant, namespace, key, text in ITEMS:
+            terms = document_terms(text)
+            conn.execute(
+                pgsql.SQL(
+                    "INSERT INTO {}.memories (tenant, namespace, key, text, kind, tags, terms,"
+                    " doc_len, created_at, updated_at) VALUES (%s, %s, %s, %s, 'note', '{{}}',"
+                    " %s, %s, %s, %s)"
+                ).format(pgsql.Identifier(schema)),
+                (tenant, list(namespace), key, text, " ".join(terms), len(terms), clock.now,
+                 clock.now),
+            )  # fmt: skip
+
+
+@pytest.mark.postgres
+def test_a_version_5_postgres_schema_is_migrated_with_its_data(
+    postgres_url: str, schema: str
+) -> None:
+    """Version 5 -> 6: every item kept, tenant totals filled, searches rank as in memory."""
+    clock = FakeClock()
+    build_postgres_v5(postgres_url, schema, clock)
+    reference = _reference(clock)
+    with PostgresStore(postgres_url, schema=schema, clock=clock) as store:
+        for tenant, namespace, key, text in ITEMS:
+            item = store.get(tenant, namespace, key)
+            assert item is not None and item.text == text
+        for tenant in ("acme", "globex"):
+            for scope in SCOPES:
+                for query in QUERIES:
+                    expected = _ranking(reference, tenant, scope, query)
+                    assert _ranking(store, tenant, scope, query) == expected
+    with psycopg.connect(postgres_url) as conn:
+        s = pgsql.Identifier(schema)
+        version = conn.execute(pgsql.SQL("SELECT max(version) FROM {}.schema_version").format(s))
+        assert version.fetchone() == (len(pq.MIGRATIONS),) == (6,)
+        totals = conn.execute(
+            pgsql.SQL(
+                "SELECT tenant, sum(items), sum(length) FROM {}.tenant_totals GROUP BY tenant"
+            ).format(s)
+        ).fetchall()
+    lengths: dict[str, tuple[int, int]] = {}
+    for tenant, _, _, text in ITEMS:
+        items, length = lengths.get(tenant, (0, 0))
+        lengths[tenant] = (items + 1, length + len(document_terms(text)))
+    assert {tenant: (items, length) for tenant, items, length in totals} == lengths

@@ -161,7 +161,9 @@ def _keyword(
 ) -> Plan[list[tuple[_Found, float]]]:
     """A page of keyword hits, best first, scored in the database (see ``keyword_page``)."""
     scope = _scope(request, now)
-    size, length = (yield q.scope_stats(schema, **scope))[0]
+    whole_tenant = not (request.prefix or request.kind is not None or request.tags)
+    stats = q.tenant_stats(schema, request.tenant, now) if whole_tenant else None
+    size, length = (yield stats or q.scope_stats(schema, **scope))[0]
     if size == 0:
         return []
     yield q.without_jit()

@@ -51,6 +51,7 @@ __all__ = [
     "search_newest",
     "stmt",
     "sweep_expired",
+    "tenant_stats",
     "tsquery_text",
     "upsert_items",
     "vector_candidates",
@@ -263,6 +264,24 @@ def scope_stats(schema: str, **scope: Unpack[Scope]) -> Statement:
         "SELECT count(*), coalesce(sum(m.doc_len), 0) FROM {s}.memories m WHERE {where}",
         params,
         where=where,
+    )
+
+
+def tenant_stats(schema: str, tenant: str, now: float) -> Statement:
+    """:func:`scope_stats` of a whole tenant (no prefix, kind or tags), without counting it.
+
+    The sum of the tenant's ``tenant_totals`` deltas, less its expired items not yet swept
+    (few, found through ``memories_expiry``).
+    """
+    return stmt(
+        schema,
+        "SELECT coalesce((SELECT sum(t.items) FROM {s}.tenant_totals t"
+        " WHERE t.tenant = %(tenant)s), 0) - e.items,"
+        " coalesce((SELECT sum(t.length) FROM {s}.tenant_totals t"
+        " WHERE t.tenant = %(tenant)s), 0) - e.length"
+        " FROM (SELECT count(*) AS items, coalesce(sum(m.doc_len), 0) AS length"
+        " FROM {s}.memories m WHERE m.expires_at <= %(now)s AND m.tenant = %(tenant)s) e",
+        {"tenant": tenant, "now": now},
     )
 
 

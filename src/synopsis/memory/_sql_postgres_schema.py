@@ -14,6 +14,7 @@ Layout (schema ``synopsis`` by default)::
                                                             pending memory copies
     user_generations(tenant, user_id, generation)           deletions of each user
     summary_jobs(tenant, user_id, session_id, owner, covers_to, expires_at)   job claims
+    tenant_totals(id, tenant, items, length)      deltas of each tenant's count and length
 
 Times are epoch seconds (``double precision``) computed from the store's injected clock, so a
 fake clock drives expiry exactly as it does on the other backends. ``terms`` holds the
@@ -187,8 +188,69 @@ _V5: Final[tuple[LiteralString, ...]] = (
     )""",
 )
 
+# Each tenant's item count and total length (BM25's N and mean length of a tenant-wide search)
+# without counting the tenant's items at every search. Statement-level triggers append one
+# delta row per tenant a write touches, so concurrent writers never wait on a shared row; a
+# writer that wins a try-lock (it never waits) folds a tenant's deltas into one row once there
+# are more than 64. Expired items not yet swept are subtracted at search time.
+_V6: Final[tuple[LiteralString, ...]] = (
+    """CREATE TABLE {s}.tenant_totals (
+        id bigserial PRIMARY KEY,
+        tenant text NOT NULL,
+        items bigint NOT NULL,
+        length bigint NOT NULL
+    )""",
+    "CREATE INDEX tenant_totals_tenant ON {s}.tenant_totals (tenant) INCLUDE (items, length)",
+    "INSERT INTO {s}.tenant_totals (tenant, items, length)"
+    " SELECT tenant, count(*), coalesce(sum(doc_len), 0) FROM {s}.memories GROUP BY tenant",
+    """CREATE FUNCTION {s}.memories_totals() RETURNS trigger LANGUAGE plpgsql AS $$
+    DECLARE
+        touched text[];
+    BEGIN
+        IF TG_OP = 'INSERT' THEN
+            INSERT INTO {s}.tenant_totals (tenant, items, length)
+            SELECT n.tenant, count(*), sum(n.doc_len) FROM new_rows n GROUP BY n.tenant;
+            SELECT array_agg(DISTINCT n.tenant) INTO touched FROM new_rows n;
+        ELSIF TG_OP = 'DELETE' THEN
+            INSERT INTO {s}.tenant_totals (tenant, items, length)
+            SELECT o.tenant, -count(*), -sum(o.doc_len) FROM old_rows o GROUP BY o.tenant;
+            SELECT array_agg(DISTINCT o.tenant) INTO touched FROM old_rows o;
+        ELSE
+            INSERT INTO {s}.tenant_totals (tenant, items, length)
+            SELECT c.tenant, 0, sum(c.length) FROM (
+                SELECT n.tenant, n.doc_len::bigint AS length FROM new_rows n
+                UNION ALL SELECT o.tenant, -o.doc_len::bigint FROM old_rows o
+            ) c GROUP BY c.tenant HAVING sum(c.length) <> 0;
+            SELECT array_agg(DISTINCT n.tenant) INTO touched FROM new_rows n;
+        END IF;
+        IF touched IS NOT NULL
+            AND pg_try_advisory_xact_lock(hashtext('synopsis-totals ' || TG_TABLE_SCHEMA)) THEN
+            WITH crowded AS (
+                SELECT t.tenant FROM unnest(touched) AS t(tenant)
+                WHERE (SELECT count(*) FROM {s}.tenant_totals x WHERE x.tenant = t.tenant) > 64
+            ), gone AS (
+                DELETE FROM {s}.tenant_totals x WHERE x.tenant IN (SELECT tenant FROM crowded)
+                RETURNING x.tenant, x.items, x.length
+            )
+            INSERT INTO {s}.tenant_totals (tenant, items, length)
+            SELECT g.tenant, sum(g.items), sum(g.length) FROM gone g GROUP BY g.tenant;
+        END IF;
+        RETURN NULL;
+    END
+    $$""",
+    "CREATE TRIGGER memories_totals_insert AFTER INSERT ON {s}.memories"
+    " REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT"
+    " EXECUTE FUNCTION {s}.memories_totals()",
+    "CREATE TRIGGER memories_totals_update AFTER UPDATE ON {s}.memories"
+    " REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows FOR EACH STATEMENT"
+    " EXECUTE FUNCTION {s}.memories_totals()",
+    "CREATE TRIGGER memories_totals_delete AFTER DELETE ON {s}.memories"
+    " REFERENCING OLD TABLE AS old_rows FOR EACH STATEMENT"
+    " EXECUTE FUNCTION {s}.memories_totals()",
+)
+
 #: Ordered migrations; migration ``n`` (1-based) brings the schema to version ``n``.
-MIGRATIONS: Final[tuple[tuple[LiteralString, ...], ...]] = (_V1, _V2, _V3, _V4, _V5)
+MIGRATIONS: Final[tuple[tuple[LiteralString, ...], ...]] = (_V1, _V2, _V3, _V4, _V5, _V6)
 
 
 def migration_lock(schema: str) -> Statement:
