@@ -6,11 +6,13 @@ attempt), and a database still locked after that is retried, with jittered backo
 ``lock_timeout`` seconds have passed; only then does the write fail, with nothing written.
 The schema is versioned (``synopsis_schema``) and migrated on open; a database written by a
 newer synopsis raises :class:`MigrationError`. Keyword recall uses FTS5 over pre-segmented
-CJK/English terms, so one- and two-character Chinese queries work on SQLite 3.40.
+CJK/English terms, so one- and two-character Chinese queries work on SQLite 3.40, and ranks
+with BM25 over the searched scope, as every backend does (see :mod:`._sql_sqlite`).
 
 Vector and hybrid search embed the query and score cosine similarity in Python over every
 item in the tenant and prefix that has a vector. That is fine up to some tens of thousands of
-items per search scope; beyond that, use a backend with a vector index.
+items per search scope. There is no vector index: the stdlib ``sqlite3`` of the supported
+Pythons cannot load extensions (``sqlite-vec``), and no wheel that could is a dependency.
 
 :class:`AsyncSQLiteStore` runs the same code on a worker thread (``asyncio.to_thread``).
 """
