@@ -322,9 +322,10 @@ def keyword_page(
     where, params = _scope(request, now)
     count = range(len(request.terms))
     needles = [f" {term} " for term in request.terms]
-    if scan:
-        source = f"FROM memories AS m WHERE {where}"
-        source_params: tuple[object, ...] = params
+    if scan:  # a cheap membership test first: most of a scope's items hold no query term
+        held = " OR ".join("instr(' ' || m.terms || ' ', ?) > 0" for _ in count)
+        source = f"FROM memories AS m WHERE {where} AND ({held})"
+        source_params: tuple[object, ...] = (*params, *needles)
     else:
         source = (
             "FROM memories_fts CROSS JOIN memories AS m ON m.id = memories_fts.rowid"
