@@ -324,7 +324,7 @@ def keyword_page(
     needles = [f" {term} " for term in request.terms]
     if scan:  # a cheap membership test first: most of a scope's items hold no query term
         held = " OR ".join("instr(' ' || m.terms || ' ', ?) > 0" for _ in count)
-        source = f"FROM memories AS m WHERE {where} AND ({held})"
+        source = f"FROM memories AS m INDEXED BY memories_scope WHERE {where} AND ({held})"
         source_params: tuple[object, ...] = (*params, *needles)
     else:
         source = (

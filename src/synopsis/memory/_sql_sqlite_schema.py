@@ -12,7 +12,8 @@ Layout::
 
 ``terms`` holds the space-joined :func:`~synopsis.memory.ranking.document_terms` and
 ``doc_len`` their number (BM25's document length). ``memories_scope`` covers what BM25's scope
-statistics read (count and total length of the live items under a prefix).
+statistics read (count and total length of the live items under a prefix) and what a small
+scope's keyword search reads (terms and the tie-breaking columns).
 """
 
 from __future__ import annotations
@@ -177,7 +178,10 @@ MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (
         "ALTER TABLE memories ADD COLUMN doc_len INTEGER NOT NULL DEFAULT 0",
         """UPDATE memories SET doc_len = CASE WHEN terms = '' THEN 0
             ELSE length(terms) - length(replace(terms, ' ', '')) + 1 END""",
-        "CREATE INDEX memories_scope ON memories (tenant, path, expires_at, doc_len)",
+        # Covering: a scope's count and length, and a small scope's keyword candidates, are
+        # read from one contiguous index range instead of a table row per item.
+        "CREATE INDEX memories_scope ON memories"
+        " (tenant, path, expires_at, doc_len, updated_at, key, terms)",
         """CREATE VIRTUAL TABLE memories_fts USING fts5 (
             terms, content='memories', content_rowid='id', tokenize='ascii',
             detail='none', columnsize=0
