@@ -1,8 +1,10 @@
 """Benchmark the memory stores at scale: bulk-ingest rate and keyword-search latency.
 
 Run ``python bench/bench_store_scale.py`` (100,000 and 1,000,000 memories; the 1M runs take a
-while) or ``--quick`` (10,000). ``--sizes 100000`` picks sizes. Prints markdown tables on stdout
-and progress on stderr.
+while) or ``--quick`` (10,000). ``--sizes 100000`` picks sizes; ``--sides ours`` skips the
+baseline (its tenant-wide scans take minutes at 1M), for comparing two trees of synopsis run
+one after the other with different ``PYTHONPATH``. Prints markdown tables on stdout and
+progress on stderr.
 
 For each backend and size the same synthetic memories are written twice, each time into a new,
 empty database:
