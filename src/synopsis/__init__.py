@@ -39,6 +39,7 @@ from synopsis.errors import (
     SynopsisError,
     TenantMismatch,
     TransientModelError,
+    UserDeleted,
 )
 from synopsis.events import (
     AfterSummarize,
@@ -143,6 +144,7 @@ __all__ = [
     "Trigger",
     "TriggerDecision",
     "Usage",
+    "UserDeleted",
     "dump_transcript",
     "load_transcript",
     "resolve_model",

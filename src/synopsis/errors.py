@@ -15,13 +15,15 @@
     │   ├── PermanentModelError     4xx other than the above; .status_code
     │   ├── InvalidSummary          the model answered, but not with a usable summary (retried)
     │   ├── RetryExhausted          .attempts, .last_error
-    │   └── AllModelsFailed         every model of a failover chain failed (also an ExceptionGroup)
+    │   ├── AllModelsFailed         every model of a failover chain failed (also an ExceptionGroup)
+    │   └── CoolingDown             calls refused for .retry_in seconds after repeated failures
     ├── CompactionError             compaction could not produce a valid history
     └── StoreError                  a memory or summary store failed
         ├── InvalidNamespace        (also ValueError)
         ├── TenantMismatch          a caller tried to reach another tenant's data
         ├── NotFound                (also KeyError)
-        └── MigrationError
+        ├── MigrationError
+        └── UserDeleted             a write lost to delete_user; nothing was written
 
 Third-party exceptions (openai, anthropic, httpx, psycopg, sqlite3) are translated only where
 they are raised, with ``raise ... from exc``; nothing above those seams sees them.
@@ -54,6 +56,7 @@ __all__ = [
     "SynopsisError",
     "TenantMismatch",
     "TransientModelError",
+    "UserDeleted",
 ]
 
 
@@ -224,6 +227,20 @@ class NotFound(StoreError, KeyError):
 
 class MigrationError(StoreError):
     """The database schema could not be brought to the version this code needs."""
+
+
+class UserDeleted(StoreError):
+    """A write lost to ``delete_user``: the user's deletion generation is no longer the one
+    the write was made with. Nothing was written."""
+
+    def __init__(self, tenant: str, user_id: str, *, expected: int, current: int) -> None:
+        super().__init__(
+            f"user {user_id!r} was deleted meanwhile (generation {current}, not {expected})"
+        )
+        self.tenant = tenant
+        self.user_id = user_id
+        self.expected = expected
+        self.current = current
 
 
 class CoolingDown(ModelError):

@@ -8,6 +8,7 @@ on first use). :func:`open_store` opens SQLite or PostgreSQL from a path or URL.
 
 import typing
 
+from synopsis.errors import UserDeleted
 from synopsis.memory._types import (
     AsyncMemoryStore,
     AsyncSessionStore,
@@ -24,7 +25,6 @@ from synopsis.memory._types import (
     SessionStore,
     SessionSummary,
     SummaryStore,
-    UserDeleted,
     normalize_namespace,
 )
 from synopsis.memory.inmemory import AsyncInMemoryStore, InMemoryStore

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Final, Literal
 
-from synopsis.errors import ConfigError, InvalidInput, InvalidNamespace, StoreError
+from synopsis.errors import ConfigError, InvalidInput, InvalidNamespace, StoreError, UserDeleted
 from synopsis.memory._types import (
     Embedder,
     MemoryItem,
@@ -23,7 +23,6 @@ from synopsis.memory._types import (
     NewMemory,
     SearchMode,
     SessionSummary,
-    UserDeleted,
     normalize_namespace,
     normalize_tags,
     validate_tenant,

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Literal, Protocol, runtime_checkable
 
-from synopsis.errors import InvalidInput, InvalidNamespace, StoreError
+from synopsis.errors import InvalidInput, InvalidNamespace
 
 __all__ = [
     "AsyncMemoryStore",
@@ -33,7 +33,6 @@ __all__ = [
     "SessionStore",
     "SessionSummary",
     "SummaryStore",
-    "UserDeleted",
     "normalize_namespace",
     "normalize_tags",
     "validate_tenant",
@@ -269,20 +268,6 @@ class OutboxEntry:
     #: The user's deletion generation when the entry was read: replay the write with it
     #: (``put(..., generation=...)``) so that a ``delete_user`` since then wins.
     generation: int = 0
-
-
-class UserDeleted(StoreError):
-    """A write lost to ``delete_user``: the user's deletion generation is no longer the one
-    the write was made with. Nothing was written."""
-
-    def __init__(self, tenant: str, user_id: str, *, expected: int, current: int) -> None:
-        super().__init__(
-            f"user {user_id!r} was deleted meanwhile (generation {current}, not {expected})"
-        )
-        self.tenant = tenant
-        self.user_id = user_id
-        self.expected = expected
-        self.current = current
 
 
 # fmt: off

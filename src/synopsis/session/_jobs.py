@@ -36,14 +36,13 @@ from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
 from synopsis._flow import Flow
-from synopsis.errors import InvalidSummary, ModelTimeout
+from synopsis.errors import InvalidSummary, ModelTimeout, UserDeleted
 from synopsis.events import OutboxReplayed, SessionEvent, failure
 from synopsis.memory._types import (
     OutboxEntry,
     SearchHit,
     SearchMode,
     SessionSummary,
-    UserDeleted,
     validate_tenant,
 )
 from synopsis.session._events import summarize_timeout_error
