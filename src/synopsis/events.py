@@ -8,7 +8,9 @@ success (with the summary's ``model``, ``usage`` and ``calls``: what it cost), o
 Compaction: ``tool_outputs_cleared`` (tier 1 replaced old tool results by stubs, archived; it
 comes before ``before_summarize``, which follows only if the history is still over budget) and
 ``compaction_skipped`` (a compaction was due but nothing could be summarized without cutting
-into the requested tail; ``skipped`` says why).
+into the requested tail; ``skipped`` says why). ``values_redacted`` (with ``redact=``: how
+many secrets and personal values of each kind a compaction took out of what it sent, archived
+and returned; never the values) comes last.
 
 Session memory:
 
@@ -58,6 +60,7 @@ __all__ = [
     "Stage",
     "SummarizeFailed",
     "ToolOutputsCleared",
+    "ValuesRedacted",
     "aemit",
     "check_sync_handlers",
     "emit",
@@ -237,6 +240,20 @@ class ToolOutputsCleared:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class ValuesRedacted:
+    """A compaction redacted ``total`` values: ``counts`` by kind (``{"email": 2}``)."""
+
+    name: ClassVar[str] = "values_redacted"
+    reason: str
+    counts: dict[str, int]
+    total: int
+    session_id: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return _event_dict(self)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class SessionSummaryTruncated:
     """A session summary was cut to its limit.
 
@@ -270,6 +287,7 @@ Event = (
     | SummarizeFailed
     | CompactionSkipped
     | ToolOutputsCleared
+    | ValuesRedacted
 )
 EventHandler = Callable[[Event], None] | Callable[[Event], Awaitable[None]]
 SessionEvent = (
