@@ -15,7 +15,8 @@ and returned; never the values) comes last.
 Session memory:
 
 * ``session_summary_started``: a background job began summarizing messages
-  ``[from_index, to_index)``.
+  ``[from_index, to_index)``; with ``redact=``, ``redacted`` counts by kind the values taken
+  out of its request.
 * ``session_summary_saved``: a new summary version was stored; ``memory_written`` says
   whether the long-term copy was written too (if not, the outbox still holds it).
 * ``session_memory_failed``: one stage failed (``load_summary``, ``summarize``,
@@ -163,6 +164,8 @@ class SessionSummaryStarted:
     from_index: int
     to_index: int
     previous_version: int
+    #: With ``redact=``: values of each kind taken out of the request (never the values).
+    redacted: dict[str, int] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return _event_dict(self)
