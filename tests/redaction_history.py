@@ -14,15 +14,18 @@ from __future__ import annotations
 import dataclasses
 import json
 import sqlite3
-from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any, Final
 
+from synopsis.models._base import ModelResponse, ModelSettings
 from tests.redaction_corpus import Sample, build_corpus
 
 __all__ = [
     "ECHO_PREFIX",
     "SAME_EMAIL",
+    "AsyncEchoModel",
+    "EchoModel",
     "Planted",
     "echo_summary",
     "leaks",
@@ -103,6 +106,28 @@ def echo_summary(messages: list[dict[str, Any]]) -> str:
     """A summarizer's worst case: it copies every word it was sent into its summary."""
     body = "\n".join(_text(message) for message in messages[1:-1])
     return f"<analysis>copy</analysis><summary>{ECHO_PREFIX}\n{body}</summary>"
+
+
+@dataclass
+class EchoModel:
+    """Records every request and answers with a summary that copies all of it."""
+
+    requests: list[list[dict[str, Any]]] = field(default_factory=list)
+    name: str = "echo"
+
+    def complete(
+        self, messages: Sequence[Mapping[str, Any]], *, settings: ModelSettings | None = None
+    ) -> ModelResponse:
+        self.requests.append([dict(m) for m in messages])
+        reply = {"role": "assistant", "content": echo_summary(self.requests[-1])}
+        return ModelResponse(message=reply, model=self.name)
+
+
+class AsyncEchoModel(EchoModel):
+    async def complete(  # type: ignore[override]
+        self, messages: Sequence[Mapping[str, Any]], *, settings: ModelSettings | None = None
+    ) -> ModelResponse:
+        return EchoModel.complete(self, messages, settings=settings)
 
 
 def strings(value: Any, seen: set[int] | None = None) -> Iterator[str]:

@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import inspect
 import json
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -20,34 +18,18 @@ from synopsis import AsyncCompactor, Compactor, JsonlArchive, Redactor
 from synopsis.compaction.options import CompactionOptions
 from synopsis.errors import ConfigError
 from synopsis.messages import content_type, marker_of
-from synopsis.models._base import ModelResponse, ModelSettings
 from synopsis.validation import validate_messages
-from tests.redaction_history import SAME_EMAIL, echo_summary, leaks, planted_history, strings
+from tests.redaction_history import (
+    SAME_EMAIL,
+    AsyncEchoModel,
+    EchoModel,
+    leaks,
+    planted_history,
+    strings,
+)
 
 PLANTED = planted_history()
 KEY = b"k" * 32
-
-
-@dataclass
-class EchoModel:
-    """Records every request and answers with a summary that copies all of it."""
-
-    requests: list[list[dict[str, Any]]] = field(default_factory=list)
-    name: str = "echo"
-
-    def complete(
-        self, messages: Sequence[Mapping[str, Any]], *, settings: ModelSettings | None = None
-    ) -> ModelResponse:
-        self.requests.append([dict(m) for m in messages])
-        reply = {"role": "assistant", "content": echo_summary(self.requests[-1])}
-        return ModelResponse(message=reply, model=self.name)
-
-
-class AsyncEchoModel(EchoModel):
-    async def complete(  # type: ignore[override]
-        self, messages: Sequence[Mapping[str, Any]], *, settings: ModelSettings | None = None
-    ) -> ModelResponse:
-        return EchoModel.complete(self, messages, settings=settings)
 
 
 async def settle(value: Any) -> Any:
