@@ -178,3 +178,21 @@ def test_redact_takes_a_redactor_or_a_switch() -> None:
     assert Compactor(redact=mine).options.redact is mine
     with pytest.raises(ConfigError, match="redact must be a Redactor"):
         CompactionOptions(redact="yes")  # type: ignore[arg-type]
+
+
+def test_readme_redaction_example() -> None:
+    """The README's redaction example: the compacted history holds no address."""
+    from synopsis import SessionMemory, Summarizer
+    from synopsis.memory import InMemoryStore
+
+    compactor = Compactor(model="extractive", trigger_tokens=50, redact=True)
+    messages = [{"role": "system", "content": "You are a coding agent."}]
+    for i in range(10):
+        messages.append({"role": "user", "content": f"Mail bug {i} to dev{i}@example.com"})
+        messages.append({"role": "assistant", "content": f"Sent bug {i}."})
+    compacted = compactor(messages)
+    assert compacted[0] == messages[0] and content_type(compacted[1]) == "summary"
+    assert "@example.com" not in json.dumps(compacted) and "[REDACTED:email]" in str(compacted)
+    store, summarizer = InMemoryStore(), Summarizer(model="extractive")
+    memory = SessionMemory(store=store, summarizer=summarizer, redact=Redactor(mode="hash"))
+    memory.close()
