@@ -13,12 +13,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from synopsis import AsyncCompactor, Compactor, JsonlArchive, Redactor
+from synopsis import AsyncCompactor, Compactor, JsonlArchive, MemoryArchive, Redactor
 from synopsis.compaction.options import CompactionOptions
 from synopsis.errors import ConfigError
-from synopsis.messages import content_type, marker_of
+from synopsis.messages import content_type, marker_of, split_leading_system
+from synopsis.testing import FakeModel
 from synopsis.validation import validate_messages
+from tests.redaction_corpus import Sample, build_corpus
 from tests.redaction_history import (
     SAME_EMAIL,
     AsyncEchoModel,
@@ -27,6 +31,7 @@ from tests.redaction_history import (
     planted_history,
     strings,
 )
+from tests.strategies import histories
 
 PLANTED = planted_history()
 KEY = b"k" * 32
@@ -196,3 +201,48 @@ def test_readme_redaction_example() -> None:
     store, summarizer = InMemoryStore(), Summarizer(model="extractive")
     memory = SessionMemory(store=store, summarizer=summarizer, redact=Redactor(mode="hash"))
     memory.close()
+
+
+CORPUS = build_corpus(11, size=104)
+
+
+@settings(max_examples=50, deadline=None)
+@given(histories(), st.lists(st.sampled_from(CORPUS), max_size=3), st.data())
+def test_any_compacted_history_holds_no_finding_and_stays_valid(
+    history: list[dict[str, Any]], samples: list[Sample], data: st.DataObject
+) -> None:
+    """Whatever the history and wherever values are planted: a compaction's output (leading
+    system messages aside) holds nothing the redactor would find, its tool calls stay
+    paired, and the caller's history is not modified."""
+    for sample in samples:
+        targets = [m for m in history if isinstance(m.get("content"), str)]
+        if targets:
+            data.draw(st.sampled_from(targets))["content"] += " " + sample.text
+    before = json.dumps(history)
+    redactor = Redactor(mode="hash")
+    model = FakeModel(default="<summary>1. Primary request: go on.</summary>")
+    compactor = Compactor(model=model, redact=redactor, keep_tail=2, archive=MemoryArchive())
+    result = compactor.compact(history)
+    assert json.dumps(history) == before
+    validate_messages(result.messages)
+    system, rest = split_leading_system(result.messages)
+    assert system == split_leading_system(history)[0]
+    assert [s for s in strings(rest) if redactor.find(s)] == []
+    sent = [s for request in model.requests for s in strings(request.messages[1:])]
+    assert [s for s in sent if redactor.find(s)] == []
+
+
+@pytest.mark.parametrize("flavor", ["sync", "async"])
+async def test_a_compacting_model_sends_its_model_the_redacted_compaction(flavor: str) -> None:
+    """CompactingModel: when the trigger fires, the wrapped model gets the redacted history."""
+    from synopsis import AsyncCompactingModel, CompactingModel
+    from synopsis.testing import AsyncFakeModel
+
+    upstream = FakeModel(default="fine") if flavor == "sync" else AsyncFakeModel(default="fine")
+    twin, _ = compactor(flavor, Path("unused"), redact=Redactor(), archive=None)
+    wrapper = (CompactingModel if flavor == "sync" else AsyncCompactingModel)(upstream, twin)
+    response = await settle(wrapper.complete(PLANTED.messages))
+    assert response.text == "fine"
+    (request,) = upstream.requests
+    assert leaks(PLANTED.values, strings(request.messages)) == []
+    assert leaks(PLANTED.values, strings(wrapper.history)) == []
