@@ -65,7 +65,7 @@ class CompactionOptions:
     (``docs/benchmarks.md``); a history without large tool results is summarized as before.
     ``redact`` (a :class:`~synopsis.redact.Redactor`; None: off) takes secrets and personal
     data out of the history before anything leaves: the summarizer's request, the archive and
-    the compacted messages returned (see :mod:`synopsis.compaction._flow` for exactly what).
+    the compacted messages returned (see :mod:`synopsis.compaction.redaction` for exactly what).
     """
 
     trigger: Trigger = field(default_factory=Trigger.default)
