@@ -46,6 +46,7 @@ from synopsis.memory._types import (
     validate_tenant,
 )
 from synopsis.session._events import summarize_timeout_error
+from synopsis.session._redaction import SummaryRequest, redacted_text, summary_request
 from synopsis.session._state import (
     Job,
     Registry,
@@ -312,23 +313,24 @@ def summarize_and_write(runtime: Runtime, job: Job) -> Flow[Step, JobOutcome]:
     start, end = summary_span(job.messages, covers)
     if not is_due(end, covers, runtime.settings.summarize_every):
         return "done"  # a newer summary (another replica) or an open tool call left too little
-    yield Emit(started_event(job, start, end, prev))
-    summary = yield from _summarize(runtime, job, prev, (start, end))
+    request = summary_request(runtime.settings.redactor, job.messages[start:end], prev)
+    yield Emit(started_event(job, start, end, prev, redacted=request.redacted))
+    summary = yield from _summarize(runtime, job, prev, request, end)
     if summary is None:
         return "failed"
     return (yield from dual_write(runtime, job, summary))
 
 
 def _summarize(
-    runtime: Runtime, job: Job, prev: SessionSummary | None, span: tuple[int, int]
+    runtime: Runtime, job: Job, prev: SessionSummary | None, request: SummaryRequest, end: int
 ) -> Flow[Step, SessionSummary | None]:
-    """The next summary version of messages ``[start, end)``; None (reported) on failure."""
-    start, end = span
+    """The next summary version of the request's messages (which end at ``end``); None
+    (reported) on failure."""
     settings = runtime.settings
     try:
         result = yield Summarize(
-            messages=job.messages[start:end],
-            previous_summary=prev.text if prev else None,
+            messages=request.messages,
+            previous_summary=request.previous_summary,
             session_id=job.session_id,
             timeout=settings.summarize_timeout,
         )
@@ -341,6 +343,7 @@ def _summarize(
             covers_to=end,
             now=runtime.clock(),
             max_chars=settings.max_summary_chars,
+            redactor=settings.redactor,
         )
     except InvalidSummary as exc:
         yield Emit(failure("invalid_summary", job.tenant, job.session_id, exc))
@@ -349,7 +352,8 @@ def _summarize(
         yield Emit(failure("summarize", job.tenant, job.session_id, exc))
         return None
     limit = settings.max_summary_chars or 0
-    cut = truncation(summary, summary_text(result), target="stored", unit="chars", limit=limit)
+    answer = redacted_text(settings.redactor, summary_text(result))
+    cut = truncation(summary, answer, target="stored", unit="chars", limit=limit)
     if cut is not None:
         yield Emit(cut)
     return summary
