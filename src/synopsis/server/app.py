@@ -36,6 +36,7 @@ from synopsis.server.metrics import CONTENT_TYPE, Metrics, MetricsMiddleware
 from synopsis.server.options import ServerOptions
 from synopsis.server.schemas import ErrorBody, Health, Readiness
 from synopsis.server.sessions import AsyncSessionHistories
+from synopsis.server.summary_cache import SummaryCache
 
 __all__ = ["Services", "Tenant", "create_app", "services"]
 
@@ -64,6 +65,8 @@ class Services:
     #: The proxy's: always recalls (summary and memories are injected for a named session).
     proxy_memory: AsyncSessionMemory
     compactor: AsyncCompactor
+    #: The proxy's summaries of stateless histories, for reuse by the same conversation.
+    summary_cache: SummaryCache
     summarizer: AsyncSummarizer
     http: httpx.AsyncClient
 
@@ -133,6 +136,7 @@ async def _start(app: FastAPI, options: ServerOptions, build: _Builders) -> Serv
             summarizer=summarizer, trigger=options.trigger, keep_tail=options.keep_tail,
             on_event=[metrics.observe],
         ),
+        summary_cache=SummaryCache(options.summary_cache),
         summarizer=summarizer,
         http=httpx.AsyncClient(
             transport=build.transport,

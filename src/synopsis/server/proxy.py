@@ -8,7 +8,9 @@
    new), queue the background summary when due, and send instead the session's context: the
    system prompt with the latest summary, recalled memories of the user, the recent window;
 3. compact what is left when it crosses the trigger (stateless: the upstream sees the
-   compacted list);
+   compacted list); without a session, a summary of the same prefix made by an earlier call
+   is reused (:mod:`synopsis.server.summary_cache`), so a growing conversation is summarized
+   again only when it crosses the trigger again;
 4. forward to the upstream with its own key (``--upstream-api-key``, or the caller's
    ``X-Upstream-Authorization``) and only message-schema fields, and return its answer
    unchanged: same status, same body, streamed (SSE) chunk by chunk as it arrives.
@@ -31,6 +33,7 @@ from synopsis.server.api import Svc, public_messages, record_turn
 from synopsis.server.app import Services, Tenant
 from synopsis.server.errors import ERRORS, UpstreamNotConfigured
 from synopsis.server.schemas import ChatCompletionRequest, ErrorBody
+from synopsis.server.summary_cache import compact_stateless
 
 __all__ = ["router"]
 
@@ -163,15 +166,29 @@ async def chat_completions(
     payload = body.model_dump(exclude_unset=True)
     messages: list[dict[str, Any]] = payload["messages"]
     ids = _session_ids(x_synopsis_user, x_synopsis_session)
+    tools = payload.get("tools") if _is_tools(payload.get("tools")) else None
     if ids is not None:
         messages = await _with_session(s, tenant, ids, messages)
-    tools = payload.get("tools")
-    messages = await s.compactor.before_model(messages, tools=tools if _is_tools(tools) else None)
+        messages = await s.compactor.before_model(messages, tools=tools)
+    else:
+        messages = await _compacted(s, tenant, messages, tools)
     payload["messages"] = public_messages(messages)
     upstream = s.http.build_request("POST", url, json=payload, headers=_request_headers(request, s))
     if payload.get("stream"):
         return await _streamed(s, upstream)
     return await _passed_through(s, upstream)
+
+
+async def _compacted(
+    s: Services, tenant: str, messages: list[dict[str, Any]], tools: Any
+) -> list[dict[str, Any]]:
+    """A stateless history, compacted over the trigger (reusing a summary of its prefix)."""
+    o = s.options
+    return await compact_stateless(
+        s.compactor, s.summary_cache, tenant, messages, tools=tools,
+        options=[o.model, repr(o.trigger), repr(o.keep_tail)],
+        count=lambda outcome: s.metrics.summary_cache.labels(outcome).inc(),
+    )  # fmt: skip
 
 
 def _is_tools(tools: object) -> bool:
