@@ -38,7 +38,7 @@ from synopsis.server.schemas import ErrorBody, Health, Readiness
 from synopsis.server.sessions import AsyncSessionHistories
 from synopsis.server.summary_cache import SummaryCache
 
-__all__ = ["Services", "Tenant", "create_app", "services"]
+__all__ = ["Services", "Tenant", "create_app", "current_services", "services"]
 
 _log = logging.getLogger("synopsis.server")
 #: Idle upstream connections are dropped after 4 s: servers commonly close them at 5 s
@@ -76,6 +76,11 @@ def services(request: Request) -> Services:
     if found is None:  # only between start and a failed start-up
         raise StoreError("the server is not started")
     return found
+
+
+async def current_services(request: Request) -> Services:
+    """:func:`services` as a route dependency (async: FastAPI runs a sync one in a thread)."""
+    return services(request)
 
 
 _bearer = HTTPBearer(auto_error=False, description="An API key from `synopsis keys create`.")

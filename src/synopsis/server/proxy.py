@@ -20,6 +20,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from typing import Annotated, Any
 
@@ -29,7 +30,7 @@ from fastapi.responses import Response, StreamingResponse
 from starlette.background import BackgroundTask
 
 from synopsis.errors import InvalidInput, ModelTimeout, ProviderUnavailable
-from synopsis.server.api import Svc, public_messages, record_turn
+from synopsis.server.api import PRIVATE_KEYS, Svc, public_messages, record_turn
 from synopsis.server.app import Services, Tenant
 from synopsis.server.errors import ERRORS, UpstreamNotConfigured
 from synopsis.server.schemas import ChatCompletionRequest, ErrorBody
@@ -167,13 +168,21 @@ async def chat_completions(
     messages: list[dict[str, Any]] = payload["messages"]
     ids = _session_ids(x_synopsis_user, x_synopsis_session)
     tools = payload.get("tools") if _is_tools(payload.get("tools")) else None
+    sent: list[dict[str, Any]] | None
     if ids is not None:
         messages = await _with_session(s, tenant, ids, messages)
-        messages = await s.compactor.before_model(messages, tools=tools)
+        sent = await s.compactor.before_model(messages, tools=tools)
     else:
-        messages = await _compacted(s, tenant, messages, tools)
-    payload["messages"] = public_messages(messages)
-    upstream = s.http.build_request("POST", url, json=payload, headers=_request_headers(request, s))
+        sent = await _compacted(s, tenant, messages, tools)
+    if sent is None and not any(PRIVATE_KEYS & m.keys() for m in messages):
+        # Below the trigger and nothing to strip: the body as it came (validated above; every
+        # field the proxy reads is strictly typed, so what it checked is what goes on).
+        content = await request.body()
+    else:
+        payload["messages"] = public_messages(messages if sent is None else sent)
+        content = json.dumps(payload, ensure_ascii=False, separators=(",", ":")).encode()
+    headers = {**_request_headers(request, s), "content-type": "application/json"}
+    upstream = s.http.build_request("POST", url, content=content, headers=headers)
     if payload.get("stream"):
         return await _streamed(s, upstream)
     return await _passed_through(s, upstream)
@@ -181,8 +190,9 @@ async def chat_completions(
 
 async def _compacted(
     s: Services, tenant: str, messages: list[dict[str, Any]], tools: Any
-) -> list[dict[str, Any]]:
-    """A stateless history, compacted over the trigger (reusing a summary of its prefix)."""
+) -> list[dict[str, Any]] | None:
+    """A stateless history compacted over the trigger (reusing a summary of its prefix);
+    None below it."""
     o = s.options
     return await compact_stateless(
         s.compactor, s.summary_cache, tenant, messages, tools=tools,

@@ -102,12 +102,13 @@ async def compact_stateless(
     tools: Sequence[Mapping[str, Any]] | None,
     options: object,
     count: Callable[[CacheOutcome], None] = lambda outcome: None,
-) -> list[dict[str, Any]]:
-    """``messages`` as the upstream should get them: compacted when over the trigger, reusing
-    a summary of the same prefix when the cache holds one. ``options`` is whatever else shapes
-    the summary (it goes into the key); ``count`` is told each hit and miss."""
+) -> list[dict[str, Any]] | None:
+    """``messages`` as the upstream should get them when over the trigger: compacted, reusing
+    a summary of the same prefix when the cache holds one; None below the trigger (send them
+    as they are). ``options`` is whatever else shapes the summary (it goes into the key);
+    ``count`` is told each hit and miss."""
     if not compactor.should_compact(messages, tools=tools).fired:
-        return [dict(m) for m in messages]
+        return None
     hashes = prefix_hashes(messages, [options, tools])
     reused, replacement = cache.longest(tenant, hashes)
     candidate = [*replacement, *(dict(m) for m in messages[reused:])]
