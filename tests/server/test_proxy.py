@@ -233,3 +233,18 @@ def test_stream_must_be_a_real_boolean(proxy: Live, upstream: Upstream) -> None:
         response = client.post("/v1/chat/completions", json=body)
     assert response.status_code == 422 and "stream" in response.text
     assert upstream.fake.chat_requests == []
+
+
+def test_an_upstream_that_does_not_answer_in_time_is_504(start_server: StartServer) -> None:
+    """A read timeout (not a refused connection) is 504 ModelTimeout."""
+    from synopsis.server.testing import FakeUpstream
+
+    slow = FakeUpstream(summary_delay=5.0)
+    with running(slow.app) as url, start_server(upstream=f"{url}/v1", upstream_timeout=0.3) as live:
+        client = client_for(live, live.key("acme"))
+        with pytest.raises(openai.APIStatusError) as caught:
+            client.chat.completions.create(
+                model="summarizer-slow", messages=[{"role": "user", "content": "x"}]
+            )
+    assert caught.value.status_code == 504
+    assert caught.value.body["type"] == "ModelTimeout"  # type: ignore[index]

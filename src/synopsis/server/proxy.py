@@ -118,9 +118,18 @@ async def _send(s: Services, request: httpx.Request, stream: bool) -> httpx.Resp
     try:
         return await s.http.send(request, stream=stream)
     except httpx.TimeoutException as exc:
+        if _refused(exc):
+            raise ProviderUnavailable("the upstream is unreachable (ConnectError)") from exc
         raise ModelTimeout("the upstream timed out") from exc
     except httpx.HTTPError as exc:
         raise ProviderUnavailable(f"the upstream is unreachable ({type(exc).__name__})") from exc
+
+
+def _refused(exc: httpx.TimeoutException) -> bool:
+    """A connection error reported as a timeout: httpx-aiohttp maps every aiohttp connection
+    error (a refused connection too) to ConnectTimeout; its cause tells them apart."""
+    cause = exc.__cause__
+    return isinstance(cause, OSError) and not isinstance(cause, TimeoutError)
 
 
 async def _passed_through(s: Services, request: httpx.Request) -> Response:
