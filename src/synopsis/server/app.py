@@ -10,6 +10,7 @@ closes everything. Every route except the probes and ``/metrics`` needs
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
 from collections.abc import AsyncIterator, Callable
@@ -37,6 +38,7 @@ from synopsis.server.options import ServerOptions
 from synopsis.server.schemas import ErrorBody, Health, Readiness
 from synopsis.server.sessions import AsyncSessionHistories
 from synopsis.server.summary_cache import SummaryCache
+from synopsis.tokens import TokenCounter, default_estimate
 
 __all__ = ["Services", "Tenant", "create_app", "current_services", "services"]
 
@@ -61,6 +63,21 @@ def upstream_transport() -> httpx.AsyncBaseTransport:
     except ImportError:  # pragma: no cover - the server extra installs it
         return httpx.AsyncHTTPTransport(limits=_UPSTREAM_LIMITS)
     return AiohttpTransport(limits=_UPSTREAM_LIMITS)
+
+
+def _remembered_estimate(entries: int = 8192, longest: int = 8192) -> Callable[[str], int]:
+    """The default token estimate, remembered for texts up to ``longest`` characters.
+
+    An agent resends its whole history on every call, so the proxy's trigger check counts the
+    same texts again and again (the counter's own cache goes by object identity, and each
+    request brings new objects). At most ``entries * longest`` characters are kept.
+    """
+    remembered = functools.lru_cache(maxsize=entries)(default_estimate)
+
+    def estimate(text: str) -> int:
+        return remembered(text) if len(text) <= longest else default_estimate(text)
+
+    return estimate
 
 
 @dataclass(slots=True, kw_only=True)
@@ -154,7 +171,7 @@ async def _start(app: FastAPI, options: ServerOptions, build: _Builders) -> Serv
         ),
         compactor=AsyncCompactor(
             summarizer=summarizer, trigger=options.trigger, keep_tail=options.keep_tail,
-            on_event=[metrics.observe],
+            counter=TokenCounter(estimator=_remembered_estimate()), on_event=[metrics.observe],
         ),
         summary_cache=SummaryCache(options.summary_cache),
         summarizer=summarizer,
