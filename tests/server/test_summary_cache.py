@@ -149,6 +149,18 @@ def test_the_cache_keeps_the_most_recently_used_entries() -> None:
     assert len(SummaryCache(0)) == 0
 
 
+def test_the_cache_is_bounded_in_bytes_too() -> None:
+    """Entries beyond ``max_bytes`` push out the oldest; one bigger than it is not kept."""
+    cache = SummaryCache(100, max_bytes=200)
+    hashes = prefix_hashes(start(), None)
+    for i in range(5):
+        cache.put("t", hashes[i], [{"role": "user", "content": "x" * 60}])
+    assert len(cache) == 2 and cache.longest("t", hashes[:2]) == (0, [])
+    assert cache.longest("t", hashes[:5])[0] == 5
+    cache.put("t", hashes[6], [{"role": "user", "content": "y" * 500}])
+    assert cache.longest("t", hashes)[0] == 5
+
+
 def test_common_suffix_counts_trailing_equal_messages() -> None:
     x, y, z = ({"role": "user", "content": c} for c in "xyz")
     assert common_suffix([x, y, z], [y, z]) == 2

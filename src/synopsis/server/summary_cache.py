@@ -17,8 +17,8 @@ the longer prefix.
 * **Tenant-scoped**: the tenant is part of the key; one tenant's summaries never serve another.
 * **Correct**: any change in the prefix (an edited message, another system prompt, other
   tools) changes the hash, so it misses.
-* **Bounded**: least recently used entries go first beyond ``summary_cache`` entries; 0 turns
-  the cache off. It lives in one process (each replica has its own).
+* **Bounded**: least recently used entries go first beyond ``summary_cache`` entries (or 64 MiB
+  of them); 0 turns the cache off. It lives in one process (each replica has its own).
 
 The hashing and the bookkeeping are pure; :func:`compact_stateless` drives the compactor.
 """
@@ -64,11 +64,16 @@ def common_suffix(a: Messages, b: Messages) -> int:
 
 
 class SummaryCache:
-    """Tenant-scoped LRU of ``prefix hash -> replacement messages``."""
+    """Tenant-scoped LRU of ``prefix hash -> replacement messages``: at most ``size`` entries
+    and ``max_bytes`` of them (as JSON), the least recently used going first."""
 
-    def __init__(self, size: int) -> None:
+    def __init__(self, size: int, *, max_bytes: int = 64 << 20) -> None:
         self.size = size
-        self._entries: OrderedDict[tuple[str, str], tuple[dict[str, Any], ...]] = OrderedDict()
+        self.max_bytes = max_bytes
+        self._bytes = 0
+        self._entries: OrderedDict[tuple[str, str], tuple[tuple[dict[str, Any], ...], int]] = (
+            OrderedDict()
+        )
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -80,17 +85,19 @@ class SummaryCache:
             found = self._entries.get(key)
             if found is not None:
                 self._entries.move_to_end(key)
-                return end, [dict(m) for m in found]
+                return end, [dict(m) for m in found[0]]
         return 0, []
 
     def put(self, tenant: str, prefix_hash: str, replacement: Messages) -> None:
-        if self.size <= 0:
+        weight = len(_canonical(list(replacement)))
+        if self.size <= 0 or weight > self.max_bytes:
             return
         key = (tenant, prefix_hash)
-        self._entries[key] = tuple(dict(m) for m in replacement)
-        self._entries.move_to_end(key)
-        while len(self._entries) > self.size:
-            self._entries.popitem(last=False)
+        old = self._entries.pop(key, None)
+        self._bytes += weight - (old[1] if old else 0)
+        self._entries[key] = (tuple(dict(m) for m in replacement), weight)
+        while len(self._entries) > self.size or self._bytes > self.max_bytes:
+            self._bytes -= self._entries.popitem(last=False)[1][1]
 
 
 async def compact_stateless(
