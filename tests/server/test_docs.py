@@ -53,8 +53,9 @@ def free_port() -> int:
 class Reader:
     """Runs the doc's blocks with one environment and keeps the servers they start."""
 
-    def __init__(self, workdir: Path, substitutions: dict[str, str]) -> None:
+    def __init__(self, workdir: Path, substitutions: dict[str, str], fake: FakeUpstream) -> None:
         self.workdir = workdir
+        self.fake = fake
         self.substitutions = substitutions
         bin_dir = workdir / "bin"
         bin_dir.mkdir()
@@ -147,7 +148,7 @@ def reader(tmp_path: Path) -> Iterator[Reader]:
             **ports,
             **{f"--port {p[1:]}": f"--port {q[1:]}" for p, q in ports.items()},
         }
-        docs = Reader(tmp_path, substitutions)
+        docs = Reader(tmp_path, substitutions, fake)
         try:
             yield docs
         finally:
@@ -167,6 +168,9 @@ def test_the_sqlite_walkthrough_runs(reader: Reader) -> None:
     assert '{"role":"system","content":"You plan trips."}' in text  # the context endpoint
     assert "Owns a red kayak" in text  # recall and export found the memory
     assert "echo: Which lake did we pick?" in text and "echo: Say hi" in text
+    # The upstream and its key came from SYNOPSIS_UPSTREAM and SYNOPSIS_UPSTREAM_API_KEY.
+    chats = [c for c in reader.fake.calls if c.path == "/v1/chat/completions"]
+    assert chats and all(c.headers["authorization"] == "Bearer sk-upstream-test" for c in chats)
 
 
 @pytest.mark.postgres

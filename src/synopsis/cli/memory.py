@@ -116,7 +116,7 @@ class _FromEnv:
 
     def __call__(self) -> str | None:
         try:
-            return self.setting(Settings.from_env(os.environ))
+            return self.setting(Settings.from_env(os.environ, only=("db", "tenant", "embedder")))
         except ConfigError as exc:
             raise BadInput(str(exc)) from None
 

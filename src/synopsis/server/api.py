@@ -24,7 +24,7 @@ from synopsis import (
     validate_messages,
 )
 from synopsis.memory import MemoryItem, normalize_namespace
-from synopsis.server.app import Services, Tenant, services
+from synopsis.server.app import Services, Tenant, current_services
 from synopsis.server.errors import ERRORS
 from synopsis.server.schemas import (
     AppendRequest,
@@ -49,7 +49,7 @@ from synopsis.session.context import is_due
 __all__ = ["public_messages", "record_turn", "router"]
 
 router = APIRouter(responses=ERRORS)
-Svc = Annotated[Services, Depends(services)]
+Svc = Annotated[Services, Depends(current_services)]
 User = Annotated[str, Path(min_length=1, max_length=256, pattern=r"^[^\x00-\x1f\x7f/]+$")]
 Session = Annotated[str, Path(min_length=1, max_length=256, pattern=r"^[^\x00-\x1f\x7f/]+$")]
 Query_ = Annotated[Text | None, Query(max_length=10_000)]
@@ -57,12 +57,13 @@ Mode = Literal["keyword", "vector", "hybrid"]
 Limit = Annotated[int, Query(ge=1, le=100)]
 _EXPORT_PAGE = 500
 #: Our extension keys: read on input, never sent to a provider (strict ones reject them).
-_PRIVATE_KEYS = ("meta", "usage")
+#: Message keys of synopsis' own (markers, usage): never sent upstream.
+PRIVATE_KEYS = frozenset({"meta", "usage"})
 
 
 def public_messages(messages: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """The messages with only message-schema fields (our markers and usage removed)."""
-    return [{k: v for k, v in m.items() if k not in _PRIVATE_KEYS} for m in messages]
+    return [{k: v for k, v in m.items() if k not in PRIVATE_KEYS} for m in messages]
 
 
 def _checked(messages: list[dict[str, Any]], history: list[dict[str, Any]] | None) -> None:

@@ -12,12 +12,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from synopsis import KeepTail, Trigger
+from synopsis.config import check_schema_name
 from synopsis.errors import ConfigError
 from synopsis.memory.open import DEFAULT_DB
 
 __all__ = ["ServerOptions"]
-
-_SCHEMA_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -34,7 +33,7 @@ class ServerOptions:
     #: None disables ``/v1/chat/completions`` and ``/v1/models`` (they answer 503).
     upstream: str | None = None
     #: The upstream's API key; a request may pass its own in ``X-Upstream-Authorization``.
-    upstream_api_key: str | None = None
+    upstream_api_key: str | None = field(default=None, repr=False)
     upstream_timeout: float = 600.0
     #: The summarizer: ``"extractive"`` (offline) or a ``provider:model`` spec.
     model: str = "extractive"
@@ -49,6 +48,9 @@ class ServerOptions:
     #: When the proxy compacts a stateless history (``/v1/chat/completions`` without a session).
     trigger: Trigger = field(default_factory=Trigger.default)
     keep_tail: KeepTail = field(default_factory=KeepTail)
+    #: Summaries of stateless proxy histories kept for reuse (per process, LRU; 0 = none): a
+    #: growing conversation that resends the same summarized prefix is not summarized again.
+    summary_cache: int = 1024
     #: How long a claimed job is reserved for its worker; renewed while it runs. A job whose
     #: worker died is claimed again by any replica once its lease ran out.
     lease_seconds: float = 30.0
@@ -63,14 +65,18 @@ class ServerOptions:
     drain_seconds: float = 30.0
 
     def __post_init__(self) -> None:
-        if not _SCHEMA_NAME.fullmatch(self.schema):
-            raise ConfigError(f"schema must be a plain SQL identifier, not {self.schema!r}")
+        try:
+            check_schema_name(self.schema)
+        except ValueError as exc:
+            raise ConfigError(f"schema {exc}") from None
         if not 0 <= self.port <= 65535:
             raise ConfigError(f"port must be in 0..65535, not {self.port}")
         if self.upstream is not None and not self.upstream.startswith(("http://", "https://")):
             raise ConfigError("upstream must be an http:// or https:// URL")
         _positive(self, "workers", "summarize_every", "recall_limit", "max_attempts")
         _positive(self, "upstream_timeout", "lease_seconds", "poll_seconds", "outbox_seconds")
+        if self.summary_cache < 0:
+            raise ConfigError(f"summary_cache must be >= 0, not {self.summary_cache}")
         if self.drain_seconds < 0:
             raise ConfigError("drain_seconds must be >= 0")
 

@@ -206,7 +206,8 @@ class ChatCompletionRequest(BaseModel):
     model_config = ConfigDict(extra="allow")
     model: str
     messages: Annotated[list[Message], Field(min_length=1, max_length=100_000)]
-    stream: bool | None = None
+    #: Strict, so a body forwarded as it came means to the upstream what it meant to us.
+    stream: Annotated[bool | None, Field(strict=True)] = None
 
 
 # --- from library values ---------------------------------------------------------------------
