@@ -280,6 +280,8 @@ def variants(baseline: Path | None, processes: Sequence[int]) -> list[Variant]:
         print("(httptools, uvloop or httpx-aiohttp not installed: their variants are skipped)\n")
         return found
     found.append(Variant("now, httptools + uvloop, httpx pool", SRC, transport="httpx"))
+    # What `synopsis serve` runs: h11 (it honours the documented request sizes), uvloop, aiohttp.
+    found.append(Variant("as shipped: h11 + uvloop, aiohttp", SRC, http="h11"))
     for n in processes:
         label = f"now, httptools + uvloop, aiohttp, {n} process{'es' if n > 1 else ''}"
         found.append(Variant(label, SRC, processes=n))

@@ -163,7 +163,7 @@ def running(
     port = sock.getsockname()[1]
     config = uvicorn.Config(
         app, log_level="warning", lifespan=lifespan, access_log=False,
-        h11_max_incomplete_event_size=1 << 20,  # as `synopsis serve`
+        http="h11", h11_max_incomplete_event_size=1 << 20,  # as `synopsis serve`
     )  # fmt: skip
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
