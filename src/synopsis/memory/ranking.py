@@ -16,7 +16,17 @@ index, and query with, the same terms on every backend:
 
 A query uses the pairs of its CJK runs (the single character only when a run is one character
 long), which keeps multi-character queries precise. Query terms are distinct: a word said
-twice in a query counts once.
+twice in a query counts once. English function words (:data:`STOP_WORDS`: "what", "did",
+"the", ...) are left out of a query that has other terms: "What did Caroline research?" looks
+for ``caroline`` and ``research``, not for every turn that asks "what". A query made only of
+such words keeps them. Documents index every word, so no stored item changes.
+
+**Context.** An item may carry a ``context`` besides its text: words that help find it but
+are not what it says (the turns around a chat turn, a title, a date). It is indexed with the
+text at half the weight: :func:`indexed_terms` counts each term of the text twice
+(:data:`TEXT_WEIGHT`) and each term of the context once, and BM25 takes term frequencies and
+lengths from these weighted terms. A turn such as "Yes, the adoption agencies!" is then found
+by "What did Caroline research?" when the turn before it asked Caroline about her research.
 
 **BM25** is Okapi BM25 with ``k1 = 1.2``, ``b = 0.75`` and one IDF formula::
 
@@ -45,7 +55,7 @@ import math
 import re
 import threading
 import unicodedata
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Hashable, Iterator, Mapping, Sequence
 from functools import lru_cache
 from struct import pack, unpack
 from typing import Any, Final, TypeVar
@@ -60,10 +70,13 @@ __all__ = [
     "MAX_QUERY_TERMS",
     "MAX_TERM_CHARS",
     "RRF_K",
+    "STOP_WORDS",
+    "TEXT_WEIGHT",
     "bm25_scores",
     "cosine",
     "document_terms",
     "fused_order",
+    "indexed_terms",
     "pack_vector",
     "query_terms",
     "rank_by_vector",
@@ -78,6 +91,16 @@ RRF_K: Final = 60
 MAX_TERM_CHARS: Final = 64
 #: A query keeps at most this many distinct terms.
 MAX_QUERY_TERMS: Final = 64
+#: Each term of an item's text counts this many times, each term of its context once.
+TEXT_WEIGHT: Final = 2
+#: English function words left out of a query that has other terms (see the module docstring).
+STOP_WORDS: Final = frozenset(
+    """
+    a an and are as at be been but by did do does for from had has have he her his how i
+    if in into is it its me my of on or our she so than that the their them then there
+    they this to was we were what when where which who whom why will with would you your
+    """.split()  # noqa: SIM905 - a word list reads better as text
+)
 K = TypeVar("K", bound=Hashable)
 
 
@@ -107,6 +130,12 @@ def _stem(word: str) -> str:
     return str(_stemmer().stemWord(word))
 
 
+def _is_stop(word: str) -> bool:
+    """``word`` (case-folded) is a stop word, possibly with a possessive ("what's")."""
+    word = word.replace("’", "'")
+    return word.removesuffix("'s") in STOP_WORDS
+
+
 def _tokens(text: str) -> list[str]:
     return _TOKEN.findall(unicodedata.normalize("NFKC", text).casefold())
 
@@ -129,24 +158,42 @@ def document_terms(text: str) -> list[str]:
     return terms
 
 
+def indexed_terms(text: str, context: str = "") -> list[str]:
+    """The terms an item is indexed by: its text's terms ``TEXT_WEIGHT`` times, then its context's.
+
+    Every backend stores exactly these (BM25 counts their frequencies and their number).
+    """
+    return document_terms(text) * TEXT_WEIGHT + document_terms(context)
+
+
 def query_terms(query: str) -> list[str]:
     """The distinct terms to look up for ``query``, in order of first appearance.
 
-    At most ``MAX_QUERY_TERMS`` terms are kept, so a megabyte-long query costs no more than a
-    long sentence.
+    Stop words (:data:`STOP_WORDS`) are left out unless the query has nothing else. At most
+    ``MAX_QUERY_TERMS`` terms are kept, so a megabyte-long query costs no more than a long
+    sentence.
     """
-    seen: dict[str, None] = {}
+    content: dict[str, None] = {}
+    stop: dict[str, None] = {}
+    for term, is_stop in _query_candidates(query):
+        chosen = stop if is_stop else content
+        if len(chosen) < MAX_QUERY_TERMS:
+            chosen.setdefault(term, None)
+        if len(content) >= MAX_QUERY_TERMS:
+            break
+    return list(content or stop)
+
+
+def _query_candidates(query: str) -> Iterator[tuple[str, bool]]:
+    """Each term of ``query`` (repeats included) and whether it is a stop word."""
     for token in _tokens(query):
         if is_cjk(token):
-            candidates = [token] if len(token) == 1 else _pairs(token)
+            for term in [token] if len(token) == 1 else _pairs(token):
+                yield term, False
         else:
             stem = _stem(token)
-            candidates = [stem] if stem and len(stem) <= MAX_TERM_CHARS else []
-        for term in candidates:
-            seen.setdefault(term, None)
-            if len(seen) >= MAX_QUERY_TERMS:
-                return list(seen)
-    return list(seen)
+            if stem and len(stem) <= MAX_TERM_CHARS:
+                yield stem, _is_stop(token)
 
 
 # --- BM25 ------------------------------------------------------------------------------------
