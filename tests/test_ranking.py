@@ -16,6 +16,7 @@ from synopsis.memory.ranking import (
     bm25_scores,
     document_terms,
     fused_order,
+    indexed_terms,
     query_terms,
     reciprocal_rank_fusion,
 )
@@ -35,7 +36,7 @@ QUERIES = ["Kyoto hotel", "咖啡", "painting Kyoto", "数据库 PostgreSQL back
 
 
 def corpus_scores(query: str, texts: list[str]) -> list[float]:
-    counts = [Counter(document_terms(text)) for text in texts]
+    counts = [Counter(indexed_terms(text)) for text in texts]
     return bm25_scores(query_terms(query), counts, [c.total() for c in counts])
 
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any, Final, Literal
 
 from synopsis.memory._types import Namespace, SearchHit
-from synopsis.memory.ranking import bm25_scores, document_terms, fused_order, query_terms
+from synopsis.memory.ranking import bm25_scores, fused_order, indexed_terms, query_terms
 from synopsis.messages import is_internal, mark, text_of
 
 __all__ = [
@@ -76,7 +76,7 @@ def rank_history(
     terms = query_terms(query)
     if not docs or not terms or limit <= 0:
         return []
-    counts = [Counter(document_terms(text_of(m))) for _, m in docs]
+    counts = [Counter(indexed_terms(text_of(m))) for _, m in docs]
     scores = bm25_scores(terms, counts, [c.total() for c in counts])
     ranked = sorted(range(len(docs)), key=lambda i: (-scores[i], -docs[i][0]))
     return [
