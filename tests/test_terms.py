@@ -101,6 +101,17 @@ def test_stop_words_leave_a_query_that_has_other_terms() -> None:
     assert query_terms("What's the plan for the weekend") == ["plan", "weekend"]
 
 
+def test_the_stop_words_can_be_chosen() -> None:
+    """Another list (or none) replaces the English one."""
+    assert query_terms("What did Caroline research?", stop_words=()) == [
+        "what",
+        "did",
+        "carolin",
+        "research",
+    ]
+    assert query_terms("le chat et la souris", stop_words={"le", "et", "la"}) == ["chat", "souri"]
+
+
 def test_a_query_of_only_stop_words_keeps_them() -> None:
     """A query with nothing but stop words still finds what it says."""
     assert query_terms("What is it?") == ["what", "is", "it"]

@@ -58,7 +58,7 @@ import math
 import re
 import threading
 import unicodedata
-from collections.abc import Hashable, Iterator, Mapping, Sequence
+from collections.abc import Collection, Hashable, Iterator, Mapping, Sequence
 from functools import lru_cache
 from struct import pack, unpack
 from typing import Any, Final, TypeVar
@@ -137,10 +137,10 @@ def _stem(word: str) -> str:
     return str(_stemmer().stemWord(word))
 
 
-def _is_stop(word: str) -> bool:
-    """``word`` (case-folded) is a stop word, possibly with a possessive ("what's")."""
+def _is_stop(word: str, stop_words: Collection[str]) -> bool:
+    """``word`` (case-folded) is one of ``stop_words``, possibly with a possessive ("what's")."""
     word = word.replace("’", "'")
-    return word.removesuffix("'s") in STOP_WORDS
+    return word.removesuffix("'s") in stop_words
 
 
 def _tokens(text: str) -> list[str]:
@@ -187,16 +187,16 @@ def neighbour_contexts(texts: Sequence[str], *, window: int = CONTEXT_WINDOW) ->
     ]
 
 
-def query_terms(query: str) -> list[str]:
+def query_terms(query: str, *, stop_words: Collection[str] = STOP_WORDS) -> list[str]:
     """The distinct terms to look up for ``query``, in order of first appearance.
 
-    Stop words (:data:`STOP_WORDS`) are left out unless the query has nothing else. At most
-    ``MAX_QUERY_TERMS`` terms are kept, so a megabyte-long query costs no more than a long
-    sentence.
+    ``stop_words`` (case-folded words; the stores use :data:`STOP_WORDS`) are left out unless
+    the query has nothing else. At most ``MAX_QUERY_TERMS`` terms are kept, so a
+    megabyte-long query costs no more than a long sentence.
     """
     content: dict[str, None] = {}
     stop: dict[str, None] = {}
-    for term, is_stop in _query_candidates(query):
+    for term, is_stop in _query_candidates(query, stop_words):
         chosen = stop if is_stop else content
         if len(chosen) < MAX_QUERY_TERMS:
             chosen.setdefault(term, None)
@@ -205,7 +205,7 @@ def query_terms(query: str) -> list[str]:
     return list(content or stop)
 
 
-def _query_candidates(query: str) -> Iterator[tuple[str, bool]]:
+def _query_candidates(query: str, stop_words: Collection[str]) -> Iterator[tuple[str, bool]]:
     """Each term of ``query`` (repeats included) and whether it is a stop word."""
     for token in _tokens(query):
         if is_cjk(token):
@@ -214,7 +214,7 @@ def _query_candidates(query: str) -> Iterator[tuple[str, bool]]:
         else:
             stem = _stem(token)
             if stem and len(stem) <= MAX_TERM_CHARS:
-                yield stem, _is_stop(token)
+                yield stem, _is_stop(token, stop_words)
 
 
 # --- BM25 ------------------------------------------------------------------------------------
