@@ -185,6 +185,8 @@ def ablation(conversations: Sequence[Any]) -> None:
     """Print the ablation table: all conversations, the tune half and the held-out half."""
     half = len(conversations) // 2
     tune, held = conversations[:half], conversations[half:]
+    if not tune:  # one conversation: no split
+        tune = held
     names = ", ".join(c.sample_id for c in held)
     print(f"\n### Keyword ranking ablation, turn R@{K} (held out: {names})\n")
     print("| idea | all | tune | held out | held out vs baseline |")
