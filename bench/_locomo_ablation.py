@@ -17,6 +17,10 @@ other half (*held out*, never looked at when choosing). The rows:
   to the query at 0.2 of a query term's weight;
 - **b = 0.5**: BM25 with less length normalization (the stores keep b = 0.75, which SQLite
   FTS5 fixes).
+- **per-field**: instead of one weighted bag of terms, BM25 of the text plus 0.5 x BM25 of the
+  context, each field with its own lengths, IDF over the items holding the term in either
+  (what SQLite FTS5 computes for ``bm25(fts, 1.0, 0.5)`` on a two-column table). It stores
+  no repeated terms and leaves the scores of items without context as they were.
 
 The shipped ranking is "stop words + neighbours ±2 at half weight" (``query_terms`` and
 ``indexed_terms`` with ``neighbour_contexts``), which the store rows of ``bench_locomo.py``
@@ -25,6 +29,7 @@ measure through the real backends.
 
 from __future__ import annotations
 
+import math
 import statistics
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
@@ -57,10 +62,12 @@ class Variant:
     summary_lift: float = 0.0
     feedback: float = 0.0
     b: float = 0.75
+    per_field: float = 0.0  # > 0: text BM25 + per_field x context BM25 (see the docstring)
     extra: dict[str, Any] = field(default_factory=dict)
 
 
 SHIPPED: dict[str, Any] = {"stop_words": True, "text_weight": TEXT_WEIGHT, "window": 2}
+PER_FIELD: dict[str, Any] = {"stop_words": True, "window": 2, "per_field": 0.5}
 VARIANTS = (
     Variant("baseline (before issue 12)"),
     Variant("stop words", stop_words=True),
@@ -75,11 +82,12 @@ VARIANTS = (
     Variant("**shipped: stop words + neighbours ±2, half weight**", **SHIPPED),
     Variant("shipped + summary lift", summary_lift=0.3, **SHIPPED),
     Variant("shipped + b = 0.5", b=0.5, **SHIPPED),
+    Variant("stop words + neighbours ±2, per-field (context 0.5)", **PER_FIELD),
 )
 
 
-def _turn_terms(variant: Variant, conversation: Any) -> tuple[list[Any], list[list[str]]]:
-    """The turns of ``conversation`` and the terms each is indexed by under ``variant``."""
+def _fields(variant: Variant, conversation: Any) -> tuple[list[Any], list[str]]:
+    """The turns of ``conversation`` and the context of each under ``variant``."""
     turns = [d for d in conversation.docs if d.kind == TURN]
     by_session: dict[int, list[int]] = {}
     for index, doc in enumerate(turns):
@@ -93,6 +101,12 @@ def _turn_terms(variant: Variant, conversation: Any) -> tuple[list[Any], list[li
                 contexts[i] = context
     if variant.date:
         contexts = [conversation.dates.get(doc.session, "") for doc in turns]
+    return turns, contexts
+
+
+def _turn_terms(variant: Variant, conversation: Any) -> tuple[list[Any], list[list[str]]]:
+    """The turns of ``conversation`` and the terms each is indexed by under ``variant``."""
+    turns, contexts = _fields(variant, conversation)
     terms = [
         document_terms(doc.text) * variant.text_weight + document_terms(context)
         for doc, context in zip(turns, contexts, strict=True)
@@ -108,7 +122,15 @@ def _ranker(variant: Variant, conversation: Any) -> Callable[[str], list[str]]:
     summaries = [d for d in conversation.docs if d.kind == SUMMARY]
     summary_counts = [Counter(document_terms(d.text)) for d in summaries]
 
+    _, contexts = _fields(variant, conversation)
+    fields = [
+        [Counter(document_terms(doc.text)) for doc in turns],
+        [Counter(document_terms(context)) for context in contexts],
+    ]
+
     def bm25(query: Mapping[str, float]) -> list[float]:
+        if variant.per_field:
+            return _per_field_bm25(query, fields, variant)
         return _weighted_bm25(query, counts, lengths, variant.b)
 
     def rank(question: str) -> list[str]:
@@ -139,6 +161,26 @@ def _weighted_bm25(
     for term, weight in query.items():
         for i, score in enumerate(bm25_scores([term], counts, lengths, b=b, k1=BM25_K1)):
             total[i] += weight * score
+    return total
+
+
+def _per_field_bm25(
+    query: Mapping[str, float], fields: Sequence[Sequence[Counter[str]]], variant: Variant
+) -> list[float]:
+    """Text BM25 + ``variant.per_field`` x context BM25; IDF over items holding the term."""
+    texts, contexts = fields
+    size = len(texts)
+    averages = [(sum(c.total() for c in counts) / size) or 1.0 for counts in fields]
+    total = [0.0] * size
+    for term, weight in query.items():
+        hits = sum(1 for i in range(size) if term in texts[i] or term in contexts[i])
+        idf = max(math.log((size - hits + 0.5) / (hits + 0.5)), 1e-6)
+        for scale, column, average in zip((1.0, variant.per_field), fields, averages, strict=True):
+            for i, counts in enumerate(column):
+                tf = counts.get(term, 0)
+                if tf:
+                    norm = BM25_K1 * (1 - variant.b + variant.b * counts.total() / average)
+                    total[i] += weight * scale * idf * tf * (BM25_K1 + 1) / (tf + norm)
     return total
 
 
