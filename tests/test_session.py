@@ -211,14 +211,17 @@ def test_summary_injected_as_part_or_new_message() -> None:
 
 
 def test_rank_history_finds_chinese_keywords() -> None:
-    """BM25 over CJK bigrams finds the older message that mentions the query."""
+    """BM25 over CJK bigrams finds the older message that mentions the query first.
+
+    Its neighbour follows through its context; the tool output is never a note.
+    """
     older = [
         {"role": "user", "content": "我们聊聊天气"},
         {"role": "assistant", "content": "用户喜欢喝咖啡，不喜欢茶"},
         {"role": "tool", "tool_call_id": "x", "content": "咖啡 咖啡 咖啡"},
     ]
     ranked = rank_history(older, "咖啡", limit=5)
-    assert [note.text for note in ranked] == ["用户喜欢喝咖啡，不喜欢茶"]
+    assert [note.text for note in ranked] == ["用户喜欢喝咖啡，不喜欢茶", "我们聊聊天气"]
     assert "message 1" in ranked[0].label
 
 

@@ -10,7 +10,7 @@ path: every path starting with ``p`` (which ends with ``\\x1f``) lies in ``[p, p
 ``p'`` is ``p`` with its last character raised to ``\\x20``; no ``LIKE`` is involved, and
 binary (UTF-8) order of paths equals tuple order of namespaces.
 
-Keyword search runs on an FTS5 table over the space-joined ``document_terms`` of each item
+Keyword search runs on an FTS5 table over the space-joined ``indexed_terms`` of each item
 (kept in sync by triggers); a query is the ``query_terms``, each double-quoted, joined by
 ``OR``, so FTS5 syntax in user text is inert.
 """
@@ -166,6 +166,13 @@ MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (
             PRIMARY KEY (tenant, user_id, session_id)
         )""",
     ),
+    # 3: an item's context (words to find it by), and the text weighed TEXT_WEIGHT (2) times
+    # in its indexed terms: an existing item has no context, so its terms are its text's
+    # terms twice (the update trigger re-indexes each row).
+    (
+        "ALTER TABLE memories ADD COLUMN context TEXT NOT NULL DEFAULT ''",
+        "UPDATE memories SET terms = terms || ' ' || terms WHERE terms <> ''",
+    ),
 )
 
 CREATE_VERSION_TABLE: Final = (
@@ -180,7 +187,8 @@ PRAGMAS: Final = (
 )
 
 _MEMORY_COLUMNS: Final = (
-    "m.id, m.path, m.key, m.text, m.kind, m.tags, m.created_at, m.updated_at, m.expires_at"
+    "m.id, m.path, m.key, m.text, m.kind, m.tags, m.created_at, m.updated_at, m.expires_at, "
+    "m.context"
 )
 _SUMMARY_COLUMNS: Final = (
     "s.tenant, s.user_id, s.session_id, s.version, s.text, s.covers_from, s.covers_to, "
@@ -259,10 +267,11 @@ def _scope(request: SearchRequest, now: float) -> tuple[str, tuple[object, ...]]
 
 
 _UPSERT: Final = """INSERT INTO memories
-    (tenant, path, key, text, kind, tags, terms, created_at, updated_at, expires_at)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+    (tenant, path, key, text, kind, tags, terms, created_at, updated_at, expires_at, context)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 ON CONFLICT (tenant, path, key) DO UPDATE SET
     text = excluded.text, kind = excluded.kind, tags = excluded.tags,
+    context = excluded.context,
     terms = excluded.terms, updated_at = excluded.updated_at,
     expires_at = excluded.expires_at,
     created_at = CASE
@@ -271,7 +280,7 @@ ON CONFLICT (tenant, path, key) DO UPDATE SET
 
 
 def _memory_row(request: PutRequest, terms: Sequence[str], now: float) -> tuple[object, ...]:
-    """The values a put of ``request`` at ``now`` writes (``terms``: its document terms).
+    """The values a put of ``request`` at ``now`` writes (``terms``: its indexed terms).
 
     The last two fill the ``created_at`` rule: a restored ``created_at`` replaces the old
     one; otherwise it survives unless the old item had expired by ``now``.
@@ -281,7 +290,8 @@ def _memory_row(request: PutRequest, terms: Sequence[str], now: float) -> tuple[
     tags = json.dumps(request.tags, ensure_ascii=False, sort_keys=True)
     address = (request.tenant, encode_path(request.namespace), request.key)
     times = (created, request.updated(now), request.expiry(now))
-    return (*address, request.text, request.kind, tags, " ".join(terms), *times, restored, now)
+    values = (*address, request.text, request.kind, tags, " ".join(terms), *times)
+    return (*values, request.context, restored, now)
 
 
 def upsert_memory(request: PutRequest, terms: Sequence[str], now: float) -> Statement:

@@ -101,7 +101,11 @@ def normalize_tags(tags: Mapping[str, object] | None) -> dict[str, str]:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class MemoryItem:
-    """One stored memory: its address (tenant, namespace, key), text, kind, tags and times."""
+    """One stored memory: its address (tenant, namespace, key), text, kind, tags and times.
+
+    ``context`` holds the words it was stored with to be found by, at half the weight of its
+    text (see :mod:`synopsis.memory.ranking`); empty when none were given.
+    """
 
     tenant: str
     namespace: Namespace
@@ -112,6 +116,7 @@ class MemoryItem:
     created_at: datetime
     updated_at: datetime
     expires_at: datetime | None = None
+    context: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,7 +126,7 @@ class NewMemory:
     ``created_at``, ``updated_at`` and ``expires_at`` (aware datetimes) *restore* an item,
     as ``memory import`` does from an export: each one given is stored as it is, instead of
     being stamped from the clock (``created_at`` then replaces that of an existing item).
-    ``expires_at`` and ``ttl`` exclude each other.
+    ``expires_at`` and ``ttl`` exclude each other. ``context``: as for ``put``.
     """
 
     namespace: NamespaceLike
@@ -133,6 +138,7 @@ class NewMemory:
     created_at: datetime | None = None
     updated_at: datetime | None = None
     expires_at: datetime | None = None
+    context: str = ""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -154,8 +160,12 @@ class MemoryStore(Protocol):
     # fmt: off
     def put(self, tenant: str, namespace: NamespaceLike, key: str, text: str, *,
             kind: str = "note", tags: Mapping[str, str] | None = None,
-            ttl: float | None = None, generation: int | None = None) -> MemoryItem:
+            ttl: float | None = None, generation: int | None = None,
+            context: str = "") -> MemoryItem:
         """Insert or replace an item.
+
+        ``context``: words to find the item by that are not its text (the turns around a
+        chat turn, a title, a date); indexed at half the weight of the text, kept on the item.
 
         With ``generation``, the namespace must be a user's (``("user", user_id, ...)``) and
         the item is written only while that user's deletion generation is still
@@ -214,7 +224,8 @@ class AsyncMemoryStore(Protocol):
     # fmt: off
     async def put(self, tenant: str, namespace: NamespaceLike, key: str, text: str, *,
                   kind: str = "note", tags: Mapping[str, str] | None = None,
-                  ttl: float | None = None, generation: int | None = None) -> MemoryItem: ...
+                  ttl: float | None = None, generation: int | None = None,
+                  context: str = "") -> MemoryItem: ...
 
     async def put_many(self, tenant: str, items: Iterable[NewMemory]) -> list[MemoryItem]: ...
 

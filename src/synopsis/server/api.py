@@ -213,7 +213,7 @@ async def put_memory(body: MemoryIn, tenant: Tenant, s: Svc) -> MemoryOut:
     """Insert or replace a long-term memory."""
     item = await s.store.put(
         tenant, body.namespace, body.key or _default_key(body.kind, body.text), body.text,
-        kind=body.kind, tags=body.tags, ttl=body.ttl,
+        kind=body.kind, tags=body.tags, ttl=body.ttl, context=body.context,
     )  # fmt: skip
     return memory_out(item)
 

@@ -159,6 +159,9 @@ class MemoryIn(BaseModel):
     tags: dict[Label, Text] = Field(default_factory=dict, max_length=64)
     #: Seconds until the memory expires.
     ttl: Annotated[float, Field(gt=0, le=1e10)] | None = None
+    #: Words to find the memory by besides its text (e.g. the chat turns around it), indexed
+    #: at half the weight of the text.
+    context: Annotated[Text, Field(max_length=1_000_000)] = ""
 
 
 class MemoryOut(BaseModel):
@@ -170,6 +173,7 @@ class MemoryOut(BaseModel):
     created_at: datetime
     updated_at: datetime
     expires_at: datetime | None
+    context: str = ""
 
 
 class Hit(BaseModel):
@@ -223,6 +227,7 @@ def memory_out(item: MemoryItem) -> MemoryOut:
         created_at=item.created_at,
         updated_at=item.updated_at,
         expires_at=item.expires_at,
+        context=item.context,
     )
 
 
