@@ -24,13 +24,12 @@ from fastapi.responses import Response
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from synopsis import AsyncCompactor, AsyncSessionMemory, AsyncSummarizer, __version__
-from synopsis.errors import MigrationError, StoreError
+from synopsis.errors import MigrationError, StoreError, Unauthorized
 from synopsis.memory import AsyncPostgresStore, AsyncSessionStore, AsyncSQLiteStore
 from synopsis.memory.open import parse_db
 from synopsis.server import errors
 from synopsis.server._sql import MIGRATIONS
 from synopsis.server.db import AsyncDatabase
-from synopsis.server.errors import Unauthorized
 from synopsis.server.jobs import JobQueue, SummaryWorkers
 from synopsis.server.keys import AsyncKeyRing
 from synopsis.server.metrics import CONTENT_TYPE, Metrics, MetricsMiddleware

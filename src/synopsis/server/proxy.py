@@ -29,10 +29,15 @@ from fastapi import APIRouter, Header, Request
 from fastapi.responses import Response, StreamingResponse
 from starlette.background import BackgroundTask
 
-from synopsis.errors import InvalidInput, ModelTimeout, ProviderUnavailable
+from synopsis.errors import (
+    InvalidInput,
+    ModelTimeout,
+    ProviderUnavailable,
+    UpstreamNotConfigured,
+)
 from synopsis.server.api import PRIVATE_KEYS, Svc, public_messages, record_turn
 from synopsis.server.app import Services, Tenant
-from synopsis.server.errors import ERRORS, UpstreamNotConfigured
+from synopsis.server.errors import ERRORS
 from synopsis.server.schemas import ChatCompletionRequest, ErrorBody
 from synopsis.server.summary_cache import compact_stateless
 
