@@ -25,6 +25,13 @@ variable                        field                 value (an empty variable c
 ``SYNOPSIS_SUMMARY_CACHE``      ``summary_cache``     proxy summaries kept for reuse (0 = none)
 ``SYNOPSIS_LEASE_SECONDS``      ``lease_seconds``     a claimed job's lease (> 0)
 ``SYNOPSIS_DRAIN_SECONDS``      ``drain_seconds``     shutdown's wait for running jobs (>= 0)
+``SYNOPSIS_REDACT``             ``redact``            redact secrets and personal data: ``1``,
+                                                      ``true``, ``yes``, ``on`` or ``0``,
+                                                      ``false``, ``no``, ``off``
+``SYNOPSIS_REDACT_MODE``        ``redact_mode``       ``mask``, ``hash`` or ``drop`` (turns
+                                                      redaction on unless ``redact`` says off)
+``SYNOPSIS_REDACT_HASH_KEY``    ``redact_hash_key``   the key of ``hash`` mode's tokens, 16+
+                                                      characters (a secret: never shown)
 ``SYNOPSIS_LOG_LEVEL``          ``log_level``         ``critical`` .. ``debug``
 ==============================  ====================  =============================================
 
@@ -50,10 +57,12 @@ from typing import Any, Final, Literal, TypeVar, get_args
 from synopsis.errors import ConfigError, InvalidInput
 from synopsis.memory._checks import check_tenant
 from synopsis.memory.open import DEFAULT_DB
+from synopsis.redact import Mode
 
 __all__ = [
     "EMBEDDERS",
     "LOG_LEVELS",
+    "REDACT_MODES",
     "VARIABLES",
     "EmbedderName",
     "LogLevel",
@@ -66,6 +75,8 @@ EmbedderName = Literal["none", "e5"]
 EMBEDDERS: Final[tuple[EmbedderName, ...]] = get_args(EmbedderName)
 LogLevel = Literal["critical", "error", "warning", "info", "debug"]
 LOG_LEVELS: Final[tuple[LogLevel, ...]] = get_args(LogLevel)
+#: How redaction writes what it takes out (:class:`~synopsis.redact.Redactor`'s ``mode``).
+REDACT_MODES: Final[tuple[Mode, ...]] = get_args(Mode)
 T = TypeVar("T")
 _SCHEMA_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")
 
@@ -95,6 +106,9 @@ class Settings:
     summary_cache: int | None = None
     lease_seconds: float | None = None
     drain_seconds: float | None = None
+    redact: bool | None = None
+    redact_mode: Mode | None = None
+    redact_hash_key: str | None = field(default=None, repr=False)
     log_level: LogLevel | None = None
 
     @classmethod
@@ -146,6 +160,22 @@ def _secret(raw: str) -> str:
     if not raw.strip() or not raw.isprintable():
         raise ValueError("must be a non-blank key of printable characters (value not shown)")
     return raw.strip()
+
+
+def _hash_key(raw: str) -> str:
+    key = _secret(raw)
+    if len(key) < 16:
+        raise ValueError("must be at least 16 characters (value not shown)")
+    return key
+
+
+def _boolean(raw: str) -> bool:
+    word = raw.strip().lower()
+    if word in ("1", "true", "yes", "on"):
+        return True
+    if word in ("0", "false", "no", "off"):
+        return False
+    raise ValueError(f"must be one of 1, true, yes, on, 0, false, no, off, not {raw[:40]!r}")
 
 
 def _url(raw: str) -> str:
@@ -221,5 +251,8 @@ _PARSERS: Final[Mapping[str, Callable[[str], Any]]] = {
     "summary_cache": _integer(0),
     "lease_seconds": _seconds(positive=True),
     "drain_seconds": _seconds(positive=False),
+    "redact": _boolean,
+    "redact_mode": _choice(REDACT_MODES),
+    "redact_hash_key": _hash_key,
     "log_level": _choice(LOG_LEVELS),
 }

@@ -4,8 +4,11 @@
 
     SynopsisError
     ├── ConfigError                 a programming or configuration mistake; never retried
+    │   └── UpstreamNotConfigured   the service's proxy has no upstream to forward to
     ├── InvalidInput                bad messages, transcripts or arguments (also ValueError)
-    │   └── InvalidMessage          one message is wrong; .index and .field say where
+    │   ├── InvalidMessage          one message is wrong; .index and .field say where
+    │   └── SessionConflict         the service's session id is taken by another user
+    ├── Unauthorized                the service got no API key, or an unknown or revoked one
     ├── ModelError                  a model call failed; .model
     │   ├── TransientModelError     worth retrying
     │   │   ├── RateLimited         .retry_after seconds, when the provider said
@@ -24,6 +27,9 @@
         ├── NotFound                (also KeyError)
         ├── MigrationError
         └── UserDeleted             a write lost to delete_user; nothing was written
+
+The service (``synopsis serve``) answers each with the HTTP status that
+:mod:`synopsis.server.errors` maps it to, and its JSON body names the class.
 
 Third-party exceptions (openai, anthropic, httpx, psycopg, sqlite3) are translated only where
 they are raised, with ``raise ... from exc``; nothing above those seams sees them.
@@ -52,10 +58,13 @@ __all__ = [
     "ProviderUnavailable",
     "RateLimited",
     "RetryExhausted",
+    "SessionConflict",
     "StoreError",
     "SynopsisError",
     "TenantMismatch",
     "TransientModelError",
+    "Unauthorized",
+    "UpstreamNotConfigured",
     "UserDeleted",
 ]
 
@@ -102,6 +111,14 @@ class InvalidInput(SynopsisError, ValueError):
     index: int | None = None
 
 
+class UpstreamNotConfigured(ConfigError):
+    """The service's proxy has no upstream to forward to (HTTP 503)."""
+
+
+class Unauthorized(SynopsisError):
+    """The service got no API key, or one that is unknown or revoked (HTTP 401)."""
+
+
 class InvalidMessage(InvalidInput):
     """One message is malformed; ``index`` is its position and ``field`` the offending key."""
 
@@ -113,6 +130,10 @@ class InvalidMessage(InvalidInput):
         self.index = index
         self.field = field
         self.reason = message
+
+
+class SessionConflict(InvalidInput):
+    """The session id is taken by another user of the same tenant (HTTP 409)."""
 
 
 class ModelError(SynopsisError):

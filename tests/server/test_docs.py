@@ -13,6 +13,7 @@ changes, textually, so the commands work on a test machine:
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shlex
@@ -182,3 +183,18 @@ def test_the_replicas_walkthrough_runs(reader: Reader, postgres_url: str, pg_sch
     assert language == "sh" and len(reader.servers) == 2
     # The memory written through replica one, read back through replica two.
     assert output.count('"text":"written through replica one"') == 2
+
+
+def test_the_redaction_example_runs(reader: Reader) -> None:
+    """``--redact --redact-mode hash``: the values are gone, one token names the same address."""
+    output = "".join(
+        reader.run_sh(code) for _, code in sections()["Redact secrets and personal data"]
+    )
+    assert len(reader.servers) == 1
+    assert "AKIAIOSFODNN7EXAMPLE" not in output and "ops@example.com" not in output
+    answer = json.loads(output)
+    first, second = (m["content"] for m in answer["messages"])
+    email = re.search(r"\[EMAIL#[0-9a-f]{8}\]", first)
+    assert email is not None and email.group() in second
+    assert "[AWS_ACCESS_KEY#" in first
+    assert answer["report"]["redacted"] == {"aws_access_key": 1, "email": 2}

@@ -12,7 +12,7 @@ import pytest
 from click.testing import CliRunner, Result
 
 from synopsis import KeepTail, Trigger
-from synopsis.cli.serve import build_options, keys, resolve, serve
+from synopsis.cli.serve import keys, options_from, serve
 from synopsis.config import VARIABLES, Settings
 from synopsis.errors import ConfigError
 from synopsis.server import ServerOptions
@@ -33,6 +33,9 @@ ENVIRONMENT = {
     "SYNOPSIS_SUMMARY_CACHE": "64",
     "SYNOPSIS_LEASE_SECONDS": "12.5",
     "SYNOPSIS_DRAIN_SECONDS": "0",
+    "SYNOPSIS_REDACT": "yes",
+    "SYNOPSIS_REDACT_MODE": "hash",
+    "SYNOPSIS_REDACT_HASH_KEY": "k" * 32,
     "SYNOPSIS_LOG_LEVEL": "debug",
 }
 
@@ -48,13 +51,14 @@ def run(command: object, *args: str, env: dict[str, str | None]) -> Result:
 
 def test_every_server_variable_reaches_the_options() -> None:
     """With no flags, each SYNOPSIS_* variable sets its option."""
-    options, log_level = build_options(resolve(no_flags(), ENVIRONMENT))
+    options, log_level = options_from(no_flags(), ENVIRONMENT)
     assert options == ServerOptions(
         db="postgresql://u:pw@db/synopsis", schema="tenant_a", host="0.0.0.0", port=9001,
         upstream="https://llm.example.com/v1", upstream_api_key="sk-upstream",
         model="openai:gpt-4o-mini", workers=7, summarize_every=12,
         trigger=Trigger(tokens=5000, messages=30), keep_tail=KeepTail(messages=6),
         summary_cache=64, lease_seconds=12.5, drain_seconds=0.0,
+        redact=True, redact_mode="hash", redact_hash_key="k" * 32,
     )  # fmt: skip
     assert log_level == "debug"
     # Every variable of the table is one the server or the memory CLI uses.
@@ -64,20 +68,20 @@ def test_every_server_variable_reaches_the_options() -> None:
 def test_no_variables_and_no_flags_give_the_server_defaults() -> None:
     """Unset (or empty) variables leave ServerOptions' own defaults in place."""
     empty = dict.fromkeys(ENVIRONMENT, "")
-    assert build_options(resolve(no_flags(), empty)) == (ServerOptions(), "info")
+    assert options_from(no_flags(), empty) == (ServerOptions(), "info")
 
 
 def test_a_flag_beats_its_variable() -> None:
     """--port and --upstream given: SYNOPSIS_PORT and SYNOPSIS_UPSTREAM are not used."""
     flags = {**no_flags(), "port": 8123, "upstream": "http://127.0.0.1:9/v1"}
-    options, _ = build_options(resolve(flags, ENVIRONMENT))
+    options, _ = options_from(flags, ENVIRONMENT)
     assert (options.port, options.upstream) == (8123, "http://127.0.0.1:9/v1")
     assert options.workers == 7  # the rest still comes from the environment
 
 
 def test_the_trigger_takes_one_part_from_the_environment() -> None:
     """SYNOPSIS_TRIGGER_MESSAGES alone keeps the default token trigger beside it."""
-    options, _ = build_options(resolve(no_flags(), {"SYNOPSIS_TRIGGER_MESSAGES": "50"}))
+    options, _ = options_from(no_flags(), {"SYNOPSIS_TRIGGER_MESSAGES": "50"})
     assert options.trigger == Trigger(tokens=Trigger.default().tokens, messages=50)
 
 
@@ -93,6 +97,9 @@ def test_the_trigger_takes_one_part_from_the_environment() -> None:
         ("SYNOPSIS_LOG_LEVEL", "loud", "SYNOPSIS_LOG_LEVEL must be one of critical, error"),
         ("SYNOPSIS_UPSTREAM", "ftp://user:pw@host", "SYNOPSIS_UPSTREAM must be an http://"),
         ("SYNOPSIS_UPSTREAM_API_KEY", " \t", "SYNOPSIS_UPSTREAM_API_KEY must be a non-blank"),
+        ("SYNOPSIS_REDACT", "maybe", "SYNOPSIS_REDACT must be one of 1, true, yes, on, 0,"),
+        ("SYNOPSIS_REDACT_MODE", "blur", "SYNOPSIS_REDACT_MODE must be one of mask, hash, drop"),
+        ("SYNOPSIS_REDACT_HASH_KEY", "short", "SYNOPSIS_REDACT_HASH_KEY must be at least 16"),
     ],
 )
 def test_a_malformed_variable_is_one_line_and_exit_code_2(
@@ -110,6 +117,8 @@ def test_secrets_are_never_echoed() -> None:
     for variable, value in [
         ("SYNOPSIS_UPSTREAM", "ftp://user:hunter2@host"),
         ("SYNOPSIS_UPSTREAM_API_KEY", "sk-hunter2\n"),
+        ("SYNOPSIS_REDACT_HASH_KEY", "hunter2"),
+        ("SYNOPSIS_REDACT_HASH_KEY", "hunter2-hunter2-\x07"),
     ]:
         with pytest.raises(ConfigError) as caught:
             Settings.from_env({variable: value})
@@ -117,6 +126,8 @@ def test_secrets_are_never_echoed() -> None:
     settings = Settings.from_env({"SYNOPSIS_UPSTREAM_API_KEY": "sk-hunter2"})
     assert settings.upstream_api_key == "sk-hunter2" and "hunter2" not in repr(settings)
     assert "hunter2" not in repr(ServerOptions(upstream_api_key="sk-hunter2"))
+    options = ServerOptions(redact=True, redact_mode="hash", redact_hash_key="hunter2" * 3)
+    assert "hunter2" not in repr(options) and "hunter2" not in str(options.describe())
 
 
 def test_a_flag_beats_a_malformed_variable() -> None:
@@ -154,3 +165,52 @@ def test_help_names_every_variable_and_shows_no_configured_value() -> None:
         assert variable in text
     assert "(env SYNOPSIS_PORT; default 8000)" in text
     assert "hunter2" not in text
+
+
+def test_redaction_is_off_unless_asked_for() -> None:
+    """No flag, no variable: redaction is off, and ``describe`` (logged at start) says so."""
+    options, _ = options_from(no_flags(), {})
+    assert (options.redact, options.redact_mode, options.redact_hash_key) == (False, "mask", None)
+    assert options.describe()["redact"] == "off"
+
+
+@pytest.mark.parametrize(
+    ("flags", "environ", "expected"),
+    [
+        ({"redact": True}, {}, (True, "mask")),
+        ({}, {"SYNOPSIS_REDACT": "on"}, (True, "mask")),
+        ({}, {"SYNOPSIS_REDACT": "0", "SYNOPSIS_REDACT_MODE": "hash"}, (False, "hash")),
+        # A mode alone turns redaction on, as ``compact --redact-mode`` does.
+        ({"redact_mode": "drop"}, {}, (True, "drop")),
+        ({}, {"SYNOPSIS_REDACT_MODE": "hash"}, (True, "hash")),
+        # Flags win: --no-redact over SYNOPSIS_REDACT, --redact-mode over SYNOPSIS_REDACT_MODE.
+        ({"redact": False}, {"SYNOPSIS_REDACT": "true"}, (False, "mask")),
+        ({"redact_mode": "mask"}, {"SYNOPSIS_REDACT_MODE": "hash"}, (True, "mask")),
+    ],
+)
+def test_the_redaction_policy_comes_from_flags_then_variables(
+    flags: dict[str, object], environ: dict[str, str], expected: tuple[bool, str]
+) -> None:
+    options, _ = options_from({**no_flags(), **flags}, environ)
+    assert (options.redact, options.redact_mode) == expected
+
+
+def test_the_hash_key_comes_from_its_variable_and_keys_the_tokens() -> None:
+    """SYNOPSIS_REDACT_HASH_KEY (no flag: it is a secret) makes every process's redactor write
+    the same token for a value; without it each redactor draws its own key."""
+    environ = {"SYNOPSIS_REDACT_MODE": "hash", "SYNOPSIS_REDACT_HASH_KEY": "replica-shared-key"}
+    keyed, _ = options_from(no_flags(), environ)
+    assert keyed.redact_hash_key == "replica-shared-key"
+    text = "mail dana@example.com"
+    one, two = (keyed.new_redactor().redact_text(text).text for _ in range(2))
+    assert one == two and one.startswith("mail [EMAIL#")
+    unkeyed, _ = options_from(no_flags(), {"SYNOPSIS_REDACT_MODE": "hash"})
+    assert unkeyed.new_redactor().redact_text(text).text != one
+    assert "--redact-hash-key" not in run(serve, "--help", env={}).output
+
+
+def test_a_bad_redaction_option_is_a_config_error() -> None:
+    with pytest.raises(ConfigError, match="redact_mode must be one of mask, hash, drop"):
+        ServerOptions(redact_mode="blur")  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match="redact_hash_key must not be blank"):
+        ServerOptions(redact_hash_key="  ")

@@ -17,10 +17,10 @@ import click
 from synopsis import KeepTail, Trigger
 from synopsis.cli import emit_json
 from synopsis.cli._errors import fail, guarded
-from synopsis.config import LOG_LEVELS, VARIABLES, Settings
+from synopsis.config import LOG_LEVELS, REDACT_MODES, VARIABLES, Settings
 from synopsis.server.options import ServerOptions
 
-__all__ = ["keys", "serve"]
+__all__ = ["build_options", "keys", "options_from", "resolve", "serve"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 #: Bytes of request line and headers uvicorn accepts (its default is 16 KiB): a long
@@ -41,7 +41,10 @@ _DEFAULTS: dict[str, object] = {
     "keep_tail": _D.keep_tail.messages, "summary_cache": _D.summary_cache, "hybrid": "off",
     "lease_seconds": _D.lease_seconds, "poll_seconds": _D.poll_seconds,
     "outbox_seconds": _D.outbox_seconds, "drain_seconds": _D.drain_seconds, "log_level": "info",
+    "redact": "off", "redact_mode": _D.redact_mode,
 }  # fmt: skip
+#: Settings with no flag: a secret on the command line shows in the process list.
+_ENV_ONLY = ("redact_hash_key",)
 
 
 def _option(name: str, help: str = "", **settings: Any) -> Callable[[F], F]:
@@ -81,6 +84,11 @@ def _options(fn: F) -> F:
         _option("--poll-seconds", type=click.FloatRange(min=0.01)),
         _option("--outbox-seconds", type=click.FloatRange(min=0.01)),
         _option("--drain-seconds", "Shutdown's wait for running summary jobs.", type=seconds),
+        _option("--redact/--no-redact", "Take secrets and personal data out of what is sent to "
+                "a summarizer, stored, returned by /v1/compact or sent upstream compacted."),
+        _option("--redact-mode", "mask, hash (one token per value, keyed by "
+                f"{VARIABLES['redact_hash_key']}) or drop. Turns --redact on.",
+                type=click.Choice(REDACT_MODES)),
         _option("--log-level", type=click.Choice(LOG_LEVELS)),
     ]  # fmt: skip
     for flag in reversed(flags):
@@ -113,7 +121,14 @@ def build_options(flags: dict[str, Any]) -> tuple[ServerOptions, str]:
         trigger = Trigger(tokens=tokens or None, messages=flags.pop("trigger_messages", 0) or None)
     keep_tail = KeepTail(messages=flags.pop("keep_tail", _D.keep_tail.messages))
     log_level = flags.pop("log_level", "info")
+    flags.setdefault("redact", "redact_mode" in flags)  # a mode alone turns redaction on
     return ServerOptions(trigger=trigger, keep_tail=keep_tail, **flags), log_level
+
+
+def options_from(flags: dict[str, Any], environ: Mapping[str, str]) -> tuple[ServerOptions, str]:
+    """ServerOptions and the log level: the flags given, then the variables (of the flags
+    missing and of the settings that have no flag), then the defaults."""
+    return build_options(resolve({**dict.fromkeys(_ENV_ONLY), **flags}, environ))
 
 
 @click.command()
@@ -126,7 +141,7 @@ def serve(**flags: Any) -> None:
     A flag not given is read from its SYNOPSIS_* environment variable (named in its help);
     a flag given always wins.
     """
-    options, log_level = build_options(resolve(flags, os.environ))
+    options, log_level = options_from(flags, os.environ)
     try:
         import uvicorn
 

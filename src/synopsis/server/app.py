@@ -23,14 +23,13 @@ from fastapi import Depends, FastAPI, Request
 from fastapi.responses import Response
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
-from synopsis import AsyncCompactor, AsyncSessionMemory, AsyncSummarizer, __version__
-from synopsis.errors import MigrationError, StoreError
+from synopsis import AsyncCompactor, AsyncSessionMemory, AsyncSummarizer, Redactor, __version__
+from synopsis.errors import MigrationError, StoreError, Unauthorized
 from synopsis.memory import AsyncPostgresStore, AsyncSessionStore, AsyncSQLiteStore
 from synopsis.memory.open import parse_db
 from synopsis.server import errors
 from synopsis.server._sql import MIGRATIONS
 from synopsis.server.db import AsyncDatabase
-from synopsis.server.errors import Unauthorized
 from synopsis.server.jobs import JobQueue, SummaryWorkers
 from synopsis.server.keys import AsyncKeyRing
 from synopsis.server.metrics import CONTENT_TYPE, Metrics, MetricsMiddleware
@@ -101,6 +100,11 @@ class Services:
     summary_cache: SummaryCache
     summarizer: AsyncSummarizer
     http: httpx.AsyncClient
+    #: This process's redactor (one hash key for every request), for ``/v1/compact``'s
+    #: per-request ``redact`` too.
+    redactor: Redactor
+    #: The server-wide policy: ``redactor`` when ``options.redact`` is on, else None.
+    redact: Redactor | None
 
 
 def services(request: Request) -> Services:
@@ -153,25 +157,28 @@ async def _start(app: FastAPI, options: ServerOptions, build: _Builders) -> Serv
     summarizer = AsyncSummarizer(model=build.model or options.model, on_event=[metrics.observe])
     histories = AsyncSessionHistories(db)
     queue = JobQueue(db)
+    redactor = options.new_redactor()
+    redact = redactor if options.redact else None
     workers = SummaryWorkers(
         queue=queue, histories=histories, store=store, summarizer=summarizer,
-        options=options, on_event=metrics.observe,
+        options=options, on_event=metrics.observe, redact=redact,
     )  # fmt: skip
     window = options.window_messages
     return Services(
         options=options, metrics=metrics, db=db, store=store, keys=AsyncKeyRing(db),
-        histories=histories, queue=queue, workers=workers,
+        histories=histories, queue=queue, workers=workers, redactor=redactor, redact=redact,
         memory=AsyncSessionMemory(
             store=store, summarizer=None, window_messages=window, hybrid=options.hybrid,
-            recall_limit=options.recall_limit, on_event=[metrics.observe],
+            recall_limit=options.recall_limit, on_event=[metrics.observe], redact=redact,
         ),
         proxy_memory=AsyncSessionMemory(
             store=store, summarizer=None, window_messages=window, hybrid=True,
-            recall_limit=options.recall_limit, on_event=[metrics.observe],
+            recall_limit=options.recall_limit, on_event=[metrics.observe], redact=redact,
         ),
         compactor=AsyncCompactor(
             summarizer=summarizer, trigger=options.trigger, keep_tail=options.keep_tail,
             counter=TokenCounter(estimator=_remembered_estimate()), on_event=[metrics.observe],
+            redact=redact,
         ),
         summary_cache=SummaryCache(options.summary_cache),
         summarizer=summarizer,

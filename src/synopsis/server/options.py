@@ -11,10 +11,11 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from synopsis import KeepTail, Trigger
-from synopsis.config import check_schema_name
+from synopsis import KeepTail, Redactor, Trigger
+from synopsis.config import REDACT_MODES, check_schema_name
 from synopsis.errors import ConfigError
 from synopsis.memory.open import DEFAULT_DB
+from synopsis.redact import Mode
 
 __all__ = ["ServerOptions"]
 
@@ -63,6 +64,17 @@ class ServerOptions:
     #: On shutdown, how long to wait for running summary jobs before giving up on them
     #: (their leases then run out and another replica, or the next start, retries them).
     drain_seconds: float = 30.0
+    #: Take secrets and personal data out of everything the server sends a summarizer, stores
+    #: (summaries, memories, session histories), returns from ``/v1/compact`` or sends upstream
+    #: compacted. Off by default; ``/v1/compact`` may still ask for it per request.
+    redact: bool = False
+    #: ``mask`` (``[REDACTED:email]``), ``hash`` (``[EMAIL#3f2a9c1b]``: one token per value)
+    #: or ``drop``.
+    redact_mode: Mode = "mask"
+    #: The key of ``hash`` mode's tokens. Replicas given the same key write the same token for
+    #: a value; without one each process draws a random key, so its tokens are stable per
+    #: process only.
+    redact_hash_key: str | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         try:
@@ -79,14 +91,35 @@ class ServerOptions:
             raise ConfigError(f"summary_cache must be >= 0, not {self.summary_cache}")
         if self.drain_seconds < 0:
             raise ConfigError("drain_seconds must be >= 0")
+        if self.redact_mode not in REDACT_MODES:
+            raise ConfigError(f"redact_mode must be one of {', '.join(REDACT_MODES)}, "
+                              f"not {self.redact_mode!r}")  # fmt: skip
+        if self.redact_hash_key is not None and not self.redact_hash_key.strip():
+            raise ConfigError("redact_hash_key must not be blank")
 
     @property
     def upstream_url(self) -> str | None:
         """The upstream base URL without a trailing slash."""
         return self.upstream.rstrip("/") if self.upstream else None
 
+    @property
+    def redaction(self) -> str:
+        """The redaction policy in one word: ``off`` or its mode."""
+        return self.redact_mode if self.redact else "off"
+
+    def new_redactor(self) -> Redactor:
+        """A redactor of ``redact_mode`` keyed with ``redact_hash_key`` (a random key when
+        there is none): the server makes one at start-up and uses it for every request."""
+        key = self.redact_hash_key.encode() if self.redact_hash_key else None
+        return Redactor(mode=self.redact_mode, hash_key=key)
+
+    def summary_shape(self) -> list[str]:
+        """What else than the messages shapes a proxy summary (part of its cache key): a
+        summary made without redaction is never served while redaction is on."""
+        return [self.model, repr(self.trigger), repr(self.keep_tail), self.redaction]
+
     def describe(self) -> dict[str, Any]:
-        """The options without secrets (the upstream key, a database password)."""
+        """The options without secrets (the upstream key, a database password, the hash key)."""
         return {
             "db": _redact_url(self.db),
             "schema": self.schema,
@@ -94,6 +127,7 @@ class ServerOptions:
             "model": self.model,
             "workers": self.workers,
             "summarize_every": self.summarize_every,
+            "redact": self.redaction,
         }
 
 

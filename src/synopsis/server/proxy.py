@@ -29,10 +29,16 @@ from fastapi import APIRouter, Header, Request
 from fastapi.responses import Response, StreamingResponse
 from starlette.background import BackgroundTask
 
-from synopsis.errors import InvalidInput, ModelTimeout, ProviderUnavailable
+from synopsis.compaction.redaction import redact_history
+from synopsis.errors import (
+    InvalidInput,
+    ModelTimeout,
+    ProviderUnavailable,
+    UpstreamNotConfigured,
+)
 from synopsis.server.api import PRIVATE_KEYS, Svc, public_messages, record_turn
 from synopsis.server.app import Services, Tenant
-from synopsis.server.errors import ERRORS, UpstreamNotConfigured
+from synopsis.server.errors import ERRORS
 from synopsis.server.schemas import ChatCompletionRequest, ErrorBody
 from synopsis.server.summary_cache import compact_stateless
 
@@ -92,8 +98,17 @@ def _response_headers(upstream: httpx.Response) -> dict[str, str]:
 async def _with_session(
     s: Services, tenant: str, ids: tuple[str, str], messages: list[dict[str, Any]]
 ) -> list[dict[str, Any]]:
-    """Record the turn and return the session's context for this call."""
+    """Record the turn and return the session's context for this call.
+
+    With the redaction policy on, the context is built from the redacted turns (the server
+    keeps no other): its window, the notes it recalls from older turns and the summary hold
+    no value the redactor finds, below the trigger too. The caller's leading system
+    messages stay as they are.
+    """
     user, session = ids
+    if s.redact is not None:
+        clean, _ = redact_history(s.redact, messages)
+        messages = [dict(m) for m in clean]
     start = next(
         (i for i, m in enumerate(messages) if m.get("role") not in ("system", "developer")),
         len(messages),
@@ -102,7 +117,7 @@ async def _with_session(
     info = await s.histories.info(tenant, session)
     stored = info.message_count if info is not None else 0
     if len(body) > stored:
-        await record_turn(s, tenant, (user, session), body[stored:])
+        await record_turn(s, tenant, (user, session), body[stored:], redacted=True)
     return await s.proxy_memory.build_context(tenant, user, session, messages)
 
 
@@ -202,10 +217,9 @@ async def _compacted(
 ) -> list[dict[str, Any]] | None:
     """A stateless history compacted over the trigger (reusing a summary of its prefix);
     None below it."""
-    o = s.options
     return await compact_stateless(
         s.compactor, s.summary_cache, tenant, messages, tools=tools,
-        options=[o.model, repr(o.trigger), repr(o.keep_tail)],
+        options=s.options.summary_shape(),
         count=lambda outcome: s.metrics.summary_cache.labels(outcome).inc(),
     )  # fmt: skip
 

@@ -91,6 +91,12 @@ class CompactRequest(BaseModel):
     keep_tail: Count = 0
     #: Compact even if no trigger fires.
     force: bool = False
+    redact: bool = Field(
+        default=False,
+        description="Take secrets and personal data out of the summarizer's request and the "
+        "response (the server's redaction mode). It can turn redaction on, never off: with "
+        "the server's policy on, every request is redacted.",
+    )
 
 
 class CompactReport(BaseModel):
@@ -104,6 +110,8 @@ class CompactReport(BaseModel):
     skipped: str | None
     fallback: str | None
     error: dict[str, Any] | None
+    #: Values redacted, by kind (never the values); empty when redaction is off.
+    redacted: dict[str, int] = Field(default_factory=dict)
 
 
 class CompactResponse(BaseModel):

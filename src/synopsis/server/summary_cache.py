@@ -17,6 +17,9 @@ the longer prefix.
 * **Tenant-scoped**: the tenant is part of the key; one tenant's summaries never serve another.
 * **Correct**: any change in the prefix (an edited message, another system prompt, other
   tools) changes the hash, so it misses.
+* **Redacted**: with the server's redaction on, the redaction mode is part of the key (a
+  summary made without it never serves), and a hit's messages after the prefix are redacted
+  before they go upstream, as a compaction's kept tail is.
 * **Bounded**: least recently used entries go first beyond ``summary_cache`` entries (or 64 MiB
   of them); 0 turns the cache off. It lives in one process (each replica has its own).
 
@@ -32,6 +35,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal
 
 from synopsis import AsyncCompactor
+from synopsis.compaction.redaction import redact_history
 
 __all__ = ["SummaryCache", "common_suffix", "compact_stateless", "prefix_hashes"]
 
@@ -121,7 +125,9 @@ async def compact_stateless(
     candidate = [*replacement, *(dict(m) for m in messages[reused:])]
     if reused and not compactor.should_compact(candidate, tools=tools).fired:
         count("hit")
-        return candidate
+        # The replacement was redacted when it was made; the messages after it were not.
+        clean, _ = redact_history(compactor.options.redact, candidate)
+        return [dict(m) for m in clean]
     count("miss")
     result = await compactor.compact(candidate, tools=tools, force=False)
     if result.compacted:
