@@ -227,3 +227,16 @@ async def test_a_summary_made_without_redaction_is_never_served_with_it_on() -> 
     assert outcomes == ["miss", "miss"] and len(model.requests) == 2
     assert leaks(PLANTED.values, strings(sent)) == []
     assert options.summary_shape() != ServerOptions().summary_shape()
+
+
+def test_memories_put_through_the_api_are_stored_redacted(start_server: StartServer) -> None:
+    """POST /v1/memories with the policy on: text and context are redacted before storage."""
+    secret, mail = "ghp_" + "a1B2c3D4e5" * 3 + "f6G7h8", "dana.lopez@example-mail.com"
+    body = {"namespace": ["user", "u1"], "key": "k", "text": f"key {secret}", "context": mail}
+    for policy in (True, False):
+        with start_server(redact=policy) as live, live.client(live.key("acme")) as client:
+            put = client.post("/v1/memories", json=body)
+            got = client.get("/v1/memories/user/u1/k")
+        assert put.status_code == 201 and got.status_code == 200, (put.text, got.text)
+        stored = got.json()
+        assert (secret in stored["text"], mail in stored["context"]) == (not policy,) * 2

@@ -235,10 +235,14 @@ def _default_key(kind: str, text: str) -> str:
 
 @router.post("/v1/memories", tags=["memories"], status_code=201, response_model=MemoryOut)
 async def put_memory(body: MemoryIn, tenant: Tenant, s: Svc) -> MemoryOut:
-    """Insert or replace a long-term memory."""
+    """Insert or replace a long-term memory (redacted first when the server's policy is on)."""
+    text, context = body.text, body.context
+    if s.redact is not None:
+        text = s.redact.redact_text(text).text
+        context = None if context is None else s.redact.redact_text(context).text
     item = await s.store.put(
-        tenant, body.namespace, body.key or _default_key(body.kind, body.text), body.text,
-        kind=body.kind, tags=body.tags, ttl=body.ttl, context=body.context,
+        tenant, body.namespace, body.key or _default_key(body.kind, text), text,
+        kind=body.kind, tags=body.tags, ttl=body.ttl, context=context,
     )  # fmt: skip
     return memory_out(item)
 
