@@ -151,3 +151,24 @@ def test_a_value_the_model_writes_itself_is_redacted_before_it_is_stored() -> No
     assert stored is not None and stored.text == "Write to  about it."
     assert not leaks(["ana.silva@example.org"], strings(store))
     assert [e.name for e in events] == ["session_summary_started", "session_summary_saved"]
+
+
+@pytest.mark.parametrize("redact", [True, False])
+def test_the_built_context_is_redacted_like_a_compaction(redact: bool) -> None:
+    """build_context with redact= (hybrid): the window, the notes quoted from older turns, a
+    summary stored before redaction was on and memories written without it hold no planted
+    value; the caller's system prompt is left as it is. Without redact= they do leak."""
+    store = InMemoryStore()
+    with SessionMemory(store=store, summarizer=Summarizer(model=EchoModel())) as plain:
+        plain.after_turn(*IDS, PLANTED.messages[:40])
+        assert plain.drain(30)
+    for index, message in enumerate(PLANTED.messages[1:40]):
+        store.put("t1", ("user", "u1", "notes"), f"n{index}", str(message["content"]))
+    options: dict[str, Any] = {"hybrid": True, "recall_limit": 8, "window_messages": 12}
+    with SessionMemory(store=store, summarizer=None, redact=redact, **options) as mem:
+        context = mem.build_context(
+            *IDS, PLANTED.messages[1:], system_prompt="Be brief.", query=PLANTED.values[0]
+        )
+    assert context[0]["role"] == "system" and str(context[0]["content"]).startswith("Be brief.")
+    found = leaks(PLANTED.values, strings(context))
+    assert (found == []) is redact, found

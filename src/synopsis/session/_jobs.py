@@ -46,7 +46,12 @@ from synopsis.memory._types import (
     validate_tenant,
 )
 from synopsis.session._events import summarize_timeout_error
-from synopsis.session._redaction import SummaryRequest, redacted_text, summary_request
+from synopsis.session._redaction import (
+    SummaryRequest,
+    context_inputs,
+    redacted_text,
+    summary_request,
+)
 from synopsis.session._state import (
     Job,
     Registry,
@@ -468,6 +473,7 @@ def build_context(
         yield Emit(cut)
     question = recall_query(body, query)
     hits = yield from _recall_notes(settings, ids, question)
+    body, summary, hits = context_inputs(settings.redactor, body, summary, hits)
     return build_messages(
         settings,
         system=system,
