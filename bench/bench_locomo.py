@@ -9,10 +9,13 @@ session's summary as a memory of kind ``summary``, all under the namespace
 - *session recall@k*: the share of its evidence sessions that own at least one of the top k
   hits, turns and summaries alike.
 
-Every method sees the same documents and the question text as its query. Run
-``python bench/bench_locomo.py`` (``--postgres-url`` adds our PostgreSQL backend,
-``--no-embeddings`` skips the E5 rows). The data is read from ``../shared/data/locomo``
-(CC BY-NC); nothing from it is copied into the repository.
+Every method sees the same documents and the question text as its query. Our stores are
+also given each turn's ``context``: the two turns before and after it in its session
+(``ranking.neighbour_contexts``), as a user storing chat turns would put them; the row
+"no context" leaves it out. Run ``python bench/bench_locomo.py`` (``--postgres-url`` adds
+our PostgreSQL backend, ``--no-embeddings`` skips the E5 rows, ``--no-ablation`` the
+ablation table of the keyword ranking, see ``_locomo_ablation.py``). The data is read from
+``../shared/data/locomo`` (CC BY-NC); nothing from it is copied into the repository.
 """
 
 from __future__ import annotations
@@ -29,6 +32,8 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
+
+from synopsis.memory.ranking import neighbour_contexts
 
 DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared/data/locomo/locomo_dev6.json"
 TENANT = "locomo"
@@ -54,6 +59,7 @@ class Doc:
     session: int
     kind: str
     text: str
+    context: str = ""  # for a turn: the turns around it in its session
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,6 +76,7 @@ class Conversation:
     docs: tuple[Doc, ...]
     questions: tuple[Question, ...]
     dropped_evidence: int
+    dates: dict[int, str]  # session -> its date and time, as the data gives it
 
 
 def turn_text(turn: dict[str, Any]) -> str:
@@ -102,7 +109,12 @@ def load(path: Path) -> list[Conversation]:
             if not match or not isinstance(turns, list):
                 continue
             session = int(match[1])
-            docs += [Doc(t["dia_id"], session, TURN, turn_text(t)) for t in turns]
+            texts = [turn_text(t) for t in turns]
+            contexts = neighbour_contexts(texts)
+            docs += [
+                Doc(t["dia_id"], session, TURN, text, context)
+                for t, text, context in zip(turns, texts, contexts, strict=True)
+            ]
             if summary := summaries.get(f"{name}_summary"):
                 docs.append(Doc(f"S{session}", session, SUMMARY, summary))
         known = {d.ident: d.session for d in docs if d.kind == TURN}
@@ -120,8 +132,13 @@ def load(path: Path) -> list[Conversation]:
                         category=int(qa["category"]),
                     )
                 )
+        dates = {
+            int(m[1]): str(value)
+            for name, value in talk.items()
+            if (m := re.fullmatch(r"session_(\d+)_date_time", name))
+        }
         conversations.append(
-            Conversation(sample["sample_id"], tuple(docs), tuple(questions), dropped)
+            Conversation(sample["sample_id"], tuple(docs), tuple(questions), dropped, dates)
         )
     return conversations
 
@@ -280,10 +297,12 @@ class SynopsisRetriever:
     """A synopsis store: every document a memory, searched under the conversation's user."""
 
     def __init__(
-        self, name: str, store: Any, mode: str, cleanup: Callable[[], None], *, reuse: bool = False
-    ) -> None:
+        self, name: str, store: Any, mode: str, cleanup: Callable[[], None], *,
+        reuse: bool = False, context: bool = True,
+    ) -> None:  # fmt: skip
         self.name, self.store, self.mode, self.cleanup = name, store, mode, cleanup
         self.reuse = reuse  # the store already holds the documents (indexed by another row)
+        self.context = context  # put each turn with the turns around it as its context
         self.sample_id = ""
         self.by_key: dict[str, Doc] = {}
 
@@ -302,6 +321,7 @@ class SynopsisRetriever:
                     key=d.ident,
                     text=d.text,
                     kind=d.kind,
+                    context=d.context if self.context else "",
                 )
                 for d in conversation.docs
             ],
@@ -318,10 +338,17 @@ class SynopsisRetriever:
 
 
 def synopsis_retrievers(args: argparse.Namespace, workdir: Path) -> Iterator[Retriever]:
+    from synopsis.memory.inmemory import InMemoryStore
     from synopsis.memory.sqlite import SQLiteStore
 
+    bare = SQLiteStore(str(workdir / "bare.db"))
+    yield SynopsisRetriever(
+        "synopsis keyword, no context (SQLite)", bare, "keyword", bare.close, context=False
+    )
     plain = SQLiteStore(str(workdir / "keyword.db"))
     yield SynopsisRetriever("synopsis keyword (SQLite)", plain, "keyword", plain.close)
+    memory = InMemoryStore()
+    yield SynopsisRetriever("synopsis keyword (in-memory)", memory, "keyword", memory.close)
     if args.postgres_url:
         yield postgres_retriever(args.postgres_url)
     if args.embeddings:
@@ -437,6 +464,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
     parser.add_argument("--postgres-url", default=None)
     parser.add_argument("--no-embeddings", dest="embeddings", action="store_false")
+    parser.add_argument("--no-ablation", dest="ablation", action="store_false")
     args = parser.parse_args(argv)
     if not args.data.exists():
         sys.exit(f"LoCoMo data not found at {args.data} (use --data)")
@@ -458,6 +486,10 @@ def main(argv: Sequence[str] | None = None) -> None:
                 results.append((retriever.name, evaluate(retriever, conversations)))
     report(results, conversations)
     per_category(results, conversations)
+    if args.ablation:
+        from _locomo_ablation import ablation
+
+        ablation(conversations)
 
 
 if __name__ == "__main__":

@@ -12,6 +12,10 @@ Run ``python bench/bench_redaction.py`` (``--quick`` for a small run). Prints ma
     sources, where secrets are rare and most detectors find nothing.
 (c) What the redactor finds in those standard-library sources: mostly true positives (authors'
     e-mail addresses, documentation IP addresses), listed so that false positives show.
+(d) What ``redact=`` adds to a compaction: ``Compactor.compact`` of a planted history
+    (``tests/redaction_history.py``: every corpus template as chat turns, tool calls and tool
+    results) with a summarizer that answers at once, with and without a default Redactor, in
+    the same run (best of three), so the ratio is the redaction's share of the local work.
 """
 
 from __future__ import annotations
@@ -28,8 +32,11 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from tests.redaction_corpus import Report, Sample, build_corpus, score
+from tests.redaction_history import planted_history
 
+from synopsis import Compactor, MemoryArchive
 from synopsis.redact import Redactor
+from synopsis.testing import FakeModel
 
 
 def quality_table(report: Report) -> list[str]:
@@ -110,6 +117,32 @@ def stdlib_findings(text: str) -> list[str]:
     return lines
 
 
+def compaction_cost(copies: tuple[int, ...]) -> list[str]:
+    """Milliseconds of one compaction with and without ``redact=``; the summary is instant."""
+    lines = [
+        "| history | messages | KB | without redact ms | with redact ms | ratio |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
+    for count in copies:
+        messages = [m for seed in range(count) for m in planted_history(seed=seed).messages[1:]]
+        messages.insert(0, {"role": "system", "content": "You are a coding agent."})
+        size = sum(len(str(m.get("content") or "")) for m in messages) / 1000
+        timings = []
+        for redact in (None, Redactor()):
+            model = FakeModel(default="<summary>1. Primary request: fix the deploy.</summary>")
+            compactor = Compactor(
+                model=model, redact=redact, archive=MemoryArchive(), keep_tail=6,
+                summarizer_window=1_000_000,
+            )  # fmt: skip
+            timings.append(best_of(3, functools.partial(compactor.compact, messages)))
+        plain, redacted = timings
+        lines.append(
+            f"| planted x{count} | {len(messages)} | {size:.0f} | {plain * 1000:.1f} | "
+            f"{redacted * 1000:.1f} | {redacted / plain:.1f}x |"
+        )
+    return lines
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--seed", type=int, default=20240515)
@@ -130,6 +163,8 @@ def main() -> None:
     print("\n".join(throughput({"corpus": corpus_text, "stdlib sources": stdlib})))
     print("\n## Findings in Python standard-library sources\n")
     print("\n".join(stdlib_findings(stdlib)))
+    print("\n## What redact= adds to a compaction (best of 3, instant summarizer)\n")
+    print("\n".join(compaction_cost((1,) if args.quick else (1, 5))))
 
 
 if __name__ == "__main__":

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 import platform
 import signal
@@ -73,10 +74,10 @@ def cpu_seconds(pid: int) -> float:
 
 
 @contextmanager
-def process(command: Sequence[str], probe: str) -> Iterator[int]:
+def process(command: Sequence[str], probe: str, env: dict[str, str] | None = None) -> Iterator[int]:
     """Run ``command`` until the block ends; its log goes to a file, shown if it failed."""
     with tempfile.TemporaryFile() as log:
-        child = subprocess.Popen(command, env=ENV, stdout=subprocess.DEVNULL, stderr=log)
+        child = subprocess.Popen(command, env=env or ENV, stdout=subprocess.DEVNULL, stderr=log)
         try:
             wait_healthy(probe, child)
             yield child.pid
@@ -133,34 +134,71 @@ class Run:
         return len(self.latencies) / self.seconds
 
 
+class Connection:
+    """One keep-alive HTTP/1.1 connection over asyncio streams: a load generator that spends
+    far less CPU per request than httpx, so it takes less from the processes it measures."""
+
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.reader, self.writer = reader, writer
+
+    @classmethod
+    async def open(cls, url: str) -> Connection:
+        host, port = url.split("://", 1)[1].split("/", 1)[0].split(":")
+        return cls(*await asyncio.open_connection(host, int(port)))
+
+    async def post(self, request: bytes) -> int:
+        """Send a prepared request; read the whole answer; return its status."""
+        self.writer.write(request)
+        head = await self.reader.readuntil(b"\r\n\r\n")
+        lines = head.split(b"\r\n")
+        length = next(
+            int(line.split(b":", 1)[1])
+            for line in lines
+            if line.lower().startswith(b"content-length:")
+        )
+        await self.reader.readexactly(length)
+        return int(lines[0].split()[1])
+
+    async def close(self) -> None:
+        self.writer.close()
+        await self.writer.wait_closed()
+
+
+def chat_request(url: str, key: str | None) -> bytes:
+    """The bytes of the benchmark's chat-completions POST to ``url`` (a ``.../v1`` base)."""
+    host_port, _, base = url.split("://", 1)[1].partition("/")
+    body = json.dumps({"model": "fake-model", "messages": HISTORY}).encode()
+    auth = f"Authorization: Bearer {key}\r\n" if key else ""
+    return (
+        f"POST /{base}/chat/completions HTTP/1.1\r\nHost: {host_port}\r\n{auth}"
+        f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
+    ).encode() + body
+
+
 async def chat_load(url: str, key: str | None, clients: int, per_client: int) -> Run:
-    headers = {"Authorization": f"Bearer {key}"} if key else {}
-    body = {"model": "fake-model", "messages": HISTORY}
-    limits = httpx.Limits(
-        max_connections=clients, max_keepalive_connections=clients, keepalive_expiry=4.0
-    )
-    async with httpx.AsyncClient(base_url=url, headers=headers, limits=limits, timeout=60) as http:
-        await http.post("/chat/completions", json=body)  # warm the connection
+    request = chat_request(url, key)
+    connections = [await Connection.open(url) for _ in range(clients)]
+    for connection in connections:  # warm up each connection
+        await connection.post(request)
+    errors = 0
 
-        errors = 0
+    async def one_client(connection: Connection) -> list[float]:
+        nonlocal errors
+        times = []
+        for _ in range(per_client):
+            started = time.perf_counter()
+            if await connection.post(request) != 200:
+                errors += 1
+                continue
+            times.append(time.perf_counter() - started)
+        return times
 
-        async def one_client() -> list[float]:
-            nonlocal errors
-            times = []
-            for _ in range(per_client):
-                started = time.perf_counter()
-                try:
-                    response = await http.post("/chat/completions", json=body)
-                    response.raise_for_status()
-                except httpx.HTTPError:
-                    errors += 1
-                    continue
-                times.append(time.perf_counter() - started)
-            return times
-
-        started = time.perf_counter()
-        results = await asyncio.gather(*(one_client() for _ in range(clients)))
-        return Run([t for r in results for t in r], time.perf_counter() - started, errors)
+    started = time.perf_counter()
+    results = await asyncio.gather(*(one_client(c) for c in connections))
+    elapsed = time.perf_counter() - started
+    for connection in connections:
+        await connection.close()
+    return Run([t for r in results for t in r], elapsed, errors)
 
 
 def merged(runs: Sequence[Run]) -> Run:
@@ -175,36 +213,134 @@ def ms(seconds: float) -> str:
     return f"{seconds * 1000:.2f} ms"
 
 
-def proxy_overhead(requests: int, levels: Sequence[int]) -> None:
-    up_port, proxy_port = free_port(), free_port()
+@dataclass(frozen=True)
+class Variant:
+    """One way to run the proxy: source tree, uvicorn's loop and parser, the upstream client
+    under httpx (``httpx``: its own pool; ``default``: what the code picks), processes."""
+
+    name: str
+    src: Path
+    loop: str = "uvloop"
+    http: str = "httptools"
+    transport: str = "default"
+    processes: int = 1
+
+
+#: The app the proxy variants serve (a module, so uvicorn's worker processes can import it).
+APP_MODULE = """
+import os
+import httpx
+from synopsis.server import ServerOptions, create_app
+
+def make():
+    options = ServerOptions(db=os.environ["BENCH_DB"], upstream=os.environ["BENCH_UP"])
+    if os.environ["BENCH_TRANSPORT"] == "httpx":  # httpx's own pool, as before aiohttp
+        limits = httpx.Limits(max_connections=256, max_keepalive_connections=256,
+                              keepalive_expiry=4.0)
+        transport = httpx.AsyncHTTPTransport(limits=limits)
+        return create_app(options, upstream_transport=transport)
+    return create_app(options)
+"""
+
+
+def proxy_process(variant: Variant, port: int) -> list[str]:
+    """A command serving ``create_app`` as ``variant`` says (the same in old and new code)."""
+    code = (
+        "import uvicorn; "
+        f"uvicorn.run('bench_proxy_app:make', factory=True, host='127.0.0.1', port={port}, "
+        f"log_level='warning', access_log=False, loop={variant.loop!r}, "
+        f"http={variant.http!r}, workers={variant.processes})"
+    )
+    return [sys.executable, "-c", code]
+
+
+def descendants_cpu(pid: int) -> float:
+    """CPU seconds of ``pid`` and its live children (uvicorn's worker processes)."""
+    total = cpu_seconds(pid)
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == pid:
+            total += cpu_seconds(int(stat.parent.name))
+    return total
+
+
+def variants(baseline: Path | None, processes: Sequence[int]) -> list[Variant]:
+    found = []
+    if baseline is not None:
+        found.append(Variant("before (baseline), h11 + asyncio", baseline, "asyncio", "h11"))
+    found.append(Variant("now, h11 + asyncio, httpx pool", SRC, "asyncio", "h11", "httpx"))
+    try:
+        import httptools  # noqa: F401
+        import httpx_aiohttp  # noqa: F401
+        import uvloop  # noqa: F401
+    except ImportError:
+        print("(httptools, uvloop or httpx-aiohttp not installed: their variants are skipped)\n")
+        return found
+    found.append(Variant("now, httptools + uvloop, httpx pool", SRC, transport="httpx"))
+    # What `synopsis serve` runs: h11 (it honours the documented request sizes), uvloop, aiohttp.
+    found.append(Variant("as shipped: h11 + uvloop, aiohttp", SRC, http="h11"))
+    for n in processes:
+        label = f"now, httptools + uvloop, aiohttp, {n} process{'es' if n > 1 else ''}"
+        found.append(Variant(label, SRC, processes=n))
+    return found
+
+
+def proxy_overhead(
+    requests: int, levels: Sequence[int], baseline: Path | None, processes: Sequence[int]
+) -> None:
+    up_port = free_port()
     upstream = f"http://127.0.0.1:{up_port}/v1"
     with tempfile.TemporaryDirectory() as tmp, ExitStack() as stack:
         db = str(Path(tmp) / "bench.db")
         key = create_key(db)
-        stack.enter_context(process(fake_upstream(up_port), f"{upstream}/models"))
-        proxy = f"http://127.0.0.1:{proxy_port}"
-        proxy_pid = stack.enter_context(
-            process(synopsis_serve(proxy_port, "--db", db, "--upstream", upstream),
-                    f"{proxy}/healthz")
-        )  # fmt: skip
-        print("| clients | direct p50 | direct p99 | proxy p50 | proxy p99 | added p50 | "
-              "added p99 | direct req/s | proxy req/s | proxy CPU/req | errors |")  # fmt: skip
-        print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+        (Path(tmp) / "bench_proxy_app.py").write_text(APP_MODULE)
+        up_pid = stack.enter_context(process(fake_upstream(up_port), f"{upstream}/models"))
+        proxies: list[tuple[Variant, str, int]] = []
+        for variant in variants(baseline, processes):
+            port = free_port()
+            command = proxy_process(variant, port)
+            path = f"{variant.src}{os.pathsep}{tmp}"
+            env = {**ENV, "PYTHONPATH": path, "BENCH_DB": db, "BENCH_UP": upstream,
+                   "BENCH_TRANSPORT": variant.transport}  # fmt: skip
+            pid = stack.enter_context(process(command, f"http://127.0.0.1:{port}/healthz", env))
+            proxies.append((variant, f"http://127.0.0.1:{port}/v1", pid))
         for clients in levels:
-            per_client = max(requests // clients, 4)
-            direct: list[Run] = []
-            proxied: list[Run] = []
-            cpu = 0.0
-            for _ in range(2):  # alternate, so drift hits both paths alike
-                direct.append(asyncio.run(chat_load(upstream, None, clients, per_client)))
-                before = cpu_seconds(proxy_pid)
-                proxied.append(asyncio.run(chat_load(f"{proxy}/v1", key, clients, per_client)))
-                cpu += cpu_seconds(proxy_pid) - before
-            d, p = merged(direct), merged(proxied)
-            print(f"| {clients} | {ms(d.pct(0.5))} | {ms(d.pct(0.99))} | {ms(p.pct(0.5))} | "
-                  f"{ms(p.pct(0.99))} | {ms(p.pct(0.5) - d.pct(0.5))} | "
-                  f"{ms(p.pct(0.99) - d.pct(0.99))} | {d.rps:,.0f} | {p.rps:,.0f} | "
-                  f"{ms(cpu / len(p.latencies))} | {d.errors} / {p.errors} |")  # fmt: skip
+            _level(clients, max(requests // clients, 4), upstream, up_pid, key, proxies)
+
+
+def _level(
+    clients: int, per_client: int, upstream: str, up_pid: int, key: str,
+    proxies: list[tuple[Variant, str, int]],
+) -> None:  # fmt: skip
+    """Direct and every proxy, alternating twice, then one table for this level."""
+    runs: dict[str, list[Run]] = {"direct": []}
+    cpu: dict[str, list[float]] = {}
+    for _ in range(2):  # alternate, so drift hits every path alike
+        runs["direct"].append(asyncio.run(chat_load(upstream, None, clients, per_client)))
+        for variant, url, pid in proxies:
+            before = descendants_cpu(pid), cpu_seconds(up_pid), time.process_time()
+            run = asyncio.run(chat_load(url, key, clients, per_client))
+            after = descendants_cpu(pid), cpu_seconds(up_pid), time.process_time()
+            runs.setdefault(variant.name, []).append(run)
+            sent = len(run.latencies) + run.errors + clients  # and one warm-up a client
+            spent = [(a - b) / sent for a, b in zip(after, before, strict=True)]
+            cpu.setdefault(variant.name, [0.0, 0.0, 0.0])
+            cpu[variant.name] = [c + x / 2 for c, x in zip(cpu[variant.name], spent, strict=True)]
+    d = merged(runs["direct"])
+    print(f"\n**{clients} client{'s' if clients > 1 else ''}** (direct: p50 {ms(d.pct(0.5))}, "
+          f"p99 {ms(d.pct(0.99))}, {d.rps:,.0f} req/s, {d.errors} errors)\n")  # fmt: skip
+    print("| proxy | p50 | p99 | added p50 | added p99 | req/s | x direct req/s | "
+          "CPU/req proxy / upstream / client | errors |")  # fmt: skip
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for variant, _, _ in proxies:
+        p = merged(runs[variant.name])
+        share = " / ".join(ms(x) for x in cpu[variant.name])
+        print(f"| {variant.name} | {ms(p.pct(0.5))} | {ms(p.pct(0.99))} | "
+              f"{ms(p.pct(0.5) - d.pct(0.5))} | {ms(p.pct(0.99) - d.pct(0.99))} | "
+              f"{p.rps:,.0f} | {p.rps / d.rps:.2f} | {share} | {p.errors} |")  # fmt: skip
 
 
 async def cpu_per_request(requests: int) -> tuple[float, float]:
@@ -328,13 +464,20 @@ def main() -> None:
     parser.add_argument("--postgres-url", default=None, help="also measure PostgreSQL")
     parser.add_argument("--clients", default="1,10,50", help="concurrency levels of the proxy run")
     parser.add_argument("--proxy-only", action="store_true", help="skip the session API run")
+    parser.add_argument(
+        "--baseline-src", type=Path, default=None,
+        help="a src/ tree of an earlier commit, measured alongside (before/after in one run)",
+    )  # fmt: skip
+    parser.add_argument("--processes", default="1,2", help="server processes to measure")
     args = parser.parse_args()
     requests = args.requests or (40 if args.quick else 2000)
     load = os.getloadavg()[0]
     print(f"Python {platform.python_version()}, {os.cpu_count()} CPUs, load average "
           f"{load:.1f}, {requests} requests per measurement\n")  # fmt: skip
     print("### Proxy overhead (history below the trigger)\n")
-    proxy_overhead(requests, [int(c) for c in args.clients.split(",")])
+    levels = [int(c) for c in args.clients.split(",")]
+    processes = [int(n) for n in args.processes.split(",")]
+    proxy_overhead(requests, levels, args.baseline_src, processes)
     direct, proxied = asyncio.run(cpu_per_request(max(requests // 4, 20)))
     own = ms(proxied - direct)
     print(f"\nCPU per request, in one process over ASGI (best of 3): direct {ms(direct)}, "

@@ -345,3 +345,19 @@ async def test_async_anthropic_model_rate_limit() -> None:
         await model.aclose()
         server.close()
     assert server.bodies[0]["max_tokens"] == 100
+
+
+def test_temperature_reaches_the_api_through_any_sdk() -> None:
+    """ModelSettings(temperature=...) is sent as a body field (SDK 2.x has no keyword for it)."""
+    from synopsis.models import ModelSettings
+
+    server = _Messages([_answer("hi")])
+    model = AnthropicModel("claude-test", base_url=server.url, api_key="k")
+    try:
+        settings = ModelSettings(temperature=0.2, extra={"top_k": 5})
+        assert model.complete([{"role": "user", "content": "x"}], settings=settings).text == "hi"
+    finally:
+        model.close()
+        server.close()
+    assert server.bodies[0]["temperature"] == 0.2
+    assert server.bodies[0]["top_k"] == 5

@@ -33,10 +33,11 @@ def run(db: str, *args: str, input: str | None = None) -> Result:
 
 
 def _fill(store: MemoryStore) -> None:
-    """Memories with every field in use: kinds, tags, an expiry, a replace, several folders."""
+    """Memories with every field in use: kinds, tags, an expiry, a context, a replace, folders."""
     store.put(T, ("user", "u1"), "pref", "likes green tea", kind="fact", tags={"lang": "en"})
     store.put(T, ("user", "u1", "session", "s1"), "sum", "we talked about 咖啡", kind="summary")
     store.put(T, ("user", "u2"), "soon", "expires in an hour", ttl=3600)
+    store.put(T, ("user", "u2"), "turn", "Adoption agencies!", context="what did you research?")
     store.put(T, ("user", "u1"), "pref", "likes green tea, no sugar", kind="fact")
     store.put_many(T, [NewMemory(("team",), f"n{i}", f"note {i}\u2028line") for i in range(3)])
 
@@ -53,6 +54,10 @@ def _assert_backup_round_trips(first: str, second: str, store_items: list[Memory
     imported = run(second, "import", "--json", "-", input=exported.stdout)
     assert json.loads(imported.stdout) == {"imported": len(lines)}
     assert run(second, "export").stdout == exported.stdout
+    contexts = [line.get("context", "") for line in lines]
+    assert contexts == [item.context for item in store_items]
+    found = run(second, "search", "--json", "research")
+    assert [hit["key"] for hit in json.loads(found.stdout)] == ["turn"]
 
 
 def _exported_times(item: MemoryItem) -> tuple[str, str, str, str | None]:

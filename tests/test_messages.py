@@ -317,3 +317,16 @@ def test_usage_with_a_non_string_key_is_an_invalid_message() -> None:
     with pytest.raises(InvalidMessage) as info:
         validate_messages([{"role": "assistant", "content": "x", "usage": {1: 2}}])
     assert info.value.field == "usage"
+
+
+def test_strip_extensions_drops_carried_data_on_messages_and_parts() -> None:
+    """Data a converter carries (``_synopsis``) is ours: a provider never sees it."""
+    from synopsis.messages import CARRY_KEY
+
+    part = {"type": "text", "text": "hi", CARRY_KEY: {"cache_control": {"type": "ephemeral"}}}
+    message = {"role": "user", "content": [part, {"type": "text", "text": "x"}], CARRY_KEY: {}}
+    assert strip_extensions(message) == {
+        "role": "user",
+        "content": [{"type": "text", "text": "hi"}, {"type": "text", "text": "x"}],
+    }
+    assert CARRY_KEY in message and CARRY_KEY in part  # the caller's data is not mutated

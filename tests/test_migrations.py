@@ -24,6 +24,7 @@ from psycopg import sql as pgsql
 
 from synopsis.memory import _sql_postgres as q
 from synopsis.memory import _sql_sqlite as lite
+from synopsis.memory.inmemory import InMemoryStore
 from synopsis.memory.postgres import PostgresStore
 from synopsis.memory.ranking import document_terms
 from synopsis.memory.sqlite import SQLiteStore
@@ -43,7 +44,7 @@ OUTBOX = [
     ("alice", "main", 2, 2, False),
     ("bob", "other", 1, 0, False),
 ]
-#: The memory copy of alice's version 2, and its search terms.
+#: The memory copy of alice's version 2, and its search terms as versions before context.
 COPY = SUMMARIES[1][3]
 TERMS = document_terms(COPY)
 
@@ -69,7 +70,12 @@ def check_migrated(store: Any) -> None:
     assert store.fail_outbox(T, "alice", "main", 2) == 3
     store.complete_outbox(T, "bob", "other", 1)
     assert [e.summary.user_id for e in store.pending_outbox()] == ["alice"]
-    assert [h.item.key for h in store.search(T, query="coffee")] == ["summary-v2"]
+    [hit] = store.search(T, query="coffee")
+    assert hit.item.key == "summary-v2" and hit.item.context == ""
+    # the old terms were re-weighted: the item scores as one written now does
+    fresh = InMemoryStore()
+    fresh.put(T, hit.item.namespace, "summary-v2", COPY, kind="summary")
+    assert hit.score == pytest.approx(fresh.search(T, query="coffee")[0].score)
     with SessionMemory(store=store, summarizer=NoModel(), summarize_every=50) as memory:
         for_bob = memory.build_context(T, "bob", "main", [{"role": "user", "content": "hi"}])
         for_alice = memory.build_context(T, "alice", "main", [{"role": "user", "content": "hi"}])
@@ -118,14 +124,14 @@ def build_sqlite_v1(path: Path) -> None:
 
 
 def test_a_version_1_sqlite_database_is_migrated_with_its_data(tmp_path: Path) -> None:
-    """Version 1 -> 2: rows kept, keys include the user, the foreign key still cascades."""
+    """Version 1 -> 3: rows kept, keys include the user, foreign key cascades, terms re-weighed."""
     path = tmp_path / "old.sqlite3"
     build_sqlite_v1(path)
     with SQLiteStore(path) as store:
         check_migrated(store)
     conn = sqlite3.connect(path)
     try:
-        assert conn.execute(lite.READ_VERSION).fetchone() == (len(lite.MIGRATIONS),) == (3,)
+        assert conn.execute(lite.READ_VERSION).fetchone() == (len(lite.MIGRATIONS),) == (4,)
         assert conn.execute("PRAGMA foreign_key_check").fetchall() == []
         references = conn.execute("PRAGMA foreign_key_list(outbox)").fetchall()
         assert {row[2] for row in references} == {"summaries"}
@@ -199,7 +205,7 @@ def build_postgres_v4(url: str, schema: str) -> None:
 def test_a_version_4_postgres_schema_is_migrated_with_its_data(
     postgres_url: str, schema: str
 ) -> None:
-    """Version 4 -> 5: rows kept, keys include the user, the foreign key still cascades."""
+    """Version 4 -> 6: rows kept, keys include the user, foreign key cascades, terms re-weighed."""
     build_postgres_v4(postgres_url, schema)
     with PostgresStore(postgres_url, schema=schema) as store:
         check_migrated(store)
@@ -213,7 +219,7 @@ def test_a_version_4_postgres_schema_is_migrated_with_its_data(
             " ORDER BY conname",
             (schema, "%outbox"),
         ).fetchall()
-    assert versions == (len(q.MIGRATIONS),) == (6,)
+    assert versions == (len(q.MIGRATIONS),) == (7,)
     assert [name for name, _ in keys] == ["outbox_pkey", "outbox_summary"]
     assert "(tenant, user_id, session_id, version)" in keys[1][1]
     assert "ON DELETE CASCADE" in keys[1][1]

@@ -1,7 +1,7 @@
 """Schema migrations for scope-exact keyword search keep every memory and rank it right.
 
-SQLite 2 -> 3 stores each item's length, adds the scope index, rebuilds the full-text index
-with the ``ascii`` tokenizer and keeps each tenant's totals; PostgreSQL 5 -> 6 keeps each
+SQLite 3 -> 4 stores each item's length, adds the scope index, rebuilds the full-text index
+with the ``ascii`` tokenizer and keeps each tenant's totals; PostgreSQL 6 -> 7 keeps each
 tenant's totals. Each test builds the previous schema from the old statements (migrations are
 append-only, so ``MIGRATIONS[:n]`` is what the previous release ran), fills it as the old code
 did, opens it with the current store and checks that every item is still there, the new
@@ -25,7 +25,7 @@ from synopsis.memory import _sql_postgres as pq
 from synopsis.memory import _sql_sqlite as lite
 from synopsis.memory.inmemory import InMemoryStore
 from synopsis.memory.postgres import PostgresStore
-from synopsis.memory.ranking import document_terms
+from synopsis.memory.ranking import indexed_terms
 from synopsis.memory.sqlite import SQLiteStore
 from synopsis.testing import FakeClock
 
@@ -44,11 +44,11 @@ QUERIES = ("coffee", "tea coffee", "咖啡", "café", "cafe", "painting")
 SCOPES: tuple[tuple[str, ...], ...] = ((), ("user", "alice"), ("user", "bob"))
 
 
-def build_sqlite_v2(path: Path, clock: FakeClock) -> None:
+def build_sqlite_v3(path: Path, clock: FakeClock) -> None:
     conn = sqlite3.connect(path, isolation_level=None)
     try:
         conn.execute(lite.CREATE_VERSION_TABLE)
-        for version in (1, 2):
+        for version in (1, 2, 3):
             for statement in lite.MIGRATIONS[version - 1]:
                 conn.execute(statement)
             conn.execute(lite.WRITE_VERSION, (version,))
@@ -62,7 +62,7 @@ def build_sqlite_v2(path: Path, clock: FakeClock) -> None:
                     key,
                     text,
                     json.dumps({}),
-                    " ".join(document_terms(text)),
+                    " ".join(indexed_terms(text)),
                     clock.now,
                     clock.now,
                 ),
@@ -83,10 +83,10 @@ def _ranking(store: object, tenant: str, scope: tuple[str, ...], query: str) -> 
     return [(h.item.namespace, h.item.key, h.item.text, h.score) for h in hits]
 
 
-def test_a_version_2_sqlite_database_is_migrated_with_its_data(tmp_path: Path) -> None:
-    """Version 2 -> 3: every item kept, its length stored, searches rank as in memory."""
+def test_a_version_3_sqlite_database_is_migrated_with_its_data(tmp_path: Path) -> None:
+    """Version 3 -> 4: every item kept, its length stored, searches rank as in memory."""
     path, clock = tmp_path / "old.sqlite3", FakeClock()
-    build_sqlite_v2(path, clock)
+    build_sqlite_v3(path, clock)
     reference = _reference(clock)
     with SQLiteStore(path, clock=clock) as store:
         for tenant, namespace, key, text in ITEMS:
@@ -102,10 +102,10 @@ def test_a_version_2_sqlite_database_is_migrated_with_its_data(tmp_path: Path) -
         assert [h.item.key for h in store.search("acme", ("user", "bob"), query="coffee")] == []
     conn = sqlite3.connect(path)
     try:
-        assert conn.execute(lite.READ_VERSION).fetchone() == (len(lite.MIGRATIONS),) == (3,)
+        assert conn.execute(lite.READ_VERSION).fetchone() == (len(lite.MIGRATIONS),) == (4,)
         lengths = dict(conn.execute("SELECT key, doc_len FROM memories"))
-        expected = {key: len(document_terms(text)) for _, _, key, text in ITEMS}
-        assert lengths == {**expected, "b1": len(document_terms("now about tea only"))}
+        expected = {key: len(indexed_terms(text)) for _, _, key, text in ITEMS}
+        assert lengths == {**expected, "b1": len(indexed_terms("now about tea only"))}
         indexes = {row[0] for row in conn.execute("SELECT name FROM sqlite_master")}
         assert "memories_scope" in indexes
         assert conn.execute("INSERT INTO memories_fts (memories_fts) VALUES ('integrity-check')")
@@ -114,15 +114,15 @@ def test_a_version_2_sqlite_database_is_migrated_with_its_data(tmp_path: Path) -
 
 
 def test_a_migrated_sqlite_database_opens_again_unchanged(tmp_path: Path) -> None:
-    """Migration 3 runs once; a second open finds the same items and lengths."""
+    """Migration 4 runs once; a second open finds the same items and lengths."""
     path, clock = tmp_path / "old.sqlite3", FakeClock()
-    build_sqlite_v2(path, clock)
+    build_sqlite_v3(path, clock)
     SQLiteStore(path, clock=clock).close()
     with SQLiteStore(path, clock=clock) as store:
         assert [h.item.key for h in store.search("acme", query="coffee")] == ["a2", "a1", "b1"]
 
 
-# --- PostgreSQL 5 -> 6 ---------------------------------------------------------------------------
+# --- PostgreSQL 6 -> 7 ---------------------------------------------------------------------------
 
 
 @pytest.fixture
@@ -133,16 +133,16 @@ def schema(postgres_url: str) -> Iterator[str]:
         conn.execute(pgsql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(pgsql.Identifier(name)))
 
 
-def build_postgres_v5(url: str, schema: str, clock: FakeClock) -> None:
-    """A schema as the previous release left it: version 5, holding ``ITEMS``."""
+def build_postgres_v6(url: str, schema: str, clock: FakeClock) -> None:
+    """A schema as the previous release left it: version 6, holding ``ITEMS``."""
     with psycopg.connect(url) as conn:
         steps = [*pq.migration_prelude(schema)]
-        for version in range(1, 6):
+        for version in range(1, 7):
             steps += pq.migration(schema, version)
         for statement in steps:
             conn.execute(statement.query, statement.params)
         for tenant, namespace, key, text in ITEMS:
-            terms = document_terms(text)
+            terms = indexed_terms(text)
             conn.execute(
                 pgsql.SQL(
                     "INSERT INTO {}.memories (tenant, namespace, key, text, kind, tags, terms,"
@@ -155,12 +155,12 @@ def build_postgres_v5(url: str, schema: str, clock: FakeClock) -> None:
 
 
 @pytest.mark.postgres
-def test_a_version_5_postgres_schema_is_migrated_with_its_data(
+def test_a_version_6_postgres_schema_is_migrated_with_its_data(
     postgres_url: str, schema: str
 ) -> None:
-    """Version 5 -> 6: every item kept, tenant totals filled, searches rank as in memory."""
+    """Version 6 -> 7: every item kept, tenant totals filled, searches rank as in memory."""
     clock = FakeClock()
-    build_postgres_v5(postgres_url, schema, clock)
+    build_postgres_v6(postgres_url, schema, clock)
     reference = _reference(clock)
     with PostgresStore(postgres_url, schema=schema, clock=clock) as store:
         for tenant, namespace, key, text in ITEMS:
@@ -174,7 +174,7 @@ def test_a_version_5_postgres_schema_is_migrated_with_its_data(
     with psycopg.connect(postgres_url) as conn:
         s = pgsql.Identifier(schema)
         version = conn.execute(pgsql.SQL("SELECT max(version) FROM {}.schema_version").format(s))
-        assert version.fetchone() == (len(pq.MIGRATIONS),) == (6,)
+        assert version.fetchone() == (len(pq.MIGRATIONS),) == (7,)
         totals = conn.execute(
             pgsql.SQL(
                 "SELECT tenant, sum(items), sum(length) FROM {}.tenant_totals GROUP BY tenant"
@@ -183,5 +183,5 @@ def test_a_version_5_postgres_schema_is_migrated_with_its_data(
     lengths: dict[str, tuple[int, int]] = {}
     for tenant, _, _, text in ITEMS:
         items, length = lengths.get(tenant, (0, 0))
-        lengths[tenant] = (items + 1, length + len(document_terms(text)))
+        lengths[tenant] = (items + 1, length + len(indexed_terms(text)))
     assert {tenant: (items, length) for tenant, items, length in totals} == lengths

@@ -25,7 +25,7 @@ from synopsis.memory import _sql_postgres as q
 from synopsis.memory._types import NewMemory, SessionSummary
 from synopsis.memory.inmemory import InMemoryStore
 from synopsis.memory.postgres import AsyncPostgresStore, PostgresStore
-from synopsis.memory.ranking import bm25_scores, document_terms, query_terms
+from synopsis.memory.ranking import bm25_scores, document_terms, indexed_terms, query_terms
 from synopsis.testing import FakeClock
 
 T = "tenant-a"
@@ -106,7 +106,8 @@ def test_sql_bm25_equals_bm25_over_the_whole_scope(
     store, tenant = make(), uuid.uuid4().hex
     store.put_many(tenant, [NewMemory(("d",), f"k{i}", " ".join(d)) for i, d in enumerate(docs)])
     query = query_terms(" ".join(terms))
-    full = bm25_scores(query, [Counter(d) for d in docs], [len(d) for d in docs])
+    weighted = [indexed_terms(" ".join(d)) for d in docs]
+    full = bm25_scores(query, [Counter(w) for w in weighted], [len(w) for w in weighted])
     want = {f"k{i}": full[i] for i, d in enumerate(docs) if set(d) & set(query)}
     hits = store.search(tenant, query=" ".join(terms), limit=1000)
     assert {hit.item.key: hit.score for hit in hits} == want
@@ -476,13 +477,13 @@ def test_put_many_binds_every_value() -> None:
 def test_index_terms_are_the_shared_terms(
     make: Callable[..., PostgresStore], postgres_url: str, schema: str
 ) -> None:
-    """The stored terms and length are exactly document_terms of the text."""
-    make().put(T, NS, "k", "Painting paints 用户喜欢")
+    """The stored terms and length are exactly indexed_terms of the text and context."""
+    make().put(T, NS, "k", "Painting paints 用户喜欢", context="the teacup")
     with psycopg.connect(postgres_url) as conn:
         rows = conn.execute(
             sql.SQL("SELECT terms, doc_len FROM {}.memories").format(sql.Identifier(schema))
         ).fetchall()
-    terms = document_terms("Painting paints 用户喜欢")
+    terms = indexed_terms("Painting paints 用户喜欢", "the teacup")
     assert rows == [(" ".join(terms), len(terms))]
     assert query_terms("paint") == ["paint"]
 

@@ -16,6 +16,8 @@ from synopsis.memory.ranking import (
     bm25_scores,
     document_terms,
     fused_order,
+    indexed_terms,
+    neighbour_contexts,
     query_terms,
     reciprocal_rank_fusion,
 )
@@ -35,7 +37,7 @@ QUERIES = ["Kyoto hotel", "咖啡", "painting Kyoto", "数据库 PostgreSQL back
 
 
 def corpus_scores(query: str, texts: list[str]) -> list[float]:
-    counts = [Counter(document_terms(text)) for text in texts]
+    counts = [Counter(indexed_terms(text)) for text in texts]
     return bm25_scores(query_terms(query), counts, [c.total() for c in counts])
 
 
@@ -95,7 +97,7 @@ def test_store_scores_are_the_ranking_scores(query: str) -> None:
 
 @pytest.mark.parametrize("query", QUERIES)
 def test_history_recall_scores_like_the_store(query: str) -> None:
-    """Older messages are ranked with the stores' BM25: same texts, same scores."""
+    """Older messages rank as store items put with their neighbours as context: same scores."""
     texts = [text for text in CORPUS if text]
     older: list[dict[str, Any]] = [
         {"role": "user" if i % 2 == 0 else "assistant", "content": text}
@@ -103,10 +105,35 @@ def test_history_recall_scores_like_the_store(query: str) -> None:
     ]
     ranked = rank_history(older, query, limit=100)
     store = InMemoryStore()
-    for index, text in enumerate(texts):
-        store.put("t", ("docs",), f"k{index}", text)
+    for index, (text, context) in enumerate(zip(texts, neighbour_contexts(texts), strict=True)):
+        store.put("t", ("docs",), f"k{index}", text, context=context)
     hits = store.search("t", ("docs",), query=query, limit=100)
     assert sorted(note.score for note in ranked) == sorted(hit.score or 0.0 for hit in hits)
+
+
+def test_history_recall_finds_an_answer_by_its_question() -> None:
+    """An answer that shares no word with the query is found through the question before it."""
+    older = [
+        {"role": "user", "content": "What should I read about Kyoto temples?"},
+        {"role": "assistant", "content": "Start with the Kinkaku-ji guide."},
+        {"role": "user", "content": "Thanks, and a recipe for ramen?"},
+        {"role": "assistant", "content": "Tonkotsu takes a day; shoyu is quicker."},
+        {"role": "user", "content": "What about pasta?"},
+        {"role": "assistant", "content": "Carbonara: eggs, cheese, guanciale."},
+    ]
+    labels = [note.label for note in rank_history(older, "kyoto temples", limit=6)]
+    assert any("message 1," in label for label in labels)
+
+
+def test_neighbour_contexts_are_the_texts_around_each_one() -> None:
+    """Each text gets up to ``window`` texts before and after it, itself left out."""
+    texts = ["a", "b", "c", "d"]
+    assert neighbour_contexts(texts) == ["b\nc", "a\nc\nd", "a\nb\nd", "b\nc"]
+    assert neighbour_contexts(texts, window=1) == ["b", "a\nc", "b\nd", "c"]
+    assert neighbour_contexts(texts, window=0) == ["", "", "", ""]
+    assert neighbour_contexts([]) == []
+    with pytest.raises(ValueError, match="window"):
+        neighbour_contexts(texts, window=-1)
 
 
 def test_history_recall_prefers_the_newer_message_on_a_tie() -> None:

@@ -18,7 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from synopsis.errors import ConfigError
-from synopsis.redact import PII_KINDS, SECRET_KINDS, Finding, Redactor
+from synopsis.redact import PII_KINDS, SECRET_KINDS, Finding, Redactor, count_kinds
 from synopsis.redact._detectors import builtin_detectors
 from tests.redaction_corpus import KINDS, Report, Sample, build_corpus, score
 from tests.strategies import histories
@@ -358,3 +358,25 @@ def test_the_benchmark_prints_the_table() -> None:
 
 def test_findings_have_no_field_for_the_value() -> None:
     assert set(Finding.__dataclass_fields__) == {"kind", "start", "end", "replacement", "path"}
+
+
+def test_marker_tags_are_structure_and_never_redacted() -> None:
+    """A pattern that matches inside a tag leaves the tag whole; the body is still redacted."""
+    text = '<synopsis:summary version="2" tokens_after="5210">\nid 4711, v2\n</synopsis:summary>'
+    result = Redactor(patterns={"number": r"\d+"}).redact_text(text)
+    assert result.text.startswith('<synopsis:summary version="2" tokens_after="5210">\n')
+    assert result.text.endswith("\n</synopsis:summary>")
+    assert "4711" not in result.text and len(result.findings) == 2
+
+
+def test_a_value_next_to_a_tag_is_still_found() -> None:
+    email = VALUES["email"]
+    text = f'<synopsis:skill name="x">\n{email}\n</synopsis:skill>'
+    assert Redactor().redact_text(text).text == (
+        '<synopsis:skill name="x">\n[REDACTED:email]\n</synopsis:skill>'
+    )
+
+
+def test_count_kinds_counts_without_values() -> None:
+    findings = Redactor().find(f"{VALUES['email']} {VALUES['email']} {VALUES['ip_address']}")
+    assert count_kinds(findings) == {"email": 2, "ip_address": 1}

@@ -6,6 +6,7 @@ import threading
 import uuid
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -210,14 +211,17 @@ def test_summary_injected_as_part_or_new_message() -> None:
 
 
 def test_rank_history_finds_chinese_keywords() -> None:
-    """BM25 over CJK bigrams finds the older message that mentions the query."""
+    """BM25 over CJK bigrams finds the older message that mentions the query first.
+
+    Its neighbour follows through its context; the tool output is never a note.
+    """
     older = [
         {"role": "user", "content": "我们聊聊天气"},
         {"role": "assistant", "content": "用户喜欢喝咖啡，不喜欢茶"},
         {"role": "tool", "tool_call_id": "x", "content": "咖啡 咖啡 咖啡"},
     ]
     ranked = rank_history(older, "咖啡", limit=5)
-    assert [note.text for note in ranked] == ["用户喜欢喝咖啡，不喜欢茶"]
+    assert [note.text for note in ranked] == ["用户喜欢喝咖啡，不喜欢茶", "我们聊聊天气"]
     assert "message 1" in ranked[0].label
 
 
@@ -547,12 +551,12 @@ async def test_async_hybrid_and_delete_user() -> None:
 
 
 @pytest.mark.postgres
-def test_dual_write_and_recover_on_postgres(postgres_url: str) -> None:
+def test_dual_write_and_recover_on_postgres(postgres_url: str, pg_schema: str) -> None:
     """open_store picks PostgreSQL for a URL; the dual write and recovery work there too."""
     from synopsis.memory.open import open_store
 
     tenant = f"t-{uuid.uuid4().hex}"
-    store = open_store(postgres_url)
+    store = open_store(postgres_url, schema=pg_schema)
     try:
         with SessionMemory(store=store, summarizer=FakeSummarizer(), summarize_every=5) as s:
             s.after_turn(tenant, "u1", "s1", turns(5))
@@ -563,3 +567,16 @@ def test_dual_write_and_recover_on_postgres(postgres_url: str) -> None:
         assert store.latest_summary(tenant, "u1", "s1") is None
     finally:
         store.close()
+    import psycopg
+
+    with psycopg.connect(postgres_url) as conn:
+        query = "SELECT count(*) FROM information_schema.tables WHERE table_schema = %s"
+        row = conn.execute(query, (pg_schema,)).fetchone()
+    assert row is not None and row[0] > 0  # the tables went to the schema asked for
+
+
+def test_open_store_refuses_a_schema_for_sqlite(tmp_path: Path) -> None:
+    from synopsis.memory.open import open_store
+
+    with pytest.raises(ConfigError, match="PostgreSQL only"):
+        open_store(str(tmp_path / "x.db"), schema="other")

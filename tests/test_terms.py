@@ -5,7 +5,13 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from synopsis.memory.ranking import MAX_QUERY_TERMS, document_terms, query_terms
+from synopsis.memory.ranking import (
+    MAX_QUERY_TERMS,
+    TEXT_WEIGHT,
+    document_terms,
+    indexed_terms,
+    query_terms,
+)
 
 
 def test_cjk_runs_become_characters_and_pairs() -> None:
@@ -87,3 +93,45 @@ def test_terms_hold_no_whitespace_or_quotes(text: str) -> None:
     """Terms can be space-joined into an index column and double-quoted in a query safely."""
     for term in document_terms(text) + query_terms(text):
         assert not any(c.isspace() or c == '"' for c in term)
+
+
+def test_stop_words_leave_a_query_that_has_other_terms() -> None:
+    """Function words ("what", "did", "the") are not looked up beside content words."""
+    assert query_terms("What did Caroline research?") == ["carolin", "research"]
+    assert query_terms("What's the plan for the weekend") == ["plan", "weekend"]
+
+
+def test_the_stop_words_can_be_chosen() -> None:
+    """Another list (or none) replaces the English one."""
+    assert query_terms("What did Caroline research?", stop_words=()) == [
+        "what",
+        "did",
+        "carolin",
+        "research",
+    ]
+    assert query_terms("le chat et la souris", stop_words={"le", "et", "la"}) == ["chat", "souri"]
+
+
+def test_a_query_of_only_stop_words_keeps_them() -> None:
+    """A query with nothing but stop words still finds what it says."""
+    assert query_terms("What is it?") == ["what", "is", "it"]
+
+
+def test_stop_words_do_not_touch_cjk_or_documents() -> None:
+    """Only English query words are dropped; documents index every word."""
+    assert query_terms("the 咖啡") == ["咖啡"]
+    assert document_terms("what the cat did") == ["what", "the", "cat", "did"]
+
+
+def test_stop_words_do_not_count_against_the_term_cap() -> None:
+    """A long query keeps MAX_QUERY_TERMS content terms, however many stop words come first."""
+    text = "the " * 100 + " ".join(f"word{i}" for i in range(100))
+    assert query_terms(text) == [f"word{i}" for i in range(MAX_QUERY_TERMS)]
+
+
+def test_indexed_terms_weigh_the_text_above_its_context() -> None:
+    """The text's terms count TEXT_WEIGHT times, the context's once."""
+    terms = indexed_terms("tea time", "the cup of tea")
+    assert terms.count("tea") == TEXT_WEIGHT + 1
+    assert terms.count("cup") == 1
+    assert indexed_terms("tea") == ["tea"] * TEXT_WEIGHT

@@ -32,6 +32,7 @@ __all__ = [
     "marked_elements",
     "opening_tag",
     "parse_marked",
+    "tag_spans",
     "unescape_markers",
 ]
 
@@ -43,6 +44,8 @@ _NAME: Final = re.compile(r"[a-z][a-z_]*\Z")
 _MARKER_TEXT: Final = re.compile(r"<(?=/?synopsis:)|&(?=(?:amp;)*lt;/?synopsis:)")
 _ESCAPED_MARKER: Final = re.compile(r"&lt;(?=/?synopsis:)|&amp;(?=(?:amp;)*lt;/?synopsis:)")
 _MAX_INTEGER_DIGITS: Final = 18
+# Any opening or closing tag; escaped text holds none, so every match is a real tag.
+_TAG: Final = re.compile(r'</?synopsis:[a-z][a-z_]*(?: [a-z_]+="[^"]*")*>')
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,6 +131,14 @@ def marked_elements(body: str, kind: str) -> Iterator[tuple[Marker, str]]:
             return
         yield Marker(kind, _attributes(found.group(1))), unescape_markers(body[start:end])
         position = end + len(closing)
+
+
+def tag_spans(text: str) -> list[tuple[int, int]]:
+    """Where the marker tags in ``text`` are (start, end), in order: structure, not data, so
+    a step that rewrites text (redaction) leaves them alone."""
+    if "synopsis:" not in text:
+        return []
+    return [found.span() for found in _TAG.finditer(text)]
 
 
 def _attributes(source: str) -> dict[str, str]:

@@ -1,43 +1,89 @@
 """Settings from the environment: the only place synopsis reads ``SYNOPSIS_*`` variables.
 
-=====================  ============  =========================================================
-variable               field         value (an empty variable counts as unset)
-=====================  ============  =========================================================
-``SYNOPSIS_DB``        ``db``        a SQLite file or a ``postgresql://`` URL
-                                     (default ``./synopsis.db``)
-``SYNOPSIS_TENANT``    ``tenant``    the tenant id (no default)
-``SYNOPSIS_EMBEDDER``  ``embedder``  ``none`` or ``e5`` (default ``none``)
-=====================  ============  =========================================================
+==============================  ====================  =============================================
+variable                        field                 value (an empty variable counts as unset)
+==============================  ====================  =============================================
+``SYNOPSIS_DB``                 ``db``                a SQLite file or a ``postgresql://`` URL
+                                                      (default ``./synopsis.db``)
+``SYNOPSIS_TENANT``             ``tenant``            the tenant id (no default)
+``SYNOPSIS_EMBEDDER``           ``embedder``          ``none`` or ``e5`` (default ``none``)
+``SYNOPSIS_SCHEMA``             ``schema``            PostgreSQL schema of the tables (a plain
+                                                      SQL identifier)
+``SYNOPSIS_HOST``               ``host``              address ``synopsis serve`` listens on
+``SYNOPSIS_PORT``               ``port``              its port, 0..65535
+``SYNOPSIS_UPSTREAM``           ``upstream``          the proxy's OpenAI-compatible base URL
+                                                      (``http://`` or ``https://``)
+``SYNOPSIS_UPSTREAM_API_KEY``   ``upstream_api_key``  the upstream's API key (a secret: never
+                                                      shown, not even in an error)
+``SYNOPSIS_MODEL``              ``model``             the summarizer: ``extractive`` or
+                                                      ``provider:model``
+``SYNOPSIS_WORKERS``            ``workers``           summary jobs one replica runs at once (>= 1)
+``SYNOPSIS_SUMMARIZE_EVERY``    ``summarize_every``   messages between background summaries (>= 1)
+``SYNOPSIS_TRIGGER_TOKENS``     ``trigger_tokens``    the proxy compacts above N tokens (0 = off)
+``SYNOPSIS_TRIGGER_MESSAGES``   ``trigger_messages``  ... or above N messages (0 = off)
+``SYNOPSIS_KEEP_TAIL``          ``keep_tail``         messages kept verbatim (>= 0)
+``SYNOPSIS_SUMMARY_CACHE``      ``summary_cache``     proxy summaries kept for reuse (0 = none)
+``SYNOPSIS_LEASE_SECONDS``      ``lease_seconds``     a claimed job's lease (> 0)
+``SYNOPSIS_DRAIN_SECONDS``      ``drain_seconds``     shutdown's wait for running jobs (>= 0)
+``SYNOPSIS_REDACT``             ``redact``            redact secrets and personal data: ``1``,
+                                                      ``true``, ``yes``, ``on`` or ``0``,
+                                                      ``false``, ``no``, ``off``
+``SYNOPSIS_REDACT_MODE``        ``redact_mode``       ``mask``, ``hash`` or ``drop`` (turns
+                                                      redaction on unless ``redact`` says off)
+``SYNOPSIS_REDACT_HASH_KEY``    ``redact_hash_key``   the key of ``hash`` mode's tokens, 16+
+                                                      characters (a secret: never shown)
+``SYNOPSIS_LOG_LEVEL``          ``log_level``         ``critical`` .. ``debug``
+==============================  ====================  =============================================
 
-:meth:`Settings.from_env` reads a mapping it is given (``os.environ`` at the edge, a plain dict
-in tests), so the library itself never touches the process environment. A malformed value is
-a :class:`~synopsis.errors.ConfigError` naming the variable (never echoing a database URL,
-which may hold a password). Options given explicitly win over these values; the CLI asks for
-a setting only when its option is missing. A new setting (the server's host, port, upstream
-URL and log level) is one field here and one line of :meth:`Settings.from_env`.
+The server's settings (from ``schema`` on) are None when their variable is unset: their
+defaults live in one place, :class:`synopsis.server.options.ServerOptions`, and ``synopsis
+serve --help`` shows them. :meth:`Settings.from_env` reads a mapping it is given
+(``os.environ`` at the edge, a plain dict in tests), so the library itself never touches the
+process environment. A malformed value is a :class:`~synopsis.errors.ConfigError` naming the
+variable (never echoing a URL, which may hold a password, or a key). Options given explicitly
+win over these values; the CLI asks for a setting only when its option is missing, and reads
+only the variables it needs (``only=``), so a malformed variable of an option that was given
+does not matter. A new setting is one field, one parser and one row of :data:`VARIABLES`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
-from typing import Final, Literal, TypeVar, get_args
+import math
+import re
+from collections.abc import Callable, Collection, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Final, Literal, TypeVar, get_args
 
 from synopsis.errors import ConfigError, InvalidInput
 from synopsis.memory._checks import check_tenant
 from synopsis.memory.open import DEFAULT_DB
+from synopsis.redact import Mode
 
-__all__ = ["EMBEDDERS", "EmbedderName", "Settings"]
+__all__ = [
+    "EMBEDDERS",
+    "LOG_LEVELS",
+    "REDACT_MODES",
+    "VARIABLES",
+    "EmbedderName",
+    "LogLevel",
+    "Settings",
+    "check_schema_name",
+]
 
 #: Embedders chosen by name: ``none`` (keyword search only) or ``e5`` (the bundled model).
 EmbedderName = Literal["none", "e5"]
 EMBEDDERS: Final[tuple[EmbedderName, ...]] = get_args(EmbedderName)
+LogLevel = Literal["critical", "error", "warning", "info", "debug"]
+LOG_LEVELS: Final[tuple[LogLevel, ...]] = get_args(LogLevel)
+#: How redaction writes what it takes out (:class:`~synopsis.redact.Redactor`'s ``mode``).
+REDACT_MODES: Final[tuple[Mode, ...]] = get_args(Mode)
 T = TypeVar("T")
+_SCHEMA_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Settings:
-    """Where and as whom synopsis runs, as configured by ``SYNOPSIS_*`` variables."""
+    """Where, as whom and how synopsis runs, as configured by ``SYNOPSIS_*`` variables."""
 
     #: A SQLite file or a ``postgresql://`` URL (``SYNOPSIS_DB``).
     db: str = DEFAULT_DB
@@ -45,33 +91,135 @@ class Settings:
     tenant: str | None = None
     #: How to embed texts for vector search (``SYNOPSIS_EMBEDDER``).
     embedder: EmbedderName = "none"
+    # The server's settings: None = not configured (ServerOptions holds the defaults).
+    schema: str | None = None
+    host: str | None = None
+    port: int | None = None
+    upstream: str | None = None
+    upstream_api_key: str | None = field(default=None, repr=False)
+    model: str | None = None
+    workers: int | None = None
+    summarize_every: int | None = None
+    trigger_tokens: int | None = None
+    trigger_messages: int | None = None
+    keep_tail: int | None = None
+    summary_cache: int | None = None
+    lease_seconds: float | None = None
+    drain_seconds: float | None = None
+    redact: bool | None = None
+    redact_mode: Mode | None = None
+    redact_hash_key: str | None = field(default=None, repr=False)
+    log_level: LogLevel | None = None
 
     @classmethod
-    def from_env(cls, environ: Mapping[str, str]) -> Settings:
-        """The settings ``environ`` holds; defaults for what it lacks; ConfigError if bad."""
-        defaults = cls()
-        return cls(
-            db=_read(environ, "SYNOPSIS_DB", _database, defaults.db),
-            tenant=_read(environ, "SYNOPSIS_TENANT", _tenant, defaults.tenant),
-            embedder=_read(environ, "SYNOPSIS_EMBEDDER", _embedder, defaults.embedder),
-        )
+    def from_env(
+        cls, environ: Mapping[str, str], *, only: Collection[str] | None = None
+    ) -> Settings:
+        """The settings ``environ`` holds; defaults for what it lacks; ConfigError if bad.
+
+        ``only`` names the fields to read (default: all); the others keep their defaults.
+        """
+        unknown = set(only or ()) - VARIABLES.keys()
+        if unknown:
+            raise ValueError(f"no such setting: {', '.join(sorted(unknown))}")
+        values: dict[str, Any] = {}
+        for name, variable in VARIABLES.items():
+            if only is None or name in only:
+                values[name] = _read(environ, variable, _PARSERS[name])
+        return cls(**{k: v for k, v in values.items() if v is not None})
 
 
-def _read(environ: Mapping[str, str], variable: str, parse: Callable[[str], T], default: T) -> T:
-    """``parse`` of the variable's value, ``default`` when it is unset or empty."""
+def _read(environ: Mapping[str, str], variable: str, parse: Callable[[str], T]) -> T | None:
+    """``parse`` of the variable's value, None when it is unset or empty."""
     raw = environ.get(variable)
     if not raw:  # empty means unset, as click and most shells' ``VAR= cmd`` treat it
-        return default
+        return None
     try:
         return parse(raw)
     except ValueError as exc:
         raise ConfigError(f"{variable} {exc}") from None
 
 
-def _database(raw: str) -> str:
-    if not raw.strip():
-        raise ValueError("must be a SQLite file path or a postgresql:// URL, not blank")
+def check_schema_name(name: str) -> str:
+    """``name`` if it is a plain SQL identifier (what a PostgreSQL schema may be called here)."""
+    if not _SCHEMA_NAME.fullmatch(name):
+        raise ValueError(f"must be a plain SQL identifier, not {name[:70]!r}")
+    return name
+
+
+def _text(what: str) -> Callable[[str], str]:
+    def parse(raw: str) -> str:
+        if not raw.strip():
+            raise ValueError(f"must be {what}, not blank")
+        return raw
+
+    return parse
+
+
+def _secret(raw: str) -> str:
+    if not raw.strip() or not raw.isprintable():
+        raise ValueError("must be a non-blank key of printable characters (value not shown)")
+    return raw.strip()
+
+
+def _hash_key(raw: str) -> str:
+    key = _secret(raw)
+    if len(key) < 16:
+        raise ValueError("must be at least 16 characters (value not shown)")
+    return key
+
+
+def _boolean(raw: str) -> bool:
+    word = raw.strip().lower()
+    if word in ("1", "true", "yes", "on"):
+        return True
+    if word in ("0", "false", "no", "off"):
+        return False
+    raise ValueError(f"must be one of 1, true, yes, on, 0, false, no, off, not {raw[:40]!r}")
+
+
+def _url(raw: str) -> str:
+    if not raw.startswith(("http://", "https://")) or not raw.isprintable():
+        raise ValueError("must be an http:// or https:// URL (value not shown)")
     return raw
+
+
+def _integer(low: int, high: int | None = None) -> Callable[[str], int]:
+    def parse(raw: str) -> int:
+        try:
+            value = int(raw.strip(), 10)
+        except ValueError:
+            raise ValueError(f"must be a whole number, not {raw[:40]!r}") from None
+        if value < low or (high is not None and value > high):
+            bounds = f"in {low}..{high}" if high is not None else f">= {low}"
+            raise ValueError(f"must be {bounds}, not {value}")
+        return value
+
+    return parse
+
+
+def _seconds(*, positive: bool) -> Callable[[str], float]:
+    def parse(raw: str) -> float:
+        try:
+            value = float(raw.strip())
+        except ValueError:
+            raise ValueError(f"must be a number of seconds, not {raw[:40]!r}") from None
+        if not math.isfinite(value) or value < 0 or (positive and value == 0):
+            raise ValueError(f"must be a {'positive' if positive else 'non-negative'} finite "
+                             f"number of seconds, not {raw[:40]!r}")  # fmt: skip
+        return value
+
+    return parse
+
+
+def _choice(choices: tuple[T, ...]) -> Callable[[str], T]:
+    def parse(raw: str) -> T:
+        for choice in choices:
+            if raw == choice:
+                return choice
+        raise ValueError(f"must be one of {', '.join(map(str, choices))}, not {raw[:40]!r}")
+
+    return parse
 
 
 def _tenant(raw: str) -> str:
@@ -81,8 +229,30 @@ def _tenant(raw: str) -> str:
         raise ValueError(f"is not a usable tenant id: {exc}") from None
 
 
-def _embedder(raw: str) -> EmbedderName:
-    for name in EMBEDDERS:
-        if raw == name:
-            return name
-    raise ValueError(f"must be one of {', '.join(EMBEDDERS)}, not {raw[:40]!r}")
+#: Each setting's variable, by field.
+VARIABLES: Final[Mapping[str, str]] = {
+    name: f"SYNOPSIS_{name.upper()}" for name in Settings.__dataclass_fields__
+}
+_PARSERS: Final[Mapping[str, Callable[[str], Any]]] = {
+    "db": _text("a SQLite file path or a postgresql:// URL"),
+    "tenant": _tenant,
+    "embedder": _choice(EMBEDDERS),
+    "schema": check_schema_name,
+    "host": _text("a host name or address"),
+    "port": _integer(0, 65535),
+    "upstream": _url,
+    "upstream_api_key": _secret,
+    "model": _text('"extractive" or a provider:model spec'),
+    "workers": _integer(1, 256),
+    "summarize_every": _integer(1),
+    "trigger_tokens": _integer(0),
+    "trigger_messages": _integer(0),
+    "keep_tail": _integer(0),
+    "summary_cache": _integer(0),
+    "lease_seconds": _seconds(positive=True),
+    "drain_seconds": _seconds(positive=False),
+    "redact": _boolean,
+    "redact_mode": _choice(REDACT_MODES),
+    "redact_hash_key": _hash_key,
+    "log_level": _choice(LOG_LEVELS),
+}

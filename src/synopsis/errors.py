@@ -4,8 +4,11 @@
 
     SynopsisError
     ├── ConfigError                 a programming or configuration mistake; never retried
+    │   └── UpstreamNotConfigured   the service's proxy has no upstream to forward to
     ├── InvalidInput                bad messages, transcripts or arguments (also ValueError)
-    │   └── InvalidMessage          one message is wrong; .index and .field say where
+    │   ├── InvalidMessage          one message is wrong; .index and .field say where
+    │   └── SessionConflict         the service's session id is taken by another user
+    ├── Unauthorized                the service got no API key, or an unknown or revoked one
     ├── ModelError                  a model call failed; .model
     │   ├── TransientModelError     worth retrying
     │   │   ├── RateLimited         .retry_after seconds, when the provider said
@@ -15,13 +18,18 @@
     │   ├── PermanentModelError     4xx other than the above; .status_code
     │   ├── InvalidSummary          the model answered, but not with a usable summary (retried)
     │   ├── RetryExhausted          .attempts, .last_error
-    │   └── AllModelsFailed         every model of a failover chain failed (also an ExceptionGroup)
+    │   ├── AllModelsFailed         every model of a failover chain failed (also an ExceptionGroup)
+    │   └── CoolingDown             calls refused for .retry_in seconds after repeated failures
     ├── CompactionError             compaction could not produce a valid history
     └── StoreError                  a memory or summary store failed
         ├── InvalidNamespace        (also ValueError)
         ├── TenantMismatch          a caller tried to reach another tenant's data
         ├── NotFound                (also KeyError)
-        └── MigrationError
+        ├── MigrationError
+        └── UserDeleted             a write lost to delete_user; nothing was written
+
+The service (``synopsis serve``) answers each with the HTTP status that
+:mod:`synopsis.server.errors` maps it to, and its JSON body names the class.
 
 Third-party exceptions (openai, anthropic, httpx, psycopg, sqlite3) are translated only where
 they are raised, with ``raise ... from exc``; nothing above those seams sees them.
@@ -50,10 +58,14 @@ __all__ = [
     "ProviderUnavailable",
     "RateLimited",
     "RetryExhausted",
+    "SessionConflict",
     "StoreError",
     "SynopsisError",
     "TenantMismatch",
     "TransientModelError",
+    "Unauthorized",
+    "UpstreamNotConfigured",
+    "UserDeleted",
 ]
 
 
@@ -99,6 +111,14 @@ class InvalidInput(SynopsisError, ValueError):
     index: int | None = None
 
 
+class UpstreamNotConfigured(ConfigError):
+    """The service's proxy has no upstream to forward to (HTTP 503)."""
+
+
+class Unauthorized(SynopsisError):
+    """The service got no API key, or one that is unknown or revoked (HTTP 401)."""
+
+
 class InvalidMessage(InvalidInput):
     """One message is malformed; ``index`` is its position and ``field`` the offending key."""
 
@@ -110,6 +130,10 @@ class InvalidMessage(InvalidInput):
         self.index = index
         self.field = field
         self.reason = message
+
+
+class SessionConflict(InvalidInput):
+    """The session id is taken by another user of the same tenant (HTTP 409)."""
 
 
 class ModelError(SynopsisError):
@@ -224,6 +248,20 @@ class NotFound(StoreError, KeyError):
 
 class MigrationError(StoreError):
     """The database schema could not be brought to the version this code needs."""
+
+
+class UserDeleted(StoreError):
+    """A write lost to ``delete_user``: the user's deletion generation is no longer the one
+    the write was made with. Nothing was written."""
+
+    def __init__(self, tenant: str, user_id: str, *, expected: int, current: int) -> None:
+        super().__init__(
+            f"user {user_id!r} was deleted meanwhile (generation {current}, not {expected})"
+        )
+        self.tenant = tenant
+        self.user_id = user_id
+        self.expected = expected
+        self.current = current
 
 
 class CoolingDown(ModelError):

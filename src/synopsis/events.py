@@ -8,12 +8,15 @@ success (with the summary's ``model``, ``usage`` and ``calls``: what it cost), o
 Compaction: ``tool_outputs_cleared`` (tier 1 replaced old tool results by stubs, archived; it
 comes before ``before_summarize``, which follows only if the history is still over budget) and
 ``compaction_skipped`` (a compaction was due but nothing could be summarized without cutting
-into the requested tail; ``skipped`` says why).
+into the requested tail; ``skipped`` says why). ``values_redacted`` (with ``redact=``: how
+many secrets and personal values of each kind a compaction took out of what it sent, archived
+and returned; never the values) comes last.
 
 Session memory:
 
 * ``session_summary_started``: a background job began summarizing messages
-  ``[from_index, to_index)``.
+  ``[from_index, to_index)``; with ``redact=``, ``redacted`` counts by kind the values taken
+  out of its request.
 * ``session_summary_saved``: a new summary version was stored; ``memory_written`` says
   whether the long-term copy was written too (if not, the outbox still holds it).
 * ``session_memory_failed``: one stage failed (``load_summary``, ``summarize``,
@@ -58,6 +61,7 @@ __all__ = [
     "Stage",
     "SummarizeFailed",
     "ToolOutputsCleared",
+    "ValuesRedacted",
     "aemit",
     "check_sync_handlers",
     "emit",
@@ -160,6 +164,8 @@ class SessionSummaryStarted:
     from_index: int
     to_index: int
     previous_version: int
+    #: With ``redact=``: values of each kind taken out of the request (never the values).
+    redacted: dict[str, int] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return _event_dict(self)
@@ -237,6 +243,20 @@ class ToolOutputsCleared:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class ValuesRedacted:
+    """A compaction redacted ``total`` values: ``counts`` by kind (``{"email": 2}``)."""
+
+    name: ClassVar[str] = "values_redacted"
+    reason: str
+    counts: dict[str, int]
+    total: int
+    session_id: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return _event_dict(self)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class SessionSummaryTruncated:
     """A session summary was cut to its limit.
 
@@ -270,6 +290,7 @@ Event = (
     | SummarizeFailed
     | CompactionSkipped
     | ToolOutputsCleared
+    | ValuesRedacted
 )
 EventHandler = Callable[[Event], None] | Callable[[Event], Awaitable[None]]
 SessionEvent = (

@@ -40,6 +40,7 @@ from synopsis._markers import (
 )
 
 __all__ = [
+    "CARRY_KEY",
     "EXTENSION_KEYS",
     "INTERNAL_CONTENT_TYPES",
     "ROLES",
@@ -73,7 +74,10 @@ __all__ = [
 Role = Literal["system", "developer", "user", "assistant", "tool"]
 ROLES: Final = frozenset({"system", "developer", "user", "assistant", "tool"})
 SYSTEM_ROLES: Final = frozenset({"system", "developer"})
-EXTENSION_KEYS: Final = frozenset({"usage", "meta"})
+#: Where converters carry what a framework cannot hold, so a round trip loses nothing; on a
+#: message and on a content part. Ours, like ``usage`` and ``meta``: never sent to a provider.
+CARRY_KEY: Final = "_synopsis"
+EXTENSION_KEYS: Final = frozenset({"usage", "meta", CARRY_KEY})
 #: Marker kinds (and legacy ``meta.content_type`` values) of injected, internal messages.
 INTERNAL_CONTENT_TYPES: Final = frozenset(
     {"summary", "skills", "notice", "reminder", "internal", "memory"}
@@ -286,8 +290,19 @@ def with_meta(message: Mapping[str, Any], **meta: Any) -> dict[str, Any]:
 
 
 def strip_extensions(message: Mapping[str, Any]) -> dict[str, Any]:
-    """The message as a provider may see it: without ``usage`` and ``meta``."""
-    return {k: v for k, v in message.items() if k not in EXTENSION_KEYS}
+    """The message as a provider may see it: without ``usage``, ``meta`` and carried data."""
+    result = {k: v for k, v in message.items() if k not in EXTENSION_KEYS}
+    content = result.get("content")
+    if isinstance(content, list) and any(_carries(part) for part in content):
+        result["content"] = [
+            {k: v for k, v in part.items() if k != CARRY_KEY} if _carries(part) else part
+            for part in content
+        ]
+    return result
+
+
+def _carries(part: object) -> bool:
+    return isinstance(part, Mapping) and CARRY_KEY in part
 
 
 def without_meta(message: Mapping[str, Any]) -> dict[str, Any]:

@@ -25,6 +25,7 @@ from synopsis import (
     CompactingModel,
     Compactor,
     MemoryArchive,
+    Redactor,
     RetryPolicy,
     SessionMemory,
     Summarizer,
@@ -175,6 +176,33 @@ async def test_compactor_twins_agree(case: str, fallback: str) -> None:
     assert sync[2], "the scenario produced no events or calls"
 
 
+SECRET_HISTORY = [HISTORY[0]] + [
+    {"role": "user", "content": f"turn {i}: mail ana{i % 3}@example.org, server 10.0.{i}.7"}
+    for i in range(12)
+]
+SECRET_SUMMARY = SUMMARY.replace("fix the parser", "fix the parser for ana0@example.org")
+
+
+async def run_redacting_compactor(flavor: str, fallback: str) -> tuple[Any, ...]:
+    timeline = Timeline()
+    archive = MemoryArchive()
+    redactor = Redactor(mode="hash", hash_key=b"parity" * 6)
+    twin = compactor(
+        flavor, timeline, [[SECRET_SUMMARY]], fallback=fallback, archive=archive, redact=redactor
+    )
+    result = await settle(twin.compact(SECRET_HISTORY))
+    return result.messages, result.report(), timeline.entries, archive.batches
+
+
+@pytest.mark.parametrize("fallback", ["keep", "truncate"])
+async def test_compactor_twins_agree_when_redacting(fallback: str) -> None:
+    """With redact=: the same redacted messages, counts, archive and events (values_redacted
+    last) from both twins."""
+    sync = await run_redacting_compactor("sync", fallback)
+    assert sync == await run_redacting_compactor("async", fallback)
+    assert sync[1]["redacted"]["email"] >= 12 and "@example.org" not in repr(sync[0])
+
+
 async def test_compactor_twins_agree_before_the_trigger() -> None:
     """Below the trigger both hooks return the history as it is and call nothing."""
     results = []
@@ -294,7 +322,9 @@ def chat(turns: int, topic: str) -> list[dict[str, Any]]:
     return history
 
 
-async def run_session(flavor: str, summary_script: list[Any]) -> tuple[Any, ...]:
+async def run_session(
+    flavor: str, summary_script: list[Any], redact: Redactor | None = None, topic: str = "coffee"
+) -> tuple[Any, ...]:
     timeline = Timeline()
     (model,) = models(flavor, timeline, summary_script)
     clock = FakeClock()
@@ -308,6 +338,7 @@ async def run_session(flavor: str, summary_script: list[Any]) -> tuple[Any, ...]
             on_event=[timeline.event],
             clock=clock,
             max_workers=1,
+            redact=redact,
         )
     else:
         store = AsyncInMemoryStore(clock=clock)
@@ -318,8 +349,9 @@ async def run_session(flavor: str, summary_script: list[Any]) -> tuple[Any, ...]
             hybrid=True,
             on_event=[timeline.event],
             clock=clock,
+            redact=redact,
         )
-    history = chat(4, "coffee")
+    history = chat(4, topic)
     scheduled = [
         await settle(memory.after_turn("t1", "u1", "s1", history[: n + 1])) for n in (3, 7)
     ]
@@ -346,6 +378,16 @@ async def test_session_memory_twins_agree(script: list[Any]) -> None:
     """SessionMemory twins: same scheduling, stored summaries, context, recall and events."""
     sync = await run_session("sync", script)
     assert sync == await run_session("async", script)
+
+
+async def test_session_memory_twins_agree_when_redacting() -> None:
+    """With redact=: the same redacted requests' counts, stored summaries and events."""
+    redactor = Redactor(mode="hash", hash_key=b"parity" * 6)
+    case = ([SECRET_SUMMARY], redactor, "mail bo@example.org")
+    sync = await run_session("sync", *case)
+    assert sync == await run_session("async", *case)
+    stored, entries = repr(sync[3]), repr(sync[4])
+    assert "@example.org" not in stored and "'redacted', {'email': 8}" in entries
 
 
 # --- stores ----------------------------------------------------------------------------------

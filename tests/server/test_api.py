@@ -198,6 +198,22 @@ def test_memory_put_get_search_delete(live: Live) -> None:
     assert deleted.status_code == 204 and again.status_code == 404 and gone.status_code == 404
 
 
+def test_a_memory_is_found_by_its_context(live: Live) -> None:
+    """A memory put with a context is found by the context's words and shows the context."""
+    with live.client(live.key("acme")) as client:
+        client.post(
+            "/v1/memories",
+            json={"namespace": "user/u1/chat", "key": "t2", "text": "Adoption agencies!",
+                  "context": "Mel: What did you research?"},
+        )  # fmt: skip
+        found = client.get(
+            "/v1/memories/search", params={"namespace_prefix": "user/u1", "q": "research"}
+        )
+    [hit] = found.json()["hits"]
+    assert hit["memory"]["key"] == "t2"
+    assert hit["memory"]["context"] == "Mel: What did you research?"
+
+
 def test_a_memory_without_key_gets_one_from_its_content(live: Live) -> None:
     memory = {"namespace": ["user", "u1"], "text": "likes tea", "kind": "fact"}
     with live.client(live.key("acme")) as client:

@@ -20,4 +20,5 @@ def test_bench_server_runs_quickly_on_sqlite() -> None:
         capture_output=True, text=True, timeout=300, check=False,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
-    assert "| 50 |" in done.stdout and "| SQLite | 1 | 10 |" in done.stdout
+    assert "**50 clients**" in done.stdout and "| SQLite | 1 | 10 |" in done.stdout
+    assert "| now, h11 + asyncio, httpx pool |" in done.stdout

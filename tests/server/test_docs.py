@@ -13,6 +13,7 @@ changes, textually, so the commands work on a test machine:
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shlex
@@ -53,8 +54,9 @@ def free_port() -> int:
 class Reader:
     """Runs the doc's blocks with one environment and keeps the servers they start."""
 
-    def __init__(self, workdir: Path, substitutions: dict[str, str]) -> None:
+    def __init__(self, workdir: Path, substitutions: dict[str, str], fake: FakeUpstream) -> None:
         self.workdir = workdir
+        self.fake = fake
         self.substitutions = substitutions
         bin_dir = workdir / "bin"
         bin_dir.mkdir()
@@ -147,7 +149,7 @@ def reader(tmp_path: Path) -> Iterator[Reader]:
             **ports,
             **{f"--port {p[1:]}": f"--port {q[1:]}" for p, q in ports.items()},
         }
-        docs = Reader(tmp_path, substitutions)
+        docs = Reader(tmp_path, substitutions, fake)
         try:
             yield docs
         finally:
@@ -167,6 +169,9 @@ def test_the_sqlite_walkthrough_runs(reader: Reader) -> None:
     assert '{"role":"system","content":"You plan trips."}' in text  # the context endpoint
     assert "Owns a red kayak" in text  # recall and export found the memory
     assert "echo: Which lake did we pick?" in text and "echo: Say hi" in text
+    # The upstream and its key came from SYNOPSIS_UPSTREAM and SYNOPSIS_UPSTREAM_API_KEY.
+    chats = [c for c in reader.fake.calls if c.path == "/v1/chat/completions"]
+    assert chats and all(c.headers["authorization"] == "Bearer sk-upstream-test" for c in chats)
 
 
 @pytest.mark.postgres
@@ -178,3 +183,18 @@ def test_the_replicas_walkthrough_runs(reader: Reader, postgres_url: str, pg_sch
     assert language == "sh" and len(reader.servers) == 2
     # The memory written through replica one, read back through replica two.
     assert output.count('"text":"written through replica one"') == 2
+
+
+def test_the_redaction_example_runs(reader: Reader) -> None:
+    """``--redact --redact-mode hash``: the values are gone, one token names the same address."""
+    output = "".join(
+        reader.run_sh(code) for _, code in sections()["Redact secrets and personal data"]
+    )
+    assert len(reader.servers) == 1
+    assert "AKIAIOSFODNN7EXAMPLE" not in output and "ops@example.com" not in output
+    answer = json.loads(output)
+    first, second = (m["content"] for m in answer["messages"])
+    email = re.search(r"\[EMAIL#[0-9a-f]{8}\]", first)
+    assert email is not None and email.group() in second
+    assert "[AWS_ACCESS_KEY#" in first
+    assert answer["report"]["redacted"] == {"aws_access_key": 1, "email": 2}

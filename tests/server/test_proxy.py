@@ -207,3 +207,44 @@ def test_half_a_session_address_is_422(proxy: Live) -> None:
     with proxy.client(proxy.key("acme"), **{"X-Synopsis-User": "u1"}) as client:
         response = client.post("/v1/chat/completions", json={"model": "m", "messages": turns(1)})
     assert response.status_code == 422
+
+
+def test_a_body_below_the_trigger_goes_on_as_sent(proxy: Live, upstream: Upstream) -> None:
+    """Nothing to compact or strip: the upstream gets the client's bytes, spacing and all."""
+    raw = b'{"model": "m",  "messages": [{"role": "user", "content": "hi \\u00e9"}], "n": 1}'
+    with proxy.client(proxy.key("acme"), **{"Content-Type": "application/json"}) as client:
+        assert client.post("/v1/chat/completions", content=raw).status_code == 200
+    assert upstream.fake.raw_bodies[-1] == raw
+
+
+def test_private_keys_are_stripped_even_below_the_trigger(proxy: Live, upstream: Upstream) -> None:
+    """A message carrying synopsis' own keys is re-serialized without them."""
+    message = {"role": "user", "content": "hi", "meta": {"synopsis": 1}, "usage": {"x": 1}}
+    with proxy.client(proxy.key("acme")) as client:
+        response = client.post("/v1/chat/completions", json={"model": "m", "messages": [message]})
+    assert response.status_code == 200
+    assert upstream.fake.chat_requests[-1]["messages"] == [{"role": "user", "content": "hi"}]
+
+
+def test_stream_must_be_a_real_boolean(proxy: Live, upstream: Upstream) -> None:
+    """``"stream": "true"`` is refused (422), not coerced and then forwarded as a string."""
+    body = {"model": "m", "messages": [{"role": "user", "content": "hi"}], "stream": "true"}
+    with proxy.client(proxy.key("acme")) as client:
+        response = client.post("/v1/chat/completions", json=body)
+    assert response.status_code == 422 and "stream" in response.text
+    assert upstream.fake.chat_requests == []
+
+
+def test_an_upstream_that_does_not_answer_in_time_is_504(start_server: StartServer) -> None:
+    """A read timeout (not a refused connection) is 504 ModelTimeout."""
+    from synopsis.server.testing import FakeUpstream
+
+    slow = FakeUpstream(summary_delay=5.0)
+    with running(slow.app) as url, start_server(upstream=f"{url}/v1", upstream_timeout=0.3) as live:
+        client = client_for(live, live.key("acme"))
+        with pytest.raises(openai.APIStatusError) as caught:
+            client.chat.completions.create(
+                model="summarizer-slow", messages=[{"role": "user", "content": "x"}]
+            )
+    assert caught.value.status_code == 504
+    assert caught.value.body["type"] == "ModelTimeout"  # type: ignore[index]

@@ -33,6 +33,7 @@ from synopsis.memory import (
     SearchHit,
     SessionStore,
     SQLiteStore,
+    neighbour_contexts,
     open_store,
 )
 
@@ -77,6 +78,8 @@ def session_memory(history: History) -> None:
     assert_type(memory.delete_user("t", "u"), int)
     assert_type(store.get("t", ("user", "u"), "k"), MemoryItem | None)
     assert_type(store.search("t", ("user", "u"), query="咖啡", limit=5), list[SearchHit])
+    turn = store.put("t", ("user", "u"), "t1", "yes!", context=neighbour_contexts(["a", "b"])[1])
+    assert_type(turn.context, str)
     assert_type(open_store("synopsis.db"), SessionStore)
     assert_type(open_store("synopsis.db", async_=True), AsyncSessionStore)
 

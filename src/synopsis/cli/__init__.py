@@ -17,7 +17,13 @@ from typing import Any
 
 import click
 
-from synopsis.cli._compact_flags import clearing_flags, dry_run, with_clearing
+from synopsis.cli._compact_flags import (
+    clearing_flags,
+    counts_line,
+    dry_run,
+    with_clearing,
+    with_redaction,
+)
 from synopsis.cli._errors import (
     BadInput,
     CliError,
@@ -129,7 +135,11 @@ def _print_report(report: dict[str, Any]) -> None:
     table = Table(title="synopsis compact", show_header=False)
     table.add_column("field", no_wrap=True)
     table.add_column("value", overflow="fold")  # long paths wrap, never cut
-    shown = {**report, "usage": _usage_line(report.get("usage"), report.get("calls"))}
+    shown = {
+        **report,
+        "usage": _usage_line(report.get("usage"), report.get("calls")),
+        "redacted": counts_line(report.get("redacted") or {}),
+    }
     for key in (
         "triggered",
         "compacted",
@@ -144,6 +154,7 @@ def _print_report(report: dict[str, Any]) -> None:
         "output",
         "archive",
         "skipped",
+        "redacted",
         "error",
     ):
         if shown.get(key) is not None:
@@ -236,7 +247,7 @@ def compact(file: Path, output: Path | None, force: bool, as_json: bool, **optio
     from synopsis.cli._compact import compact_request, failure, read_transcript, run_compact
     from synopsis.compaction.compactor import Compactor
 
-    chosen = with_clearing(compaction_options(options, str(file)), options)
+    chosen = with_redaction(with_clearing(compaction_options(options, str(file)), options), options)
     if options["dry_run"]:  # no model call, nothing written
         transcript = read_transcript(str(file))
         dry_run(Compactor(options=chosen), transcript.messages, force=force, as_json=as_json)

@@ -17,6 +17,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from synopsis.cli._compact_flags import redacted_anyway
 from synopsis.cli._errors import CliError, SummarizationFailed, fail
 from synopsis.cli._terminal import CompactionProgress, readable_error, status_columns, terminal
 from synopsis.compaction.options import CompactionOptions
@@ -216,8 +217,13 @@ def run_compact(request: CompactRequest) -> Compacted:
         transcript = read_transcript(request.file)
         compactor = Compactor(options=replace(request.options, on_event=handlers))
         result = compactor.compact(transcript.messages, force=request.force)
+        messages, counts = redacted_anyway(
+            request.options, result.messages, ran=request.force or result.triggered
+        )
+        result = replace(result, messages=messages, redacted=counts or result.redacted)
         text = dump_transcript(result.messages, transcript.format, extra=transcript.extra)
-        if places.output is not None and (result.compacted or not places.in_place):
+        changed = result.compacted or bool(result.redacted)
+        if places.output is not None and (changed or not places.in_place):
             write_atomically(places.output, text)
     report = {
         "ok": result.error is None,

@@ -1,8 +1,9 @@
-"""The ``compact`` command's tier-1 and dry-run flags, apart so the command itself stays short.
+"""The ``compact`` command's tier-1, redaction and dry-run flags, apart so the command itself
+stays short.
 
-:func:`clearing_flags` adds the flags, :func:`with_clearing` folds them into the options (a
-flag left out keeps the library default) and :func:`dry_run` prints what a dry run found: a
-rich table, or JSON with ``--json``.
+:func:`clearing_flags` adds the flags, :func:`with_clearing` and :func:`with_redaction` fold
+them into the options (a flag left out keeps the library default) and :func:`dry_run` prints
+what a dry run found: a rich table, or JSON with ``--json``.
 """
 
 from __future__ import annotations
@@ -15,14 +16,25 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
+from synopsis.cli._errors import fail
 from synopsis.compaction.clear import ToolClearing
 from synopsis.compaction.options import CompactionOptions
+from synopsis.compaction.redaction import redact_history
+from synopsis.redact import Redactor
 
 if TYPE_CHECKING:  # imported by the command when it runs, not by ``synopsis --help``
     from synopsis.compaction.compactor import Compactor
     from synopsis.compaction.preview import CompactionPreview
 
-__all__ = ["clearing_flags", "dry_run", "show_preview", "with_clearing"]
+__all__ = [
+    "clearing_flags",
+    "counts_line",
+    "dry_run",
+    "redacted_anyway",
+    "show_preview",
+    "with_clearing",
+    "with_redaction",
+]
 
 F = TypeVar("F", bound=Callable[..., Any])
 _DEFAULT = ToolClearing()
@@ -62,6 +74,25 @@ _OPTIONS = (
         "--clear-arguments", is_flag=True, default=None, help="Tier 1 clears call arguments too."
     ),
     click.option(
+        "--redact",
+        is_flag=True,
+        default=None,
+        help="Take secrets and personal data (keys, tokens, passwords, e-mail addresses, phone, "
+        "card and ID numbers, ...) out of the summarizer's request, the archive and the output.",
+    ),
+    click.option(
+        "--redact-mode",
+        type=click.Choice(["mask", "hash", "drop"]),
+        help="[REDACTED:kind] (mask, the default), a token per value, the same for the same "
+        "value in this run (hash), or nothing (drop). Turns --redact on.",
+    ),
+    click.option(
+        "--redact-pattern",
+        multiple=True,
+        metavar="NAME=REGEX",
+        help="Redact your own kind too, e.g. ticket=TCK-[0-9]{6} (repeatable; turns --redact on).",
+    ),
+    click.option(
         "--dry-run",
         is_flag=True,
         help="Show what would be cleared, summarized, kept and back-filled; call no model, "
@@ -93,11 +124,42 @@ def with_clearing(options: CompactionOptions, flags: Mapping[str, Any]) -> Compa
     )
 
 
+def with_redaction(options: CompactionOptions, flags: Mapping[str, Any]) -> CompactionOptions:
+    """``options`` with the redaction the flags ask for; ``--redact-mode`` or a
+    ``--redact-pattern`` alone turns it on. A pattern is ``NAME=REGEX``."""
+    patterns = flags.get("redact_pattern") or ()
+    if not (flags.get("redact") or flags.get("redact_mode") or patterns):
+        return options
+    named: dict[str, str] = {}
+    for pattern in patterns:
+        name, equals, regex = str(pattern).partition("=")
+        if not (equals and name and regex):
+            fail(f"--redact-pattern {pattern!r} must be NAME=REGEX, e.g. ticket=TCK-[0-9]{{6}}")
+        named[name] = regex
+    redactor = Redactor(mode=flags.get("redact_mode") or "mask", patterns=named)
+    return replace(options, redact=redactor)
+
+
+def redacted_anyway(
+    options: CompactionOptions, messages: Sequence[Mapping[str, Any]], *, ran: bool
+) -> tuple[list[dict[str, Any]], dict[str, int]]:
+    """With ``--redact`` the output is redacted even when no compaction ran (``ran``: forced,
+    or the trigger fired; below the trigger the library leaves a history as it is). The
+    messages and the counts by kind; as they are when redaction is off or already done."""
+    if options.redact is None or ran:
+        return [dict(message) for message in messages], {}
+    clean, counts = redact_history(options.redact, messages)
+    return [dict(message) for message in clean], counts
+
+
 def dry_run(
     compactor: Compactor, messages: Sequence[Mapping[str, Any]], *, force: bool, as_json: bool
 ) -> None:
     """Preview ``compactor.compact(messages, force=force)`` and print what it found."""
     preview = compactor.preview(messages, force=force)
+    _, counts = redacted_anyway(compactor.options, messages, ran=force or preview.triggered)
+    if counts:
+        preview = replace(preview, redacted=counts)
     show_preview(preview, messages, compactor.counter.estimate, as_json=as_json)
 
 
@@ -138,11 +200,17 @@ def _overview(preview: CompactionPreview) -> Any:
         "tokens after (summary as placeholder)": preview.tokens_after,
         "archive": preview.archive,
         "skipped": preview.skipped,
+        "would redact": counts_line(preview.redacted),
     }
     for key, value in rows.items():
         if value is not None:
             table.add_row(key, str(value))
     return table
+
+
+def counts_line(counts: Mapping[str, int]) -> str | None:
+    """``3 email, 1 openai_key``: how many values of each kind, never the values."""
+    return ", ".join(f"{number} {kind}" for kind, number in counts.items()) or None
 
 
 def _tiers(preview: CompactionPreview) -> Any:

@@ -12,7 +12,8 @@ env ``SYNOPSIS_EMBEDDER``): texts written with it can be found by ``search --mod
 
     {"namespace": ["user", "u1", "session", "s1"], "kind": "summary", "text": "...",
      "key": "optional", "tags": {"optional": "strings"},
-     "created_at": "2025-01-31T12:00:00.000000Z", "updated_at": "...", "expires_at": null}
+     "created_at": "2025-01-31T12:00:00.000000Z", "updated_at": "...", "expires_at": null,
+     "context": "optional words to find it by"}
 
 The times are optional ISO 8601 with a UTC offset; given, they are restored as they are
 (otherwise the import stamps the memory with the current time). A memory whose
@@ -78,7 +79,7 @@ __all__ = ["memory"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 _TIME_FIELDS = ("created_at", "updated_at", "expires_at")
-_IMPORT_FIELDS = frozenset({"namespace", "kind", "text", "key", "tags", *_TIME_FIELDS})
+_IMPORT_FIELDS = frozenset({"namespace", "kind", "text", "key", "tags", "context", *_TIME_FIELDS})
 _PAGE = 500
 #: Memories written per ``put_many`` call (one transaction each) by ``import``.
 _BATCH = 500
@@ -116,7 +117,7 @@ class _FromEnv:
 
     def __call__(self) -> str | None:
         try:
-            return self.setting(Settings.from_env(os.environ))
+            return self.setting(Settings.from_env(os.environ, only=("db", "tenant", "embedder")))
         except ConfigError as exc:
             raise BadInput(str(exc)) from None
 
@@ -353,12 +354,14 @@ class ImportRecord:
     created_at: datetime | None = None
     updated_at: datetime | None = None
     expires_at: datetime | None = None
+    context: str = ""
 
     def memory(self) -> NewMemory:
         """The record as a batch item that restores its times."""
         return NewMemory(
             self.namespace, self.key, self.text, kind=self.kind, tags=self.tags,
             created_at=self.created_at, updated_at=self.updated_at, expires_at=self.expires_at,
+            context=self.context,
         )  # fmt: skip
 
 
@@ -406,6 +409,9 @@ def parse_record(line: str) -> ImportRecord:
         raise ValueError("'kind' must be a non-empty string")
     if key is not None and (not isinstance(key, str) or not key):
         raise ValueError("'key' must be a non-empty string")
+    context = data.get("context", "")
+    if not isinstance(context, str):
+        raise ValueError("'context' must be a string")
     if "namespace" not in data:
         raise ValueError("'namespace' is required")
     try:
@@ -423,6 +429,7 @@ def parse_record(line: str) -> ImportRecord:
         created_at=created_at,
         updated_at=updated_at,
         expires_at=expires_at,
+        context=context,
     )
 
 
@@ -432,7 +439,7 @@ def _check_record(tenant: str, record: ImportRecord) -> None:
         prepare_put(
             tenant, record.namespace, record.key, record.text, kind=record.kind,
             tags=record.tags, ttl=None, created_at=record.created_at,
-            updated_at=record.updated_at, expires_at=record.expires_at,
+            updated_at=record.updated_at, expires_at=record.expires_at, context=record.context,
         )  # fmt: skip
     except SynopsisError as exc:
         raise ValueError(str(exc)) from None
@@ -528,8 +535,11 @@ def import_(db: str, tenant: str, as_json: bool, embedder: str, quiet: bool, fil
 
 
 def _export_dict(item: MemoryItem) -> dict[str, Any]:
-    """Every field of a memory but its tenant: what ``import`` needs to restore it exactly."""
-    return {
+    """Every field of a memory but its tenant: what ``import`` needs to restore it exactly.
+
+    ``context`` is written only when the memory has one.
+    """
+    fields = {
         "namespace": list(item.namespace),
         "kind": item.kind,
         "text": item.text,
@@ -539,6 +549,7 @@ def _export_dict(item: MemoryItem) -> dict[str, Any]:
         "updated_at": _iso(item.updated_at),
         "expires_at": None if item.expires_at is None else _iso(item.expires_at),
     }
+    return {**fields, "context": item.context} if item.context else fields
 
 
 @memory.command(cls=OneLineCommand)

@@ -7,7 +7,8 @@ once, on standard output; only its hash is stored.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+import os
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any, TypeVar
 
@@ -16,83 +17,131 @@ import click
 from synopsis import KeepTail, Trigger
 from synopsis.cli import emit_json
 from synopsis.cli._errors import fail, guarded
+from synopsis.config import LOG_LEVELS, REDACT_MODES, VARIABLES, Settings
 from synopsis.server.options import ServerOptions
 
-__all__ = ["keys", "serve"]
+__all__ = ["build_options", "keys", "options_from", "resolve", "serve"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 #: Bytes of request line and headers uvicorn accepts (its default is 16 KiB): a long
 #: ``system_prompt`` in a query string then gets a 422 naming the field, not a dropped
 #: connection.
 MAX_REQUEST_HEAD = 1 << 20
+#: The HTTP parser. httptools is faster but refuses a request line over 64 KiB with a
+#: plain-text 400 before the app sees it, while the API documents query fields (a system
+#: prompt, a query) whose percent-encoded maximum is longer; h11 honours MAX_REQUEST_HEAD.
+#: The event loop is still uvloop when installed (the ``server`` extra).
+HTTP_PARSER = "h11"
 _D = ServerOptions()
+#: What ``--help`` shows as each setting's default (the values ServerOptions holds).
+_DEFAULTS: dict[str, object] = {
+    "db": _D.db, "schema": _D.schema, "host": _D.host, "port": _D.port,
+    "workers": _D.workers, "model": _D.model, "summarize_every": _D.summarize_every,
+    "trigger_tokens": _D.trigger.tokens, "trigger_messages": 0,
+    "keep_tail": _D.keep_tail.messages, "summary_cache": _D.summary_cache, "hybrid": "off",
+    "lease_seconds": _D.lease_seconds, "poll_seconds": _D.poll_seconds,
+    "outbox_seconds": _D.outbox_seconds, "drain_seconds": _D.drain_seconds, "log_level": "info",
+    "redact": "off", "redact_mode": _D.redact_mode,
+}  # fmt: skip
+#: Settings with no flag: a secret on the command line shows in the process list.
+_ENV_ONLY = ("redact_hash_key",)
+
+
+def _option(name: str, help: str = "", **settings: Any) -> Callable[[F], F]:
+    """A flag that is None when not given; its help names its variable and its default."""
+    field = name.split("/")[0].removeprefix("--").replace("-", "_")
+    notes = [f"env {VARIABLES[field]}"] if field in VARIABLES else []
+    if field in _DEFAULTS:
+        notes.append(f"default {_DEFAULTS[field]}")
+    text = f"{help} ({'; '.join(notes)})" if notes else help
+    return click.option(name, default=None, help=text.strip(), **settings)
 
 
 def _database(fn: F) -> F:
-    fn = click.option(
-        "--schema", default=_D.schema, show_default=True,
-        help="PostgreSQL schema of the store's and the server's tables.",
-    )(fn)  # fmt: skip
-    return click.option(
-        "--db", default=_D.db, show_default=True,
-        help="SQLite file or postgresql:// URL (shared by every replica).",
-    )(fn)  # fmt: skip
+    fn = _option("--schema", "PostgreSQL schema of the store's and the server's tables.")(fn)
+    return _option("--db", "SQLite file or postgresql:// URL (shared by every replica).")(fn)
 
 
 def _options(fn: F) -> F:
-    """The flags of ``serve``, each defaulting to ServerOptions' default."""
-    flags: list[tuple[tuple[str, ...], dict[str, Any]]] = [
-        (("--host",), {"default": _D.host, "show_default": True}),
-        (("--port",), {"type": click.IntRange(0, 65535), "default": _D.port, "show_default": True}),
-        (("--upstream",), {"help": "OpenAI-compatible base URL, e.g. https://api.openai.com/v1."}),
-        (("--upstream-api-key",), {"help": "The upstream's API key (never one of ours)."}),
-        (("--workers",), {"type": click.IntRange(1, 256), "default": _D.workers,
-                          "show_default": True, "help": "Summary jobs run at once here."}),
-        (("--model",), {"default": _D.model, "show_default": True,
-                        "help": 'Summarizer: "extractive" (offline) or "provider:model".'}),
-        (("--summarize-every",), {"type": click.IntRange(1), "default": _D.summarize_every,
-                                  "show_default": True}),
-        (("--trigger-tokens",), {"type": click.IntRange(0), "default": _D.trigger.tokens,
-                                 "show_default": True,
-                                 "help": "The proxy compacts histories above N tokens (0 = off)."}),
-        (("--trigger-messages",), {"type": click.IntRange(0), "default": 0, "show_default": True,
-                                   "help": "... or above N messages (0 = off)."}),
-        (("--keep-tail",), {"type": click.IntRange(0), "default": _D.keep_tail.messages,
-                            "show_default": True, "help": "Messages kept verbatim."}),
-        (("--hybrid/--no-hybrid",), {"default": _D.hybrid, "show_default": True,
-                                     "help": "Three-layer context on the context endpoint."}),
-        (("--lease-seconds",), {"type": click.FloatRange(min=0.1), "default": _D.lease_seconds,
-                                "show_default": True}),
-        (("--poll-seconds",), {"type": click.FloatRange(min=0.01), "default": _D.poll_seconds,
-                               "show_default": True}),
-        (("--outbox-seconds",), {"type": click.FloatRange(min=0.01), "default": _D.outbox_seconds,
-                                 "show_default": True}),
-        (("--drain-seconds",), {"type": click.FloatRange(min=0), "default": _D.drain_seconds,
-                                "show_default": True}),
-        (("--log-level",), {"type": click.Choice(["critical", "error", "warning", "info", "debug"]),
-                            "default": "info", "show_default": True}),
+    """The flags of ``serve``; a missing one comes from the environment, then ServerOptions."""
+    count, seconds = click.IntRange(0), click.FloatRange(min=0)
+    flags = [
+        _option("--host", "Address to listen on."),
+        _option("--port", type=click.IntRange(0, 65535)),
+        _option("--upstream", "OpenAI-compatible base URL, e.g. https://api.openai.com/v1."),
+        _option("--upstream-api-key", "The upstream's API key (never one of ours)."),
+        _option("--workers", "Summary jobs run at once here.", type=click.IntRange(1, 256)),
+        _option("--model", 'Summarizer: "extractive" (offline) or "provider:model".'),
+        _option("--summarize-every", "Messages between background summaries.",
+                type=click.IntRange(1)),
+        _option("--trigger-tokens", "The proxy compacts histories above N tokens (0 = off).",
+                type=count),
+        _option("--trigger-messages", "... or above N messages (0 = off).", type=count),
+        _option("--keep-tail", "Messages kept verbatim.", type=count),
+        _option("--summary-cache", "Proxy summaries kept for reuse (0 = none).", type=count),
+        _option("--hybrid/--no-hybrid", "Three-layer context on the context endpoint."),
+        _option("--lease-seconds", type=click.FloatRange(min=0.1)),
+        _option("--poll-seconds", type=click.FloatRange(min=0.01)),
+        _option("--outbox-seconds", type=click.FloatRange(min=0.01)),
+        _option("--drain-seconds", "Shutdown's wait for running summary jobs.", type=seconds),
+        _option("--redact/--no-redact", "Take secrets and personal data out of what is sent to "
+                "a summarizer, stored, returned by /v1/compact or sent upstream compacted."),
+        _option("--redact-mode", "mask, hash (one token per value, keyed by "
+                f"{VARIABLES['redact_hash_key']}) or drop. Turns --redact on.",
+                type=click.Choice(REDACT_MODES)),
+        _option("--log-level", type=click.Choice(LOG_LEVELS)),
     ]  # fmt: skip
-    for names, settings in reversed(flags):
-        fn = click.option(*names, **settings)(fn)
+    for flag in reversed(flags):
+        fn = flag(fn)
     return fn
 
 
-def build_options(**flags: Any) -> ServerOptions:
-    """ServerOptions from ``serve``'s flags."""
-    trigger = Trigger(tokens=flags.pop("trigger_tokens") or None,
-                      messages=flags.pop("trigger_messages") or None)  # fmt: skip
-    keep_tail = KeepTail(messages=flags.pop("keep_tail"))
-    flags.pop("log_level", None)
-    return ServerOptions(trigger=trigger, keep_tail=keep_tail, **flags)
+def resolve(flags: dict[str, Any], environ: Mapping[str, str]) -> dict[str, Any]:
+    """The flags given, then the ``SYNOPSIS_*`` variables of those missing (read by
+    :class:`~synopsis.config.Settings`); what is in neither is left out (its default applies).
+
+    A malformed variable is one line and exit code 2, and only matters when its flag is missing.
+    """
+    missing = [name for name, value in flags.items() if value is None and name in VARIABLES]
+    settings = Settings.from_env(environ, only=missing)  # ConfigError: one line, exit code 2
+    resolved = {name: value for name, value in flags.items() if value is not None}
+    for name in missing:
+        value = getattr(settings, name)
+        if value is not None:
+            resolved[name] = value
+    return resolved
+
+
+def build_options(flags: dict[str, Any]) -> tuple[ServerOptions, str]:
+    """ServerOptions and the log level from ``serve``'s resolved flags."""
+    flags = dict(flags)
+    trigger = _D.trigger
+    if "trigger_tokens" in flags or "trigger_messages" in flags:
+        tokens = flags.pop("trigger_tokens", _D.trigger.tokens)
+        trigger = Trigger(tokens=tokens or None, messages=flags.pop("trigger_messages", 0) or None)
+    keep_tail = KeepTail(messages=flags.pop("keep_tail", _D.keep_tail.messages))
+    log_level = flags.pop("log_level", "info")
+    flags.setdefault("redact", "redact_mode" in flags)  # a mode alone turns redaction on
+    return ServerOptions(trigger=trigger, keep_tail=keep_tail, **flags), log_level
+
+
+def options_from(flags: dict[str, Any], environ: Mapping[str, str]) -> tuple[ServerOptions, str]:
+    """ServerOptions and the log level: the flags given, then the variables (of the flags
+    missing and of the settings that have no flag), then the defaults."""
+    return build_options(resolve({**dict.fromkeys(_ENV_ONLY), **flags}, environ))
 
 
 @click.command()
 @_database
 @_options
 @guarded
-def serve(log_level: str, **flags: Any) -> None:
-    """Run the HTTP service: REST API, OpenAI-compatible proxy, background summaries."""
-    options = build_options(**flags)
+def serve(**flags: Any) -> None:
+    """Run the HTTP service: REST API, OpenAI-compatible proxy, background summaries.
+
+    A flag not given is read from its SYNOPSIS_* environment variable (named in its help);
+    a flag given always wins.
+    """
+    options, log_level = options_from(flags, os.environ)
     try:
         import uvicorn
 
@@ -103,7 +152,7 @@ def serve(log_level: str, **flags: Any) -> None:
     uvicorn.run(
         app, host=options.host, port=options.port, log_level=log_level,
         timeout_graceful_shutdown=max(int(options.drain_seconds), 1),
-        h11_max_incomplete_event_size=MAX_REQUEST_HEAD,
+        http=HTTP_PARSER, h11_max_incomplete_event_size=MAX_REQUEST_HEAD,
     )  # fmt: skip
 
 
@@ -113,11 +162,12 @@ def keys() -> None:
 
 
 @contextmanager
-def _ring(db: str, schema: str) -> Iterator[Any]:
+def _ring(db: str | None, schema: str | None) -> Iterator[Any]:
     from synopsis.server.db import Database
     from synopsis.server.keys import KeyRing
 
-    with Database(db, schema=schema) as database:
+    where = resolve({"db": db, "schema": schema}, os.environ)
+    with Database(where.get("db", _D.db), schema=where.get("schema", _D.schema)) as database:
         yield KeyRing(database)
 
 
@@ -137,7 +187,7 @@ def _key_dict(key: Any) -> dict[str, Any]:
 @click.option("--label", default="", help="A note to recognize the key by.")
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON object.")
 @guarded
-def create_key(db: str, schema: str, tenant: str, label: str, as_json: bool) -> None:
+def create_key(db: str | None, schema: str | None, tenant: str, label: str, as_json: bool) -> None:
     """Create a key and print it once (only its hash is kept)."""
     with _ring(db, schema) as ring:
         issued = ring.create(tenant, label=label)
@@ -153,7 +203,7 @@ def create_key(db: str, schema: str, tenant: str, label: str, as_json: bool) -> 
 @click.option("--tenant", default=None, help="Only this tenant's keys.")
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON array.")
 @guarded
-def list_keys(db: str, schema: str, tenant: str | None, as_json: bool) -> None:
+def list_keys(db: str | None, schema: str | None, tenant: str | None, as_json: bool) -> None:
     """List keys (ids, tenants, labels; never the keys themselves)."""
     with _ring(db, schema) as ring:
         found = ring.list(tenant)
@@ -170,7 +220,7 @@ def list_keys(db: str, schema: str, tenant: str | None, as_json: bool) -> None:
 @click.argument("key_id")
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON object.")
 @guarded
-def revoke_key(db: str, schema: str, key_id: str, as_json: bool) -> None:
+def revoke_key(db: str | None, schema: str | None, key_id: str, as_json: bool) -> None:
     """Revoke a key by its id; requests with it get 401 from then on."""
     with _ring(db, schema) as ring:
         revoked = ring.revoke(key_id)

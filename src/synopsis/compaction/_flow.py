@@ -1,6 +1,8 @@
 """One compaction, written once: a pure generator of steps that both compactors drive.
 
-:func:`compaction` decides (count + trigger, with the regrowth guard), validates, and with
+:func:`compaction` decides (count + trigger, with the regrowth guard), validates, with
+``redact`` redacts the history once (every later step, and so the summarizer's request, the
+archive and the result, sees only the redacted messages; see :mod:`.redaction`), and with
 ``clear_tool_outputs`` runs tier 1 first: old tool output is archived and replaced by stubs
 (:mod:`.clear`), ``tool_outputs_cleared`` is emitted, the history is counted again, and the
 summary (tier 2) follows only if the history is still over budget (the trigger fires, or it
@@ -9,7 +11,8 @@ compaction asked for without budget pressure runs every tier). Tier 2 plans
 (emitting ``compaction_skipped`` when there is nothing worth summarizing), emits
 ``before_summarize``, asks for a summary, degrades on :class:`ModelError` (extractive, truncate
 or keep) and emits ``summarize_failed``, archives what leaves the history, builds the new
-history and emits ``after_summarize``. It does no I/O: the summarizer call, the archive write
+history and emits ``after_summarize``; with ``redact``, ``values_redacted`` comes last with the
+counts by kind (the result's ``redacted``). It does no I/O: the summarizer call, the archive write
 and event delivery are steps (:class:`Summarize`, :class:`SummarizeOffline`,
 :class:`WriteArchive`, :class:`Emit`) that a driver performs, synchronously or awaiting, so
 both compactors deliver the same events in the same order (see :mod:`synopsis._flow`).
@@ -39,6 +42,7 @@ from synopsis.compaction.clear import (
 )
 from synopsis.compaction.options import CompactionOptions
 from synopsis.compaction.plan import CompactionPlan, plan_compaction
+from synopsis.compaction.redaction import merged_counts, redact_history, redact_summary
 from synopsis.compaction.summary import SUMMARY_KIND
 from synopsis.compaction.trigger import TriggerDecision
 from synopsis.errors import CompactionError, ModelError, describe_error
@@ -49,6 +53,7 @@ from synopsis.events import (
     Event,
     SummarizeFailed,
     ToolOutputsCleared,
+    ValuesRedacted,
 )
 from synopsis.messages import marked_body, marker_of, without_meta
 from synopsis.models._base import Usage
@@ -121,6 +126,8 @@ class CompactionResult:
     usage: Usage | None = None  # what the summary cost, summed over its calls
     calls: int = 0
     tiers: tuple[Tier, ...] = ()
+    #: With ``redact=``: how many values of each kind were redacted (never the values).
+    redacted: Mapping[str, int] = field(default_factory=dict)
 
     def report(self) -> dict[str, Any]:
         """A JSON-ready summary of the result (without the messages)."""
@@ -140,6 +147,7 @@ class CompactionResult:
             "usage": self.usage.as_dict() if self.usage else None,
             "calls": self.calls,
             "tiers": [tier.to_dict() for tier in self.tiers],
+            "redacted": dict(self.redacted),
         }
 
 
@@ -291,18 +299,41 @@ def compaction(
     tokens, decision = decide(options, counter, messages, tools)
     if not (force or decision.fired):
         return _unchanged(messages, tokens, reason=None, triggered=False)
+    validate_messages(list(messages))
+    clean, redacted = redact_history(options.redact, messages)
     run = _Run(
         options=options,
         counter=counter,
-        messages=messages,
+        messages=clean,
         tokens=tokens,
         reason=decision.reason or reason,
         triggered=decision.fired,
     )
-    validate_messages(list(messages))
     if options.clear_tool_outputs is None:
-        return (yield from _compact(run))
-    return (yield from _tiered(run, tools, pressed=decision.fired))
+        result = yield from _compact(run)
+    else:
+        result = yield from _tiered(run, tools, pressed=decision.fired)
+    if options.redact is None:
+        return result
+    return (yield from _redaction_reported(run, result, redacted))
+
+
+def _redaction_reported(
+    run: _Run, result: CompactionResult, redacted: Mapping[str, int]
+) -> Flow[CompactionStep, CompactionResult]:
+    """The counts of everything redacted (history and summary) in the result and, when there
+    were any, in a ``values_redacted`` event, the last one."""
+    counts = merged_counts(redacted, result.redacted)
+    if not counts:
+        return result
+    event = ValuesRedacted(
+        reason=run.reason,
+        counts=counts,
+        total=sum(counts.values()),
+        session_id=run.options.session_id,
+    )
+    yield Emit(event)
+    return replace(result, redacted=counts, events=(*result.events, event))
 
 
 def _tiered(
@@ -404,6 +435,7 @@ def _finish(
     """Archive what leaves the history, build the new history, report ``after_summarize``."""
     if summary is None:
         return (yield from _truncate(run, plan, events))
+    summary, redacted = redact_summary(run.options.redact, summary)
     try:
         archive = yield from _write_archive(run, plan.replaced)
     except CompactionError as exc:
@@ -414,7 +446,7 @@ def _finish(
     yield from _emit(events, _after(run, summary, new, after, archive))
     replaced = _positions(run.messages, plan.replaced)
     tier = Tier(name="summarize", tokens_before=run.tokens, tokens_after=after, messages=replaced)
-    return run.compacted(
+    result = run.compacted(
         new,
         after,
         summary,
@@ -424,6 +456,7 @@ def _finish(
         version=version,
         tier=tier,
     )
+    return replace(result, redacted=redacted)
 
 
 def _truncate(

@@ -8,6 +8,8 @@ deliver events when the flow asks. Use either as a before-model hook
 long. The result is ``[leading system messages] + [preserved skills] + [summary] + [tail]``,
 always a new list; the caller's history is never mutated. When summarizing fails the history
 comes back unchanged (or degraded as configured), an event says why, and the agent goes on.
+With ``redact=`` a compaction works on the redacted history, so no value the redactor finds
+reaches the summarizer, the archive or the result (:mod:`synopsis.compaction.redaction`).
 
 Options come as one :class:`CompactionOptions` (``options=``) or as the same keyword
 arguments; ``summarizer=``, ``sleep=`` and ``rng=`` belong to the driver. ``preview()`` (the

@@ -28,6 +28,7 @@ from synopsis.events import EventHandler
 from synopsis.models import redact_spec
 from synopsis.models.retry import Cooldown, RetryPolicy
 from synopsis.prompts import ENGLISH, PromptSet, prompt_set
+from synopsis.redact import Redactor
 from synopsis.summarizer import ModelSpec
 from synopsis.tokens import ESTIMATORS, TokenCounter
 
@@ -62,6 +63,9 @@ class CompactionOptions:
     It is on by default: on a tool-heavy session it retained more than summarizing only, made
     about a fifth of the summarizer calls and cost 0.75-0.92 of it with prompt caching
     (``docs/benchmarks.md``); a history without large tool results is summarized as before.
+    ``redact`` (a :class:`~synopsis.redact.Redactor`; None: off) takes secrets and personal
+    data out of the history before anything leaves: the summarizer's request, the archive and
+    the compacted messages returned (see :mod:`synopsis.compaction.redaction` for exactly what).
     """
 
     trigger: Trigger = field(default_factory=Trigger.default)
@@ -84,6 +88,7 @@ class CompactionOptions:
     on_event: Sequence[EventHandler] = ()
     session_id: str | None = None
     clear_tool_outputs: ToolClearing | None = field(default_factory=ToolClearing)
+    redact: Redactor | None = None
 
     def __post_init__(self) -> None:
         # Sequences become tuples, so the value stays immutable and hashable.
@@ -112,8 +117,9 @@ class CompactionOptions:
 
         ``trigger_tokens``, ``trigger_messages``, ``trigger_fraction``, ``context_window`` and
         ``reserve_output`` fold into one :class:`Trigger`; ``keep_tail`` may be a message
-        count, ``prompts`` a language code and ``clear_tool_outputs`` True (the default
-        :class:`ToolClearing`) or False (off).
+        count, ``prompts`` a language code, ``clear_tool_outputs`` True (the default
+        :class:`ToolClearing`) or False (off), and ``redact`` True (a default
+        :class:`~synopsis.redact.Redactor`: every kind, masked) or False (off).
         """
         values: dict[str, Any] = dict(keywords)
         unknown = sorted(set(values) - CompactionKeywords.__optional_keys__)
@@ -126,6 +132,8 @@ class CompactionOptions:
             values["prompts"] = prompt_set(values["prompts"])
         if isinstance(values.get("clear_tool_outputs"), bool):
             values["clear_tool_outputs"] = ToolClearing() if values["clear_tool_outputs"] else None
+        if isinstance(values.get("redact"), bool):
+            values["redact"] = Redactor() if values["redact"] else None
         return cls(**values)
 
 
@@ -158,6 +166,7 @@ class CompactionKeywords(TypedDict, total=False):
     on_event: Sequence[EventHandler]
     session_id: str | None
     clear_tool_outputs: ToolClearing | bool | None
+    redact: Redactor | bool | None
 
 
 def options_from(
@@ -273,4 +282,5 @@ _CHECKS: Final[tuple[tuple[str, Callable[[object], bool], str], ...]] = (
     ("on_event", _handlers, "a list of callables"),
     ("session_id", _optional(str), "a string or None"),
     ("clear_tool_outputs", _optional(ToolClearing), "a ToolClearing or None (off)"),
+    ("redact", _optional(Redactor), 'a Redactor, e.g. Redactor(mode="hash"), or None (off)'),
 )

@@ -13,7 +13,7 @@ messages it would quote are back-filled as in a real run, and counted).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Final
 
 from synopsis._flow import drive
@@ -28,6 +28,7 @@ from synopsis.compaction._flow import (
 )
 from synopsis.compaction.archive import Archive, JsonlArchive
 from synopsis.compaction.options import CompactionOptions
+from synopsis.compaction.redaction import redact_history
 from synopsis.compaction.summary import (
     SUMMARY_KIND,
     collect_user_messages,
@@ -71,6 +72,8 @@ class CompactionPreview:
     archive: str | None
     skipped: str | None
     events: tuple[str, ...]
+    #: With ``redact=``: how many values of each kind the run would redact.
+    redacted: Mapping[str, int] = field(default_factory=dict)
 
     @property
     def calls_model(self) -> bool:
@@ -95,6 +98,7 @@ class CompactionPreview:
             "archive": self.archive,
             "skipped": self.skipped,
             "events": list(self.events),
+            "redacted": dict(self.redacted),
         }
 
 
@@ -135,7 +139,9 @@ def preview_compaction(
     driver = _PreviewDriver(archive, counter)
     flow = compaction(options, counter, messages, tools=tools, force=force, reason=reason)
     result = drive(flow, driver.perform)
-    return _preview_of(result, messages, driver.summarizer_tokens)
+    # The summary quotes the user's words as redacted: compare them so.
+    shown, _ = redact_history(options.redact if result.redacted else None, messages)
+    return _preview_of(result, shown, driver.summarizer_tokens)
 
 
 def _preview_of(
@@ -159,6 +165,7 @@ def _preview_of(
         archive=result.archive,
         skipped=result.skipped,
         events=tuple(event.name for event in result.events),
+        redacted=result.redacted,
     )
 
 

@@ -10,10 +10,11 @@ The framework packages are optional and imported only when their converter is ca
 """
 
 from synopsis.convert._detect import foreign_message_hint, to_openai_messages
-from synopsis.convert.anthropic import CARRY_KEY, from_anthropic, to_anthropic
+from synopsis.convert.anthropic import from_anthropic, to_anthropic
 from synopsis.convert.langchain import from_langchain, to_langchain
 from synopsis.convert.openai_responses import from_responses_items, to_responses_items
 from synopsis.convert.pydantic_ai import from_pydantic_ai, to_pydantic_ai
+from synopsis.messages import CARRY_KEY
 
 __all__ = [
     "CARRY_KEY",

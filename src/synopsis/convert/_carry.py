@@ -22,7 +22,7 @@ import json
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final
 
-from synopsis.convert.anthropic import CARRY_KEY
+from synopsis.messages import CARRY_KEY
 
 __all__ = [
     "CARRY_KEY",

@@ -22,10 +22,10 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Final
 
+from synopsis.messages import CARRY_KEY
+
 __all__ = ["CARRY_KEY", "from_anthropic", "strip_carry", "to_anthropic"]
 
-#: The key under which data without an Anthropic equivalent is carried through a round trip.
-CARRY_KEY: Final = "_synopsis"
 _STRUCTURAL: Final = frozenset({"role", "content", "tool_calls", "tool_call_id"})
 _SYSTEM_ROLES: Final = frozenset({"system", "developer"})
 # A private flag on user messages made of tool results, so that the next tool result joins

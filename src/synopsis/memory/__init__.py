@@ -4,10 +4,12 @@ Every backend implements the same contracts, sync and async, and passes one conf
 :class:`InMemoryStore` (tests, prototypes), :class:`SQLiteStore` (the embedded default) and
 :class:`PostgresStore` (many replicas on one database; needs ``synopsis[postgres]``, imported
 on first use). :func:`open_store` opens SQLite or PostgreSQL from a path or URL.
+:func:`neighbour_contexts` gives chat turns the turns around them as their ``context``.
 """
 
 import typing
 
+from synopsis.errors import UserDeleted
 from synopsis.memory._types import (
     AsyncMemoryStore,
     AsyncSessionStore,
@@ -24,11 +26,11 @@ from synopsis.memory._types import (
     SessionStore,
     SessionSummary,
     SummaryStore,
-    UserDeleted,
     normalize_namespace,
 )
 from synopsis.memory.inmemory import AsyncInMemoryStore, InMemoryStore
 from synopsis.memory.open import open_store
+from synopsis.memory.ranking import neighbour_contexts
 from synopsis.memory.sqlite import AsyncSQLiteStore, SQLiteStore
 
 if typing.TYPE_CHECKING:
@@ -57,6 +59,7 @@ __all__ = [
     "SessionSummary",
     "SummaryStore",
     "UserDeleted",
+    "neighbour_contexts",
     "normalize_namespace",
     "open_store",
 ]

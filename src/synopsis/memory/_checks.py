@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Final, Literal
 
-from synopsis.errors import ConfigError, InvalidInput, InvalidNamespace, StoreError
+from synopsis.errors import ConfigError, InvalidInput, InvalidNamespace, StoreError, UserDeleted
 from synopsis.memory._types import (
     Embedder,
     MemoryItem,
@@ -23,7 +23,6 @@ from synopsis.memory._types import (
     NewMemory,
     SearchMode,
     SessionSummary,
-    UserDeleted,
     has_control,
     normalize_namespace,
     normalize_tags,
@@ -167,6 +166,8 @@ class PutRequest:
     created_at: float | None = None
     updated_at: float | None = None
     expires_at: float | None = None
+    #: Words to find the item by besides its text (``ranking.indexed_terms``).
+    context: str = ""
 
     def updated(self, now: float) -> float:
         """``updated_at`` of the item a write at ``now`` stores."""
@@ -236,6 +237,7 @@ def prepare_put(
     created_at: object = None,
     updated_at: object = None,
     expires_at: object = None,
+    context: object = "",
 ) -> PutRequest:
     """Check every argument of ``put`` (and the restored times of a batch item), normalized.
 
@@ -246,6 +248,8 @@ def prepare_put(
         raise InvalidInput("text must be a string")
     if not isinstance(kind, str) or not kind:
         raise InvalidInput("kind must be a non-empty string")
+    if not isinstance(context, str):
+        raise InvalidInput("context must be a string (empty for none)")
     times = _check_times(ttl, created_at, updated_at, expires_at)
     return PutRequest(
         tenant=check_tenant(tenant),
@@ -254,6 +258,7 @@ def prepare_put(
         text=_encodable(text, "text"),
         kind=_encodable(kind, "kind"),
         tags=_check_tags(tags),
+        context=_encodable(context, "context"),
         **times,
     )
 
@@ -278,7 +283,7 @@ def _prepare_item(tenant: str, index: int, item: object) -> PutRequest:
         request = prepare_put(
             tenant, item.namespace, item.key, item.text, kind=item.kind, tags=item.tags,
             ttl=item.ttl, created_at=item.created_at, updated_at=item.updated_at,
-            expires_at=item.expires_at,
+            expires_at=item.expires_at, context=item.context,
         )  # fmt: skip
     except (InvalidInput, InvalidNamespace) as exc:
         raise item_error(index, exc) from exc
@@ -417,6 +422,7 @@ def stored_item(request: PutRequest, *, created: float, now: float) -> MemoryIte
         created_at=to_datetime(created),
         updated_at=to_datetime(request.updated(now)),
         expires_at=to_expiry(request.expiry(now)),
+        context=request.context,
     )
 
 

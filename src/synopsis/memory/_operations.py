@@ -296,14 +296,16 @@ class StoreOperations:
     @operation
     def put(self, tenant: str, namespace: _types.NamespaceLike, key: str, text: str, *,
             kind: str = "note", tags: Mapping[str, str] | None = None,
-            ttl: float | None = None,
-            generation: int | None = None) -> Op[_types.MemoryItem]:  # fmt: skip
+            ttl: float | None = None, generation: int | None = None,
+            context: str = "") -> Op[_types.MemoryItem]:  # fmt: skip
         """Insert or replace an item; a replace keeps ``created_at``.
 
         With ``generation``: only while the namespace's user still has that deletion
         generation (see :meth:`MemoryStore.put`).
         """
-        request = prepare_put(tenant, namespace, key, text, kind=kind, tags=tags, ttl=ttl)
+        request = prepare_put(
+            tenant, namespace, key, text, kind=kind, tags=tags, ttl=ttl, context=context
+        )
         guard = None if generation is None else guard_put(request, generation)
         vectors = yield from self._embed([request.text])
         vector = vectors[0] if vectors else None

@@ -38,7 +38,7 @@ from synopsis.memory._checks import (
 )
 from synopsis.memory._sql_rows import read_outbox_entry, read_summary
 from synopsis.memory._types import MemoryItem, Namespace, OutboxEntry, SearchHit, SessionSummary
-from synopsis.memory.ranking import document_terms
+from synopsis.memory.ranking import indexed_terms
 
 __all__ = ["Plan", "PostgresPlans", "Rows", "migrate"]
 
@@ -57,9 +57,9 @@ def _item_row(request: PutRequest, vector: Sequence[float] | None, now: float) -
     return q.ItemRow(
         tenant=request.tenant, namespace=request.namespace, key=request.key,
         text=request.text, kind=request.kind, tags=request.tags,
-        terms=document_terms(request.text), embedding=vector, created_at=created,
-        updated_at=request.updated(now), expires_at=request.expiry(now),
-        restored=request.created_at is not None,
+        terms=indexed_terms(request.text, request.context), embedding=vector,
+        created_at=created, updated_at=request.updated(now), expires_at=request.expiry(now),
+        restored=request.created_at is not None, context=request.context,
     )  # fmt: skip
 
 
@@ -89,7 +89,7 @@ class _Found:
 
 
 def _item(row: Sequence[Any]) -> _Found:
-    tenant, namespace, key, text, kind, tags, created, updated, expires = row[:9]
+    tenant, namespace, key, text, kind, tags, created, updated, expires, context = row[:10]
     item = MemoryItem(
         tenant=tenant,
         namespace=tuple(namespace),
@@ -100,6 +100,7 @@ def _item(row: Sequence[Any]) -> _Found:
         created_at=to_datetime(created),
         updated_at=to_datetime(updated),
         expires_at=to_expiry(expires),
+        context=context,
     )
     return _Found(item, updated)
 
@@ -171,14 +172,14 @@ def _keyword(
         schema, terms=request.terms, scope_size=size, average=(length / size) or 1.0,
         limit=limit, offset=offset, **scope,
     )  # fmt: skip
-    return [(_item(row), row[9]) for row in rows]
+    return [(_item(row), row[10]) for row in rows]
 
 
 def _fused(
     schema: str, request: SearchRequest, now: float, query_vector: Sequence[float]
 ) -> Plan[list[tuple[_Found, float]]]:
     rows = yield q.vector_candidates(schema, **_scope(request, now))
-    found = [(_item(row), row[9]) for row in rows]
+    found = [(_item(row), row[10]) for row in rows]
     records = {_address(item): item for item, _ in found}
     keyword = None
     if request.mode == "hybrid":

@@ -64,7 +64,8 @@ __all__ = [
 #: A keyword search reads every item of a scope this small instead of asking the GIN index.
 SCAN_SCOPE: Final = 4_000
 _ITEM_COLUMNS: Final = (
-    "m.tenant, m.namespace, m.key, m.text, m.kind, m.tags, m.created_at, m.updated_at, m.expires_at"
+    "m.tenant, m.namespace, m.key, m.text, m.kind, m.tags, m.created_at, m.updated_at,"
+    " m.expires_at, m.context"
 )
 _LIVE: Final = "(m.expires_at IS NULL OR m.expires_at > %(now)s)"
 
@@ -85,6 +86,7 @@ class ItemRow:
     updated_at: float
     expires_at: float | None
     restored: bool = False
+    context: str = ""
 
 
 def _array_literal(vector: Sequence[float] | None) -> str | None:
@@ -104,19 +106,20 @@ def _real_text(value: float) -> str:
 
 _UPSERT_ITEMS: Final = (
     "INSERT INTO {s}.memories AS m (tenant, namespace, key, text, kind, tags, terms, doc_len,"
-    " embedding, created_at, updated_at, expires_at)"
+    " embedding, created_at, updated_at, expires_at, context)"
     " SELECT %(tenant)s::text, string_to_array(u.path, chr(31)), u.key, u.text, u.kind,"
     " u.tags::jsonb, u.terms, u.doc_len, u.embedding::real[], u.created_at, u.updated_at,"
-    " u.expires_at"
+    " u.expires_at, u.context"
     " FROM unnest(%(paths)s::text[], %(keys)s::text[], %(texts)s::text[], %(kinds)s::text[],"
     " %(tags)s::text[], %(terms)s::text[], %(doc_lens)s::integer[], %(embeddings)s::text[],"
     " %(created)s::double precision[], %(updated)s::double precision[],"
-    " %(expires)s::double precision[]) WITH ORDINALITY"
+    " %(expires)s::double precision[], %(contexts)s::text[]) WITH ORDINALITY"
     " AS u(path, key, text, kind, tags, terms, doc_len, embedding, created_at, updated_at,"
-    " expires_at, position)"
+    " expires_at, context, position)"
     " ORDER BY u.position"
     " ON CONFLICT (tenant, namespace, key) DO UPDATE SET text = excluded.text,"
     " kind = excluded.kind, tags = excluded.tags, terms = excluded.terms,"
+    " context = excluded.context,"
     " doc_len = excluded.doc_len, embedding = excluded.embedding,"
     " updated_at = excluded.updated_at, expires_at = excluded.expires_at,"
     " created_at = CASE WHEN (m.expires_at IS NOT NULL AND m.expires_at <= %(now)s)"
@@ -148,6 +151,7 @@ def upsert_items(schema: str, tenant: str, rows: Sequence[ItemRow], now: float) 
         created=[row.created_at for row in rows],
         updated=[row.updated_at for row in rows],
         expires=[row.expires_at for row in rows],
+        contexts=[row.context for row in rows],
         restored=["\x1f".join(row.namespace) + "\x1e" + row.key for row in rows if row.restored],
     )
     return stmt(schema, _UPSERT_ITEMS, params)

@@ -7,7 +7,7 @@ Layout (schema ``synopsis`` by default)::
 
     schema_version(version, applied_at)
     memories(id, tenant, namespace text[], key, text, kind, tags jsonb, terms, search_tsv,
-             doc_len, embedding real[], created_at, updated_at, expires_at)
+             doc_len, embedding real[], created_at, updated_at, expires_at, context)
     summaries(tenant, user_id, session_id, version, text, covers_from, covers_to, model,
               content_hash, created_at)
     outbox(tenant, user_id, session_id, version -> summaries, enqueued_at, attempts)
@@ -18,7 +18,7 @@ Layout (schema ``synopsis`` by default)::
 
 Times are epoch seconds (``double precision``) computed from the store's injected clock, so a
 fake clock drives expiry exactly as it does on the other backends. ``terms`` holds the
-space-joined :func:`~synopsis.memory.ranking.document_terms` (BM25 counts its term frequencies
+space-joined :func:`~synopsis.memory.ranking.indexed_terms` (BM25 counts its term frequencies
 there); ``search_tsv`` turns them into a tsvector lexeme for lexeme (``array_to_tsvector``, no
 parser or dictionary in between) and a GIN index on it finds the candidates of a keyword query.
 """
@@ -188,12 +188,20 @@ _V5: Final[tuple[LiteralString, ...]] = (
     )""",
 )
 
+# An item's context (words to find it by), and the text weighed TEXT_WEIGHT (2) times in its
+# indexed terms: an existing item has no context, so its terms are its text's terms twice.
+_V6: Final[tuple[LiteralString, ...]] = (
+    "ALTER TABLE {s}.memories ADD COLUMN context text NOT NULL DEFAULT ''",
+    "UPDATE {s}.memories SET terms = terms || ' ' || terms, doc_len = doc_len * 2"
+    " WHERE terms <> ''",
+)
+
 # Each tenant's item count and total length (BM25's N and mean length of a tenant-wide search)
 # without counting the tenant's items at every search. Statement-level triggers append one
 # delta row per tenant a write touches, so concurrent writers never wait on a shared row; a
 # writer that wins a try-lock (it never waits) folds a tenant's deltas into one row once there
 # are more than 64. Expired items not yet swept are subtracted at search time.
-_V6: Final[tuple[LiteralString, ...]] = (
+_V7: Final[tuple[LiteralString, ...]] = (
     """CREATE TABLE {s}.tenant_totals (
         id bigserial PRIMARY KEY,
         tenant text NOT NULL,
@@ -250,7 +258,7 @@ _V6: Final[tuple[LiteralString, ...]] = (
 )
 
 #: Ordered migrations; migration ``n`` (1-based) brings the schema to version ``n``.
-MIGRATIONS: Final[tuple[tuple[LiteralString, ...], ...]] = (_V1, _V2, _V3, _V4, _V5, _V6)
+MIGRATIONS: Final[tuple[tuple[LiteralString, ...], ...]] = (_V1, _V2, _V3, _V4, _V5, _V6, _V7)
 
 
 def migration_lock(schema: str) -> Statement:

@@ -12,13 +12,13 @@ binary (UTF-8) order of paths equals tuple order of namespaces.
 
 Keyword search ranks with BM25 over the searched scope (the live items of the tenant under the
 prefix, of the kind, with the tags), as every backend does. :func:`scope_stats` counts the
-scope and sums its lengths (an index-only scan of ``memories_scope``); the candidates, each
-with its ``terms``, come from :func:`scope_candidates` (every item in a small scope: one
-user's memories are a short range of ``memories_scope``, so the search never looks at the
-rest of the table) or from :func:`keyword_candidates` (the FTS5 index over the space-joined
-``document_terms``, kept in sync by triggers; the query is the ``query_terms``, each
-double-quoted, joined by ``OR``, so FTS5 syntax in user text is inert). FTS5's own ``bm25()``
-is not used: it counts its statistics over the whole table, every tenant and user included.
+scope and sums its lengths (an index-only scan of ``memories_scope``, or ``tenant_totals`` for
+a whole tenant); :func:`keyword_page` scores the candidates in SQL: every item of a small scope
+(one user's memories are a short range of ``memories_scope``, so the search never looks at the
+rest of the table) or the FTS5 match over the space-joined ``indexed_terms`` (kept in sync by
+triggers; the query is the ``query_terms``, each double-quoted, joined by ``OR``, so FTS5
+syntax in user text is inert). FTS5's own ``bm25()`` is not used: it counts its statistics
+over the whole table, every tenant and user included.
 """
 
 from __future__ import annotations
@@ -62,7 +62,8 @@ SEPARATOR: Final = "\x1f"
 _AFTER_SEPARATOR: Final = "\x20"
 
 _MEMORY_COLUMNS: Final = (
-    "m.id, m.path, m.key, m.text, m.kind, m.tags, m.created_at, m.updated_at, m.expires_at"
+    "m.id, m.path, m.key, m.text, m.kind, m.tags, m.created_at, m.updated_at, m.expires_at, "
+    "m.context"
 )
 _SUMMARY_COLUMNS: Final = (
     "s.tenant, s.user_id, s.session_id, s.version, s.text, s.covers_from, s.covers_to, "
@@ -141,10 +142,12 @@ def _scope(request: SearchRequest, now: float) -> tuple[str, tuple[object, ...]]
 
 
 _UPSERT: Final = """INSERT INTO memories
-    (tenant, path, key, text, kind, tags, terms, doc_len, created_at, updated_at, expires_at)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+    (tenant, path, key, text, kind, tags, terms, doc_len, created_at, updated_at, expires_at,
+    context)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 ON CONFLICT (tenant, path, key) DO UPDATE SET
     text = excluded.text, kind = excluded.kind, tags = excluded.tags,
+    context = excluded.context,
     terms = excluded.terms, doc_len = excluded.doc_len, updated_at = excluded.updated_at,
     expires_at = excluded.expires_at,
     created_at = CASE
@@ -153,7 +156,7 @@ ON CONFLICT (tenant, path, key) DO UPDATE SET
 
 
 def _memory_row(request: PutRequest, terms: Sequence[str], now: float) -> tuple[object, ...]:
-    """The values a put of ``request`` at ``now`` writes (``terms``: its document terms).
+    """The values a put of ``request`` at ``now`` writes (``terms``: its indexed terms).
 
     The last two fill the ``created_at`` rule: a restored ``created_at`` replaces the old
     one; otherwise it survives unless the old item had expired by ``now``.
@@ -163,8 +166,8 @@ def _memory_row(request: PutRequest, terms: Sequence[str], now: float) -> tuple[
     tags = json.dumps(request.tags, ensure_ascii=False, sort_keys=True)
     address = (request.tenant, encode_path(request.namespace), request.key)
     times = (created, request.updated(now), request.expiry(now))
-    row = (request.text, request.kind, tags, " ".join(terms), len(terms))
-    return (*address, *row, *times, restored, now)
+    values = (*address, request.text, request.kind, tags, " ".join(terms), len(terms), *times)
+    return (*values, request.context, restored, now)
 
 
 def upsert_memory(request: PutRequest, terms: Sequence[str], now: float) -> Statement:

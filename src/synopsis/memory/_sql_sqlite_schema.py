@@ -4,13 +4,13 @@ Layout::
 
     synopsis_schema(version)
     memories(id, tenant, path, key, text, kind, tags, terms, doc_len, created_at, updated_at,
-             expires_at)                                   unique (tenant, path, key)
+             expires_at, context)                                   unique (tenant, path, key)
     memories_fts(terms)                                    FTS5 over memories.terms
     tenant_totals(tenant, items, length)                   kept by triggers on memories
     memory_vectors(memory_id -> memories, vector)
     summaries, outbox, user_generations, summary_jobs      (see migrations 1 and 2)
 
-``terms`` holds the space-joined :func:`~synopsis.memory.ranking.document_terms` and
+``terms`` holds the space-joined :func:`~synopsis.memory.ranking.indexed_terms` and
 ``doc_len`` their number (BM25's document length). ``memories_scope`` covers what BM25's scope
 statistics read (count and total length of the live items under a prefix) and what a small
 scope's keyword search reads (terms and the tie-breaking columns).
@@ -164,7 +164,14 @@ MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (
             PRIMARY KEY (tenant, user_id, session_id)
         )""",
     ),
-    # 3: BM25 statistics of the searched scope instead of FTS5's whole-table ones. Each item's
+    # 3: an item's context (words to find it by), and the text weighed TEXT_WEIGHT (2) times
+    # in its indexed terms: an existing item has no context, so its terms are its text's
+    # terms twice (the update trigger re-indexes each row).
+    (
+        "ALTER TABLE memories ADD COLUMN context TEXT NOT NULL DEFAULT ''",
+        "UPDATE memories SET terms = terms || ' ' || terms WHERE terms <> ''",
+    ),
+    # 4: BM25 statistics of the searched scope instead of FTS5's whole-table ones. Each item's
     # length is stored (``doc_len``) and ``memories_scope`` covers a scope's count and total
     # length. The full-text index is rebuilt with the ``ascii`` tokenizer, which splits on ASCII
     # spaces and punctuation only: every stored term is then exactly one token, whatever its

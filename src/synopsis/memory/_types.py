@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Literal, Protocol, runtime_checkable
 
-from synopsis.errors import InvalidInput, InvalidNamespace, StoreError
+from synopsis.errors import InvalidInput, InvalidNamespace
 
 __all__ = [
     "AsyncMemoryStore",
@@ -34,7 +34,6 @@ __all__ = [
     "SessionStore",
     "SessionSummary",
     "SummaryStore",
-    "UserDeleted",
     "has_control",
     "normalize_namespace",
     "normalize_tags",
@@ -112,7 +111,11 @@ def normalize_tags(tags: Mapping[str, object] | None) -> dict[str, str]:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class MemoryItem:
-    """One stored memory: its address (tenant, namespace, key), text, kind, tags and times."""
+    """One stored memory: its address (tenant, namespace, key), text, kind, tags and times.
+
+    ``context`` holds the words it was stored with to be found by, at half the weight of its
+    text (see :mod:`synopsis.memory.ranking`); empty when none were given.
+    """
 
     tenant: str
     namespace: Namespace
@@ -123,6 +126,7 @@ class MemoryItem:
     created_at: datetime
     updated_at: datetime
     expires_at: datetime | None = None
+    context: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,7 +136,7 @@ class NewMemory:
     ``created_at``, ``updated_at`` and ``expires_at`` (aware datetimes) *restore* an item,
     as ``memory import`` does from an export: each one given is stored as it is, instead of
     being stamped from the clock (``created_at`` then replaces that of an existing item).
-    ``expires_at`` and ``ttl`` exclude each other.
+    ``expires_at`` and ``ttl`` exclude each other. ``context``: as for ``put``.
     """
 
     namespace: NamespaceLike
@@ -144,6 +148,7 @@ class NewMemory:
     created_at: datetime | None = None
     updated_at: datetime | None = None
     expires_at: datetime | None = None
+    context: str = ""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -165,8 +170,12 @@ class MemoryStore(Protocol):
     # fmt: off
     def put(self, tenant: str, namespace: NamespaceLike, key: str, text: str, *,
             kind: str = "note", tags: Mapping[str, str] | None = None,
-            ttl: float | None = None, generation: int | None = None) -> MemoryItem:
+            ttl: float | None = None, generation: int | None = None,
+            context: str = "") -> MemoryItem:
         """Insert or replace an item.
+
+        ``context``: words to find the item by that are not its text (the turns around a
+        chat turn, a title, a date); indexed at half the weight of the text, kept on the item.
 
         With ``generation``, the namespace must be a user's (``("user", user_id, ...)``) and
         the item is written only while that user's deletion generation is still
@@ -225,7 +234,8 @@ class AsyncMemoryStore(Protocol):
     # fmt: off
     async def put(self, tenant: str, namespace: NamespaceLike, key: str, text: str, *,
                   kind: str = "note", tags: Mapping[str, str] | None = None,
-                  ttl: float | None = None, generation: int | None = None) -> MemoryItem: ...
+                  ttl: float | None = None, generation: int | None = None,
+                  context: str = "") -> MemoryItem: ...
 
     async def put_many(self, tenant: str, items: Iterable[NewMemory]) -> list[MemoryItem]: ...
 
@@ -279,20 +289,6 @@ class OutboxEntry:
     #: The user's deletion generation when the entry was read: replay the write with it
     #: (``put(..., generation=...)``) so that a ``delete_user`` since then wins.
     generation: int = 0
-
-
-class UserDeleted(StoreError):
-    """A write lost to ``delete_user``: the user's deletion generation is no longer the one
-    the write was made with. Nothing was written."""
-
-    def __init__(self, tenant: str, user_id: str, *, expected: int, current: int) -> None:
-        super().__init__(
-            f"user {user_id!r} was deleted meanwhile (generation {current}, not {expected})"
-        )
-        self.tenant = tenant
-        self.user_id = user_id
-        self.expected = expected
-        self.current = current
 
 
 # fmt: off

@@ -26,7 +26,7 @@ from synopsis.memory._checks import (
     summary_save_action,
     to_datetime,
 )
-from synopsis.memory.ranking import bm25_scores, document_terms
+from synopsis.memory.ranking import bm25_scores, indexed_terms
 
 __all__ = ["AsyncInMemoryStore", "InMemoryStore"]
 
@@ -110,7 +110,7 @@ class _Records:
         self, request: PutRequest, vector: ops.Vector | None, now: float
     ) -> _types.MemoryItem:
         """Write one checked item at ``now`` (the caller holds the lock)."""
-        terms = document_terms(request.text)
+        terms = indexed_terms(request.text, request.context)
         address = (request.tenant, request.namespace, request.key)
         old = self._items.get(address)
         created = old.item.created_at.timestamp() if old and old.live(now) else now

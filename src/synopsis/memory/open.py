@@ -52,26 +52,42 @@ def parse_db(db: str) -> tuple[Literal["sqlite", "postgres"], str]:
 
 @overload
 def open_store(
-    db: str = ..., *, async_: Literal[False] = ..., embedder: Embedder | None = ...
+    db: str = ...,
+    *,
+    async_: Literal[False] = ...,
+    embedder: Embedder | None = ...,
+    schema: str | None = ...,
 ) -> SessionStore: ...
 
 
 @overload
 def open_store(
-    db: str = ..., *, async_: Literal[True], embedder: Embedder | None = ...
+    db: str = ...,
+    *,
+    async_: Literal[True],
+    embedder: Embedder | None = ...,
+    schema: str | None = ...,
 ) -> AsyncSessionStore: ...
 
 
 def open_store(
-    db: str = DEFAULT_DB, *, async_: bool = False, embedder: Embedder | None = None
+    db: str = DEFAULT_DB,
+    *,
+    async_: bool = False,
+    embedder: Embedder | None = None,
+    schema: str | None = None,
 ) -> SessionStore | AsyncSessionStore:
     """A memory + summary store for ``db`` (see the module docstring); the caller closes it.
 
-    ``embedder`` enables the ``vector`` and ``hybrid`` search modes.
+    ``embedder`` enables the ``vector`` and ``hybrid`` search modes. ``schema`` names the
+    PostgreSQL schema holding the tables (default ``synopsis``); a SQLite file has none, so
+    naming one there is a ConfigError rather than silently ignored.
     """
     kind, target = parse_db(db)
     if kind == "postgres":
-        return _open_postgres(target, async_=async_, embedder=embedder)
+        return _open_postgres(target, async_=async_, embedder=embedder, schema=schema)
+    if schema is not None:
+        raise ConfigError("schema applies to PostgreSQL only; a SQLite database has no schemas")
     from synopsis.memory.sqlite import AsyncSQLiteStore, SQLiteStore
 
     if async_:
@@ -80,7 +96,7 @@ def open_store(
 
 
 def _open_postgres(
-    url: str, *, async_: bool, embedder: Embedder | None
+    url: str, *, async_: bool, embedder: Embedder | None, schema: str | None
 ) -> SessionStore | AsyncSessionStore:
     try:
         from synopsis.memory.postgres import AsyncPostgresStore, PostgresStore
@@ -88,6 +104,7 @@ def _open_postgres(
         raise ConfigError(
             "PostgreSQL support needs the 'postgres' extra: pip install 'synopsis[postgres]'"
         ) from exc
-    if async_:
-        return AsyncPostgresStore(url, embedder=embedder)
-    return PostgresStore(url, embedder=embedder)
+    store = AsyncPostgresStore if async_ else PostgresStore
+    if schema is None:
+        return store(url, embedder=embedder)
+    return store(url, embedder=embedder, schema=schema)

@@ -16,7 +16,20 @@ index, and query with, the same terms on every backend:
 
 A query uses the pairs of its CJK runs (the single character only when a run is one character
 long), which keeps multi-character queries precise. Query terms are distinct: a word said
-twice in a query counts once.
+twice in a query counts once. English function words (:data:`STOP_WORDS`: "what", "did",
+"the", ...) are left out of a query that has other terms: "What did Caroline research?" looks
+for ``caroline`` and ``research``, not for every turn that asks "what". A query made only of
+such words keeps them. Documents index every word, so no stored item changes.
+
+**Context.** An item may carry a ``context`` besides its text: words that help find it but
+are not what it says (the turns around a chat turn, a title, a date). It is indexed with the
+text at half the weight: :func:`indexed_terms` counts each term of the text twice
+(:data:`TEXT_WEIGHT`) and each term of the context once, and BM25 takes term frequencies and
+lengths from these weighted terms. A turn such as "Yes, the adoption agencies!" is then found
+by "What did Caroline research?" when the turn before it asked Caroline about her research.
+:func:`neighbour_contexts` gives each message of a conversation the ``CONTEXT_WINDOW``
+messages before and after it as its context; the session history recall ranks older
+messages that way, and a store user can put chat turns with it.
 
 **BM25** is Okapi BM25 with ``k1 = 1.2``, ``b = 0.75`` and one IDF formula::
 
@@ -46,7 +59,7 @@ import math
 import re
 import threading
 import unicodedata
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Collection, Hashable, Iterator, Mapping, Sequence
 from functools import lru_cache
 from struct import pack, unpack
 from typing import Any, Final, TypeVar
@@ -58,14 +71,19 @@ from synopsis._scripts import CJK, is_cjk
 __all__ = [
     "BM25_B",
     "BM25_K1",
+    "CONTEXT_WINDOW",
     "MAX_QUERY_TERMS",
     "MAX_TERM_CHARS",
     "RRF_K",
+    "STOP_WORDS",
+    "TEXT_WEIGHT",
     "bm25_scope_scores",
     "bm25_scores",
     "cosine",
     "document_terms",
     "fused_order",
+    "indexed_terms",
+    "neighbour_contexts",
     "pack_vector",
     "query_terms",
     "rank_by_vector",
@@ -80,6 +98,18 @@ RRF_K: Final = 60
 MAX_TERM_CHARS: Final = 64
 #: A query keeps at most this many distinct terms.
 MAX_QUERY_TERMS: Final = 64
+#: Each term of an item's text counts this many times, each term of its context once.
+TEXT_WEIGHT: Final = 2
+#: How many messages before and after a message :func:`neighbour_contexts` gives it.
+CONTEXT_WINDOW: Final = 2
+#: English function words left out of a query that has other terms (see the module docstring).
+STOP_WORDS: Final = frozenset(
+    """
+    a an and are as at be been but by did do does for from had has have he her his how i
+    if in into is it its me my of on or our she so than that the their them then there
+    they this to was we were what when where which who whom why will with would you your
+    """.split()  # noqa: SIM905 - a word list reads better as text
+)
 K = TypeVar("K", bound=Hashable)
 
 
@@ -109,6 +139,12 @@ def _stem(word: str) -> str:
     return str(_stemmer().stemWord(word))
 
 
+def _is_stop(word: str, stop_words: Collection[str]) -> bool:
+    """``word`` (case-folded) is one of ``stop_words``, possibly with a possessive ("what's")."""
+    word = word.replace("’", "'")
+    return word.removesuffix("'s") in stop_words
+
+
 def _tokens(text: str) -> list[str]:
     return _TOKEN.findall(unicodedata.normalize("NFKC", text).casefold())
 
@@ -131,24 +167,56 @@ def document_terms(text: str) -> list[str]:
     return terms
 
 
-def query_terms(query: str) -> list[str]:
+def indexed_terms(text: str, context: str = "") -> list[str]:
+    """The terms an item is indexed by: its text's terms ``TEXT_WEIGHT`` times, then its context's.
+
+    Every backend stores exactly these (BM25 counts their frequencies and their number).
+    """
+    return document_terms(text) * TEXT_WEIGHT + document_terms(context)
+
+
+def neighbour_contexts(texts: Sequence[str], *, window: int = CONTEXT_WINDOW) -> list[str]:
+    """The context of each text of a conversation: the ``window`` texts before and after it.
+
+    Joined by newlines, in conversation order, the text itself left out. On LoCoMo this lifts
+    keyword turn recall@5 the most of the ideas measured (see ``docs/benchmarks.md``).
+    """
+    if window < 0:
+        raise ValueError("window must be >= 0")
+    return [
+        "\n".join([*texts[max(0, i - window) : i], *texts[i + 1 : i + 1 + window]])
+        for i in range(len(texts))
+    ]
+
+
+def query_terms(query: str, *, stop_words: Collection[str] = STOP_WORDS) -> list[str]:
     """The distinct terms to look up for ``query``, in order of first appearance.
 
-    At most ``MAX_QUERY_TERMS`` terms are kept, so a megabyte-long query costs no more than a
-    long sentence.
+    ``stop_words`` (case-folded words; the stores use :data:`STOP_WORDS`) are left out unless
+    the query has nothing else. At most ``MAX_QUERY_TERMS`` terms are kept, so a
+    megabyte-long query costs no more than a long sentence.
     """
-    seen: dict[str, None] = {}
+    content: dict[str, None] = {}
+    stop: dict[str, None] = {}
+    for term, is_stop in _query_candidates(query, stop_words):
+        chosen = stop if is_stop else content
+        if len(chosen) < MAX_QUERY_TERMS:
+            chosen.setdefault(term, None)
+        if len(content) >= MAX_QUERY_TERMS:
+            break
+    return list(content or stop)
+
+
+def _query_candidates(query: str, stop_words: Collection[str]) -> Iterator[tuple[str, bool]]:
+    """Each term of ``query`` (repeats included) and whether it is a stop word."""
     for token in _tokens(query):
         if is_cjk(token):
-            candidates = [token] if len(token) == 1 else _pairs(token)
+            for term in [token] if len(token) == 1 else _pairs(token):
+                yield term, False
         else:
             stem = _stem(token)
-            candidates = [stem] if stem and len(stem) <= MAX_TERM_CHARS else []
-        for term in candidates:
-            seen.setdefault(term, None)
-            if len(seen) >= MAX_QUERY_TERMS:
-                return list(seen)
-    return list(seen)
+            if stem and len(stem) <= MAX_TERM_CHARS:
+                yield stem, _is_stop(token, stop_words)
 
 
 # --- BM25 ------------------------------------------------------------------------------------

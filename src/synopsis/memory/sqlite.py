@@ -53,7 +53,7 @@ from synopsis.memory._checks import (
     to_expiry,
 )
 from synopsis.memory._sql_rows import read_outbox_entry, read_summary
-from synopsis.memory.ranking import document_terms, pack_vector
+from synopsis.memory.ranking import indexed_terms, pack_vector
 
 __all__ = ["AsyncSQLiteStore", "SQLiteStore"]
 
@@ -158,7 +158,7 @@ def _check_timeout(seconds: object, name: str) -> float:
 
 
 def _item(tenant: str, row: _Row) -> _types.MemoryItem:
-    _, path, key, text, kind, tags, created, updated, expires = row[:9]
+    _, path, key, text, kind, tags, created, updated, expires, context = row[:10]
     return _types.MemoryItem(
         tenant=tenant,
         namespace=sql.decode_path(path),
@@ -169,6 +169,7 @@ def _item(tenant: str, row: _Row) -> _types.MemoryItem:
         created_at=to_datetime(created),
         updated_at=to_datetime(updated),
         expires_at=to_expiry(expires),
+        context=context,
     )
 
 
@@ -217,7 +218,7 @@ def _keyword(
         scan=scans_scope(conn, request.terms, size),
         limit=limit, offset=offset,
     )  # fmt: skip
-    return [(row[:9], row[9]) for row in conn.execute(statement.sql, statement.params)]
+    return [(row[:10], row[10]) for row in conn.execute(statement.sql, statement.params)]
 
 
 def scans_scope(conn: sqlite3.Connection, terms: Sequence[str], size: int) -> bool:
@@ -304,7 +305,7 @@ class _Database:
     def _put(
         self, request: PutRequest, vector: ops.Vector | None, guard: Guard | None
     ) -> _types.MemoryItem:
-        terms = document_terms(request.text)
+        terms = indexed_terms(request.text, request.context)
         with self._writing("store a memory") as conn:
             _check_guard(conn, guard)
             now = self._clock()
@@ -323,7 +324,7 @@ class _Database:
     def put_many(
         self, requests: list[PutRequest], vectors: list[ops.Vector] | None
     ) -> list[_types.MemoryItem]:
-        terms = [document_terms(r.text) for r in requests]
+        terms = [indexed_terms(r.text, r.context) for r in requests]
         with self._writing("store memories") as conn:
             now = self._clock()
             written = _upsert_batch(conn, requests, terms, now)
@@ -377,7 +378,7 @@ class _Database:
                 keyword_rows = [row for row, _ in page]
         rows = {row[0]: row for row in (*vector_rows, *keyword_rows)}
         vector_rows.sort(key=lambda row: _order(row, None))
-        candidates = [(row[0], bytes(row[9])) for row in vector_rows]
+        candidates = [(row[0], bytes(row[10])) for row in vector_rows]
         keyword = None if request.mode == "vector" else [row[0] for row in keyword_rows]
         scores = ops.vector_scores(query_vector, candidates, keyword)
         ranked = sorted(scores, key=lambda ident: _order(rows[ident], scores[ident]))

@@ -48,7 +48,11 @@ def request_body(
     body: dict[str, Any] = {"model": model, "messages": converted, "max_tokens": max_tokens}
     if system:
         body["system"] = system
-    return settings_body(body, settings, forbidden=_FORBIDDEN_EXTRA)
+    body = settings_body(body, settings, forbidden=_FORBIDDEN_EXTRA)
+    if "temperature" in body:
+        # Recent SDKs dropped the keyword (it raised TypeError); the API still reads the field.
+        body["extra_body"] = {"temperature": body.pop("temperature"), **body.get("extra_body", {})}
+    return body
 
 
 def _block_dict(block: Any) -> dict[str, Any]:

@@ -44,11 +44,21 @@ Decisions worth knowing:
   number in a card issuer's range that passes Luhn is read as a card.
 * ``password: word`` in prose is not a password unless the word has a digit, a capital or a
   symbol; ``password=word`` (config, connection strings) always is.
+* A synopsis marker tag (``<synopsis:summary version="2" ...>``, ``</synopsis:skill>``) is
+  structure, never data: no finding overlaps one, so a redacted summary is still a summary.
 * ``git@github.com:org/repo`` is an SSH remote, not an e-mail address; an address needs a real
   top-level domain (any two-letter country code or a common generic one).
 """
 
 from synopsis.redact._detectors import PII_KINDS, SECRET_KINDS
-from synopsis.redact._redactor import Finding, Mode, RedactionResult, Redactor
+from synopsis.redact._redactor import Finding, Mode, RedactionResult, Redactor, count_kinds
 
-__all__ = ["PII_KINDS", "SECRET_KINDS", "Finding", "Mode", "RedactionResult", "Redactor"]
+__all__ = [
+    "PII_KINDS",
+    "SECRET_KINDS",
+    "Finding",
+    "Mode",
+    "RedactionResult",
+    "Redactor",
+    "count_kinds",
+]

@@ -12,6 +12,7 @@ from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, S
 from dataclasses import dataclass, field, replace
 from typing import Any, Final, Literal, get_args
 
+from synopsis._markers import tag_spans
 from synopsis.errors import ConfigError
 from synopsis.redact._detectors import (
     PII_KINDS,
@@ -22,7 +23,7 @@ from synopsis.redact._detectors import (
 )
 from synopsis.redact._validators import digits_of
 
-__all__ = ["Finding", "Mode", "RedactionResult", "Redactor"]
+__all__ = ["Finding", "Mode", "RedactionResult", "Redactor", "count_kinds"]
 
 Mode = Literal["mask", "hash", "drop"]
 Path = tuple[str | int, ...]
@@ -121,7 +122,10 @@ class Redactor:
         return RedactionResult("".join(pieces), findings)
 
     def _spans(self, text: str) -> list[tuple[int, int, str]]:
+        """Non-overlapping findings; none may touch a synopsis marker tag (structure the
+        compaction reads back, such as ``<synopsis:summary version="2">``)."""
         claims = _Claims()
+        tags = _Tags(tag_spans(text))
         lowered: str | None = None
         for detector in self._detectors:
             if detector.hints:
@@ -129,7 +133,7 @@ class Redactor:
                 if not any(hint in lowered for hint in detector.hints):
                     continue
             for start, end in detector.find(text):
-                if not self._is_allowed(text[start:end]):
+                if not self._is_allowed(text[start:end]) and not tags.touch(start, end):
                     claims.claim(start, end, detector.kind)
         return claims.in_order()
 
@@ -260,6 +264,27 @@ class _Claims:
 
     def in_order(self) -> list[tuple[int, int, str]]:
         return self._spans
+
+
+class _Tags:
+    """Marker tags, sorted and disjoint: does a span overlap one? O(log tags)."""
+
+    def __init__(self, spans: list[tuple[int, int]]) -> None:
+        self._starts = [start for start, _ in spans]
+        self._ends = [end for _, end in spans]
+
+    def touch(self, start: int, end: int) -> bool:
+        index = bisect.bisect_left(self._starts, end) - 1  # the last tag starting before end
+        return index >= 0 and self._ends[index] > start
+
+
+def count_kinds(findings: Iterable[Finding]) -> dict[str, int]:
+    """How many values of each kind ``findings`` took out, by kind name (sorted): what a
+    report may say about a redaction, since it never names a value."""
+    counts: dict[str, int] = {}
+    for finding in findings:
+        counts[finding.kind] = counts.get(finding.kind, 0) + 1
+    return dict(sorted(counts.items()))
 
 
 def _with(mapping: Mapping[str, Any], key: str, value: Any) -> Any:

@@ -7,6 +7,7 @@ is simply not there (404).
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 from collections.abc import AsyncIterator, Mapping, Sequence
@@ -20,11 +21,13 @@ from synopsis import (
     InvalidMessage,
     KeepTail,
     NotFound,
+    Redactor,
     Trigger,
     validate_messages,
 )
+from synopsis.compaction.redaction import redact_history
 from synopsis.memory import MemoryItem, normalize_namespace
-from synopsis.server.app import Services, Tenant, services
+from synopsis.server.app import Services, Tenant, current_services
 from synopsis.server.errors import ERRORS
 from synopsis.server.schemas import (
     AppendRequest,
@@ -49,7 +52,7 @@ from synopsis.session.context import is_due
 __all__ = ["public_messages", "record_turn", "router"]
 
 router = APIRouter(responses=ERRORS)
-Svc = Annotated[Services, Depends(services)]
+Svc = Annotated[Services, Depends(current_services)]
 User = Annotated[str, Path(min_length=1, max_length=256, pattern=r"^[^\x00-\x1f\x7f/]+$")]
 Session = Annotated[str, Path(min_length=1, max_length=256, pattern=r"^[^\x00-\x1f\x7f/]+$")]
 Query_ = Annotated[Text | None, Query(max_length=10_000)]
@@ -57,12 +60,13 @@ Mode = Literal["keyword", "vector", "hybrid"]
 Limit = Annotated[int, Query(ge=1, le=100)]
 _EXPORT_PAGE = 500
 #: Our extension keys: read on input, never sent to a provider (strict ones reject them).
-_PRIVATE_KEYS = ("meta", "usage")
+#: Message keys of synopsis' own (markers, usage): never sent upstream.
+PRIVATE_KEYS = frozenset({"meta", "usage"})
 
 
 def public_messages(messages: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """The messages with only message-schema fields (our markers and usage removed)."""
-    return [{k: v for k, v in m.items() if k not in _PRIVATE_KEYS} for m in messages]
+    return [{k: v for k, v in m.items() if k not in PRIVATE_KEYS} for m in messages]
 
 
 def _checked(messages: list[dict[str, Any]], history: list[dict[str, Any]] | None) -> None:
@@ -75,9 +79,15 @@ def _checked(messages: list[dict[str, Any]], history: list[dict[str, Any]] | Non
 
 
 async def record_turn(
-    s: Services, tenant: str, ids: tuple[str, str], messages: list[dict[str, Any]]
+    s: Services,
+    tenant: str,
+    ids: tuple[str, str],
+    messages: list[dict[str, Any]],
+    *,
+    redacted: bool = False,
 ) -> AppendResponse:
-    """Append to the session and queue its summary job when it is due."""
+    """Append to the session and queue its summary job when it is due. With the redaction
+    policy on, the turns are stored redacted (``redacted``: they are already)."""
     user, session = ids
     try:
         _checked(messages, None)
@@ -86,6 +96,8 @@ async def record_turn(
             raise
         # A tool result may answer a call appended earlier: check against the whole history.
         _checked(messages, await s.histories.history(tenant, session))
+    if s.redact is not None and not redacted:  # no copy of a value the policy takes out
+        messages = s.redact.redact_messages(messages)[0]
     appended = await s.histories.append(tenant, user, session, messages)
     latest = await s.store.latest_summary(tenant, user, session)
     covers = latest.covers_to if latest else 0
@@ -104,30 +116,44 @@ async def record_turn(
 
 @functools.lru_cache(maxsize=64)
 def _compactor_for(
-    trigger: Trigger, keep_tail: KeepTail, summarizer: Any, observe: Any
+    trigger: Trigger, keep_tail: KeepTail, redact: Redactor | None, summarizer: Any, observe: Any
 ) -> AsyncCompactor:
     """A compactor with a request's own options (a few distinct ones are kept)."""
     return AsyncCompactor(
-        summarizer=summarizer, trigger=trigger, keep_tail=keep_tail, on_event=[observe]
+        summarizer=summarizer, trigger=trigger, keep_tail=keep_tail, redact=redact,
+        on_event=[observe],
+    )  # fmt: skip
+
+
+def _request_compactor(s: Services, body: CompactRequest) -> AsyncCompactor:
+    """The server's compactor, or one with the request's trigger, tail or redaction."""
+    redact = s.redact or (s.redactor if body.redact else None)  # on, never off
+    own = body.trigger_tokens is not None or body.trigger_messages is not None
+    if not (own or body.keep_tail or redact is not s.redact):
+        return s.compactor
+    trigger = (
+        Trigger(tokens=body.trigger_tokens or None, messages=body.trigger_messages or None)
+        if own
+        else s.options.trigger
     )
+    keep_tail = KeepTail(messages=body.keep_tail)
+    return _compactor_for(trigger, keep_tail, redact, s.summarizer, s.metrics.observe)
 
 
 @router.post("/v1/compact", tags=["compaction"], response_model=CompactResponse)
 async def compact(body: CompactRequest, tenant: Tenant, s: Svc) -> CompactResponse:
-    """Compact a history (stateless): old messages become one structured summary."""
+    """Compact a history (stateless): old messages become one structured summary.
+
+    With redaction on (the server's policy, or ``redact`` in the request) the response holds
+    no value the redactor finds, below the trigger too (the redacted copy comes back).
+    """
     messages = [m.model_dump(exclude_unset=True) for m in body.messages]
-    own = body.trigger_tokens is not None or body.trigger_messages is not None
-    if own or body.keep_tail:
-        trigger = (
-            Trigger(tokens=body.trigger_tokens or None, messages=body.trigger_messages or None)
-            if own
-            else s.options.trigger
-        )
-        keep_tail = KeepTail(messages=body.keep_tail)
-        compactor = _compactor_for(trigger, keep_tail, s.summarizer, s.metrics.observe)
-    else:
-        compactor = s.compactor
+    compactor = _request_compactor(s, body)
     result = await compactor.compact(messages, force=body.force)
+    redact = compactor.options.redact
+    if redact is not None and not result.triggered and not body.force:
+        clean, counts = redact_history(redact, result.messages)
+        result = dataclasses.replace(result, messages=[dict(m) for m in clean], redacted=counts)
     return compact_response(result, public_messages(result.messages))
 
 
@@ -209,10 +235,14 @@ def _default_key(kind: str, text: str) -> str:
 
 @router.post("/v1/memories", tags=["memories"], status_code=201, response_model=MemoryOut)
 async def put_memory(body: MemoryIn, tenant: Tenant, s: Svc) -> MemoryOut:
-    """Insert or replace a long-term memory."""
+    """Insert or replace a long-term memory (redacted first when the server's policy is on)."""
+    text, context = body.text, body.context
+    if s.redact is not None:
+        text = s.redact.redact_text(text).text
+        context = None if context is None else s.redact.redact_text(context).text
     item = await s.store.put(
-        tenant, body.namespace, body.key or _default_key(body.kind, body.text), body.text,
-        kind=body.kind, tags=body.tags, ttl=body.ttl,
+        tenant, body.namespace, body.key or _default_key(body.kind, text), text,
+        kind=body.kind, tags=body.tags, ttl=body.ttl, context=context,
     )  # fmt: skip
     return memory_out(item)
 

@@ -10,6 +10,7 @@ closes everything. Every route except the probes and ``/metrics`` needs
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
 from collections.abc import AsyncIterator, Callable
@@ -22,22 +23,23 @@ from fastapi import Depends, FastAPI, Request
 from fastapi.responses import Response
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
-from synopsis import AsyncCompactor, AsyncSessionMemory, AsyncSummarizer, __version__
-from synopsis.errors import MigrationError, StoreError
+from synopsis import AsyncCompactor, AsyncSessionMemory, AsyncSummarizer, Redactor, __version__
+from synopsis.errors import MigrationError, StoreError, Unauthorized
 from synopsis.memory import AsyncPostgresStore, AsyncSessionStore, AsyncSQLiteStore
 from synopsis.memory.open import parse_db
 from synopsis.server import errors
 from synopsis.server._sql import MIGRATIONS
 from synopsis.server.db import AsyncDatabase
-from synopsis.server.errors import Unauthorized
 from synopsis.server.jobs import JobQueue, SummaryWorkers
 from synopsis.server.keys import AsyncKeyRing
 from synopsis.server.metrics import CONTENT_TYPE, Metrics, MetricsMiddleware
 from synopsis.server.options import ServerOptions
 from synopsis.server.schemas import ErrorBody, Health, Readiness
 from synopsis.server.sessions import AsyncSessionHistories
+from synopsis.server.summary_cache import SummaryCache
+from synopsis.tokens import TokenCounter, default_estimate
 
-__all__ = ["Services", "Tenant", "create_app", "services"]
+__all__ = ["Services", "Tenant", "create_app", "current_services", "services"]
 
 _log = logging.getLogger("synopsis.server")
 #: Idle upstream connections are dropped after 4 s: servers commonly close them at 5 s
@@ -45,6 +47,36 @@ _log = logging.getLogger("synopsis.server")
 _UPSTREAM_LIMITS = httpx.Limits(
     max_connections=256, max_keepalive_connections=256, keepalive_expiry=4.0
 )
+
+
+def upstream_transport() -> httpx.AsyncBaseTransport:
+    """How the proxy reaches the upstream: aiohttp under httpx when ``httpx-aiohttp`` is
+    installed (the ``server`` extra has it), otherwise httpx's own pool.
+
+    Measured (``bench/bench_server.py``): httpcore's pool looks at every idle connection on
+    each request, which costs the proxy more CPU per request than aiohttp's connector; the
+    httpx API, its errors and timeouts stay the same either way.
+    """
+    try:
+        from httpx_aiohttp import AiohttpTransport
+    except ImportError:  # pragma: no cover - the server extra installs it
+        return httpx.AsyncHTTPTransport(limits=_UPSTREAM_LIMITS)
+    return AiohttpTransport(limits=_UPSTREAM_LIMITS)
+
+
+def _remembered_estimate(entries: int = 8192, longest: int = 8192) -> Callable[[str], int]:
+    """The default token estimate, remembered for texts up to ``longest`` characters.
+
+    An agent resends its whole history on every call, so the proxy's trigger check counts the
+    same texts again and again (the counter's own cache goes by object identity, and each
+    request brings new objects). At most ``entries * longest`` characters are kept.
+    """
+    remembered = functools.lru_cache(maxsize=entries)(default_estimate)
+
+    def estimate(text: str) -> int:
+        return remembered(text) if len(text) <= longest else default_estimate(text)
+
+    return estimate
 
 
 @dataclass(slots=True, kw_only=True)
@@ -64,8 +96,15 @@ class Services:
     #: The proxy's: always recalls (summary and memories are injected for a named session).
     proxy_memory: AsyncSessionMemory
     compactor: AsyncCompactor
+    #: The proxy's summaries of stateless histories, for reuse by the same conversation.
+    summary_cache: SummaryCache
     summarizer: AsyncSummarizer
     http: httpx.AsyncClient
+    #: This process's redactor (one hash key for every request), for ``/v1/compact``'s
+    #: per-request ``redact`` too.
+    redactor: Redactor
+    #: The server-wide policy: ``redactor`` when ``options.redact`` is on, else None.
+    redact: Redactor | None
 
 
 def services(request: Request) -> Services:
@@ -73,6 +112,11 @@ def services(request: Request) -> Services:
     if found is None:  # only between start and a failed start-up
         raise StoreError("the server is not started")
     return found
+
+
+async def current_services(request: Request) -> Services:
+    """:func:`services` as a route dependency (async: FastAPI runs a sync one in a thread)."""
+    return services(request)
 
 
 _bearer = HTTPBearer(auto_error=False, description="An API key from `synopsis keys create`.")
@@ -113,31 +157,34 @@ async def _start(app: FastAPI, options: ServerOptions, build: _Builders) -> Serv
     summarizer = AsyncSummarizer(model=build.model or options.model, on_event=[metrics.observe])
     histories = AsyncSessionHistories(db)
     queue = JobQueue(db)
+    redactor = options.new_redactor()
+    redact = redactor if options.redact else None
     workers = SummaryWorkers(
         queue=queue, histories=histories, store=store, summarizer=summarizer,
-        options=options, on_event=metrics.observe,
+        options=options, on_event=metrics.observe, redact=redact,
     )  # fmt: skip
     window = options.window_messages
     return Services(
         options=options, metrics=metrics, db=db, store=store, keys=AsyncKeyRing(db),
-        histories=histories, queue=queue, workers=workers,
+        histories=histories, queue=queue, workers=workers, redactor=redactor, redact=redact,
         memory=AsyncSessionMemory(
             store=store, summarizer=None, window_messages=window, hybrid=options.hybrid,
-            recall_limit=options.recall_limit, on_event=[metrics.observe],
+            recall_limit=options.recall_limit, on_event=[metrics.observe], redact=redact,
         ),
         proxy_memory=AsyncSessionMemory(
             store=store, summarizer=None, window_messages=window, hybrid=True,
-            recall_limit=options.recall_limit, on_event=[metrics.observe],
+            recall_limit=options.recall_limit, on_event=[metrics.observe], redact=redact,
         ),
         compactor=AsyncCompactor(
             summarizer=summarizer, trigger=options.trigger, keep_tail=options.keep_tail,
-            on_event=[metrics.observe],
+            counter=TokenCounter(estimator=_remembered_estimate()), on_event=[metrics.observe],
+            redact=redact,
         ),
+        summary_cache=SummaryCache(options.summary_cache),
         summarizer=summarizer,
         http=httpx.AsyncClient(
-            transport=build.transport,
+            transport=build.transport or upstream_transport(),
             timeout=httpx.Timeout(options.upstream_timeout, connect=10.0),
-            limits=_UPSTREAM_LIMITS,
         ),
     )  # fmt: skip
 

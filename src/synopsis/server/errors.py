@@ -1,5 +1,9 @@
 """Errors at the HTTP edge: the library's exception tree as JSON ``{"error": {type, message}}``.
 
+Every error class, the service's own included (:class:`~synopsis.errors.Unauthorized`,
+:class:`~synopsis.errors.UpstreamNotConfigured`, :class:`~synopsis.errors.SessionConflict`),
+lives in :mod:`synopsis.errors`; this module only maps each to its HTTP status.
+
 Bad input is a 4xx naming the field, never a 500; a 500 says nothing about its cause (it is
 logged instead). The status follows what the caller should do next, as the tree does.
 """
@@ -25,25 +29,18 @@ from synopsis.errors import (
     ModelTimeout,
     NotFound,
     RateLimited,
+    SessionConflict,
     StoreError,
     SynopsisError,
     TenantMismatch,
+    Unauthorized,
+    UpstreamNotConfigured,
 )
 from synopsis.server.schemas import ErrorBody
-from synopsis.server.sessions import SessionConflict
 
-__all__ = ["ERRORS", "Unauthorized", "UpstreamNotConfigured", "error_response", "install"]
+__all__ = ["ERRORS", "error_response", "install", "status_of"]
 
 _log = logging.getLogger("synopsis.server")
-
-
-class Unauthorized(SynopsisError):
-    """No API key, or one that is unknown or revoked (HTTP 401)."""
-
-
-class UpstreamNotConfigured(ConfigError):
-    """The proxy has no upstream to forward to (HTTP 503)."""
-
 
 #: Most specific first: the first class an exception is an instance of decides its status.
 _STATUS: Sequence[tuple[type[BaseException], int]] = (

@@ -38,7 +38,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from synopsis import AsyncSessionMemory, SessionMemoryFailed
+from synopsis import AsyncSessionMemory, Redactor, SessionMemoryFailed
 from synopsis.events import SessionEvent
 from synopsis.memory import AsyncSessionStore
 from synopsis.server._sql import Dialect, Plan, Statement
@@ -201,8 +201,11 @@ class SummaryWorkers:
         summarizer: Any,
         options: ServerOptions,
         on_event: Callable[[SessionEvent], None] = lambda event: None,
+        redact: Redactor | None = None,
     ) -> None:
         self.queue = queue
+        #: Redacts what a job sends its summarizer and stores (None: off).
+        self.redact = redact
         self._histories = histories
         self._store = store
         self._summarizer = summarizer
@@ -307,6 +310,7 @@ class SummaryWorkers:
             summarizer=self._summarizer,
             summarize_every=self._options.summarize_every,
             on_event=[collect],
+            redact=self.redact,
             # The queue row is this worker's alone; naming the session claim after the job lets
             # a retry of the same job (after a crash or a shutdown) take its own claim back.
             owner=f"synopsis-serve-job-{job.id}",
@@ -340,7 +344,9 @@ class SummaryWorkers:
 
     async def replay_outbox(self) -> int:
         """Write the memory copies of saved summaries whose copy is missing (all tenants)."""
-        memory = AsyncSessionMemory(store=self._store, summarizer=None, on_event=[self._on_event])
+        memory = AsyncSessionMemory(
+            store=self._store, summarizer=None, on_event=[self._on_event], redact=self.redact
+        )
         return await memory.recover(None, limit=500)
 
     async def _replay_forever(self) -> None:

@@ -9,6 +9,8 @@
 * ``synopsis_summarizer_calls_total{outcome}`` (``ok`` / ``error``, per attempt) and
   ``synopsis_summarizer_failures_total`` (summaries that failed after every attempt);
 * ``synopsis_session_summaries_total{outcome}``: background summaries ``saved`` / ``failed``;
+* ``synopsis_proxy_summary_cache_total{outcome}``: a stateless proxy history over the trigger
+  whose summary was reused (``hit``) or had to be made (``miss``);
 * ``synopsis_job_queue_depth`` (open jobs in the shared queue, read at scrape time) and
   ``synopsis_jobs_running`` (jobs this process is running).
 """
@@ -69,6 +71,13 @@ class Metrics:
         self.session_summaries = Counter(
             "synopsis_session_summaries", "Background session summaries.", ["outcome"], registry=r
         )
+        self.summary_cache = Counter(
+            "synopsis_proxy_summary_cache",
+            "Stateless proxy summaries reused (hit) or made (miss).",
+            ["outcome"], registry=r,
+        )  # fmt: skip
+        for outcome in ("hit", "miss"):
+            self.summary_cache.labels(outcome)
         self.queue_depth = Gauge(
             "synopsis_job_queue_depth", "Open summary jobs in the shared queue.", registry=r
         )

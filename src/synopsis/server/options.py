@@ -11,13 +11,13 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from synopsis import KeepTail, Trigger
+from synopsis import KeepTail, Redactor, Trigger
+from synopsis.config import REDACT_MODES, check_schema_name
 from synopsis.errors import ConfigError
 from synopsis.memory.open import DEFAULT_DB
+from synopsis.redact import Mode
 
 __all__ = ["ServerOptions"]
-
-_SCHEMA_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -34,7 +34,7 @@ class ServerOptions:
     #: None disables ``/v1/chat/completions`` and ``/v1/models`` (they answer 503).
     upstream: str | None = None
     #: The upstream's API key; a request may pass its own in ``X-Upstream-Authorization``.
-    upstream_api_key: str | None = None
+    upstream_api_key: str | None = field(default=None, repr=False)
     upstream_timeout: float = 600.0
     #: The summarizer: ``"extractive"`` (offline) or a ``provider:model`` spec.
     model: str = "extractive"
@@ -49,6 +49,9 @@ class ServerOptions:
     #: When the proxy compacts a stateless history (``/v1/chat/completions`` without a session).
     trigger: Trigger = field(default_factory=Trigger.default)
     keep_tail: KeepTail = field(default_factory=KeepTail)
+    #: Summaries of stateless proxy histories kept for reuse (per process, LRU; 0 = none): a
+    #: growing conversation that resends the same summarized prefix is not summarized again.
+    summary_cache: int = 1024
     #: How long a claimed job is reserved for its worker; renewed while it runs. A job whose
     #: worker died is claimed again by any replica once its lease ran out.
     lease_seconds: float = 30.0
@@ -61,26 +64,62 @@ class ServerOptions:
     #: On shutdown, how long to wait for running summary jobs before giving up on them
     #: (their leases then run out and another replica, or the next start, retries them).
     drain_seconds: float = 30.0
+    #: Take secrets and personal data out of everything the server sends a summarizer, stores
+    #: (summaries, memories, session histories), returns from ``/v1/compact`` or sends upstream
+    #: compacted. Off by default; ``/v1/compact`` may still ask for it per request.
+    redact: bool = False
+    #: ``mask`` (``[REDACTED:email]``), ``hash`` (``[EMAIL#3f2a9c1b]``: one token per value)
+    #: or ``drop``.
+    redact_mode: Mode = "mask"
+    #: The key of ``hash`` mode's tokens. Replicas given the same key write the same token for
+    #: a value; without one each process draws a random key, so its tokens are stable per
+    #: process only.
+    redact_hash_key: str | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
-        if not _SCHEMA_NAME.fullmatch(self.schema):
-            raise ConfigError(f"schema must be a plain SQL identifier, not {self.schema!r}")
+        try:
+            check_schema_name(self.schema)
+        except ValueError as exc:
+            raise ConfigError(f"schema {exc}") from None
         if not 0 <= self.port <= 65535:
             raise ConfigError(f"port must be in 0..65535, not {self.port}")
         if self.upstream is not None and not self.upstream.startswith(("http://", "https://")):
             raise ConfigError("upstream must be an http:// or https:// URL")
         _positive(self, "workers", "summarize_every", "recall_limit", "max_attempts")
         _positive(self, "upstream_timeout", "lease_seconds", "poll_seconds", "outbox_seconds")
+        if self.summary_cache < 0:
+            raise ConfigError(f"summary_cache must be >= 0, not {self.summary_cache}")
         if self.drain_seconds < 0:
             raise ConfigError("drain_seconds must be >= 0")
+        if self.redact_mode not in REDACT_MODES:
+            raise ConfigError(f"redact_mode must be one of {', '.join(REDACT_MODES)}, "
+                              f"not {self.redact_mode!r}")  # fmt: skip
+        if self.redact_hash_key is not None and not self.redact_hash_key.strip():
+            raise ConfigError("redact_hash_key must not be blank")
 
     @property
     def upstream_url(self) -> str | None:
         """The upstream base URL without a trailing slash."""
         return self.upstream.rstrip("/") if self.upstream else None
 
+    @property
+    def redaction(self) -> str:
+        """The redaction policy in one word: ``off`` or its mode."""
+        return self.redact_mode if self.redact else "off"
+
+    def new_redactor(self) -> Redactor:
+        """A redactor of ``redact_mode`` keyed with ``redact_hash_key`` (a random key when
+        there is none): the server makes one at start-up and uses it for every request."""
+        key = self.redact_hash_key.encode() if self.redact_hash_key else None
+        return Redactor(mode=self.redact_mode, hash_key=key)
+
+    def summary_shape(self) -> list[str]:
+        """What else than the messages shapes a proxy summary (part of its cache key): a
+        summary made without redaction is never served while redaction is on."""
+        return [self.model, repr(self.trigger), repr(self.keep_tail), self.redaction]
+
     def describe(self) -> dict[str, Any]:
-        """The options without secrets (the upstream key, a database password)."""
+        """The options without secrets (the upstream key, a database password, the hash key)."""
         return {
             "db": _redact_url(self.db),
             "schema": self.schema,
@@ -88,6 +127,7 @@ class ServerOptions:
             "model": self.model,
             "workers": self.workers,
             "summarize_every": self.summarize_every,
+            "redact": self.redaction,
         }
 
 

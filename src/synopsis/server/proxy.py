@@ -8,7 +8,9 @@
    new), queue the background summary when due, and send instead the session's context: the
    system prompt with the latest summary, recalled memories of the user, the recent window;
 3. compact what is left when it crosses the trigger (stateless: the upstream sees the
-   compacted list);
+   compacted list); without a session, a summary of the same prefix made by an earlier call
+   is reused (:mod:`synopsis.server.summary_cache`), so a growing conversation is summarized
+   again only when it crosses the trigger again;
 4. forward to the upstream with its own key (``--upstream-api-key``, or the caller's
    ``X-Upstream-Authorization``) and only message-schema fields, and return its answer
    unchanged: same status, same body, streamed (SSE) chunk by chunk as it arrives.
@@ -18,6 +20,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from typing import Annotated, Any
 
@@ -26,11 +29,18 @@ from fastapi import APIRouter, Header, Request
 from fastapi.responses import Response, StreamingResponse
 from starlette.background import BackgroundTask
 
-from synopsis.errors import InvalidInput, ModelTimeout, ProviderUnavailable
-from synopsis.server.api import Svc, public_messages, record_turn
+from synopsis.compaction.redaction import redact_history
+from synopsis.errors import (
+    InvalidInput,
+    ModelTimeout,
+    ProviderUnavailable,
+    UpstreamNotConfigured,
+)
+from synopsis.server.api import PRIVATE_KEYS, Svc, public_messages, record_turn
 from synopsis.server.app import Services, Tenant
-from synopsis.server.errors import ERRORS, UpstreamNotConfigured
+from synopsis.server.errors import ERRORS
 from synopsis.server.schemas import ChatCompletionRequest, ErrorBody
+from synopsis.server.summary_cache import compact_stateless
 
 __all__ = ["router"]
 
@@ -88,8 +98,17 @@ def _response_headers(upstream: httpx.Response) -> dict[str, str]:
 async def _with_session(
     s: Services, tenant: str, ids: tuple[str, str], messages: list[dict[str, Any]]
 ) -> list[dict[str, Any]]:
-    """Record the turn and return the session's context for this call."""
+    """Record the turn and return the session's context for this call.
+
+    With the redaction policy on, the context is built from the redacted turns (the server
+    keeps no other): its window, the notes it recalls from older turns and the summary hold
+    no value the redactor finds, below the trigger too. The caller's leading system
+    messages stay as they are.
+    """
     user, session = ids
+    if s.redact is not None:
+        clean, _ = redact_history(s.redact, messages)
+        messages = [dict(m) for m in clean]
     start = next(
         (i for i, m in enumerate(messages) if m.get("role") not in ("system", "developer")),
         len(messages),
@@ -98,7 +117,7 @@ async def _with_session(
     info = await s.histories.info(tenant, session)
     stored = info.message_count if info is not None else 0
     if len(body) > stored:
-        await record_turn(s, tenant, (user, session), body[stored:])
+        await record_turn(s, tenant, (user, session), body[stored:], redacted=True)
     return await s.proxy_memory.build_context(tenant, user, session, messages)
 
 
@@ -114,9 +133,18 @@ async def _send(s: Services, request: httpx.Request, stream: bool) -> httpx.Resp
     try:
         return await s.http.send(request, stream=stream)
     except httpx.TimeoutException as exc:
+        if _refused(exc):
+            raise ProviderUnavailable("the upstream is unreachable (ConnectError)") from exc
         raise ModelTimeout("the upstream timed out") from exc
     except httpx.HTTPError as exc:
         raise ProviderUnavailable(f"the upstream is unreachable ({type(exc).__name__})") from exc
+
+
+def _refused(exc: httpx.TimeoutException) -> bool:
+    """A connection error reported as a timeout: httpx-aiohttp maps every aiohttp connection
+    error (a refused connection too) to ConnectTimeout; its cause tells them apart."""
+    cause = exc.__cause__
+    return isinstance(cause, OSError) and not isinstance(cause, TimeoutError)
 
 
 async def _passed_through(s: Services, request: httpx.Request) -> Response:
@@ -163,15 +191,37 @@ async def chat_completions(
     payload = body.model_dump(exclude_unset=True)
     messages: list[dict[str, Any]] = payload["messages"]
     ids = _session_ids(x_synopsis_user, x_synopsis_session)
+    tools = payload.get("tools") if _is_tools(payload.get("tools")) else None
+    sent: list[dict[str, Any]] | None
     if ids is not None:
         messages = await _with_session(s, tenant, ids, messages)
-    tools = payload.get("tools")
-    messages = await s.compactor.before_model(messages, tools=tools if _is_tools(tools) else None)
-    payload["messages"] = public_messages(messages)
-    upstream = s.http.build_request("POST", url, json=payload, headers=_request_headers(request, s))
+        sent = await s.compactor.before_model(messages, tools=tools)
+    else:
+        sent = await _compacted(s, tenant, messages, tools)
+    if sent is None and not any(PRIVATE_KEYS & m.keys() for m in messages):
+        # Below the trigger and nothing to strip: the body as it came (validated above; every
+        # field the proxy reads is strictly typed, so what it checked is what goes on).
+        content = await request.body()
+    else:
+        payload["messages"] = public_messages(messages if sent is None else sent)
+        content = json.dumps(payload, ensure_ascii=False, separators=(",", ":")).encode()
+    headers = {**_request_headers(request, s), "content-type": "application/json"}
+    upstream = s.http.build_request("POST", url, content=content, headers=headers)
     if payload.get("stream"):
         return await _streamed(s, upstream)
     return await _passed_through(s, upstream)
+
+
+async def _compacted(
+    s: Services, tenant: str, messages: list[dict[str, Any]], tools: Any
+) -> list[dict[str, Any]] | None:
+    """A stateless history compacted over the trigger (reusing a summary of its prefix);
+    None below it."""
+    return await compact_stateless(
+        s.compactor, s.summary_cache, tenant, messages, tools=tools,
+        options=s.options.summary_shape(),
+        count=lambda outcome: s.metrics.summary_cache.labels(outcome).inc(),
+    )  # fmt: skip
 
 
 def _is_tools(tools: object) -> bool:

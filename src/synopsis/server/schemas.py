@@ -91,6 +91,12 @@ class CompactRequest(BaseModel):
     keep_tail: Count = 0
     #: Compact even if no trigger fires.
     force: bool = False
+    redact: bool = Field(
+        default=False,
+        description="Take secrets and personal data out of the summarizer's request and the "
+        "response (the server's redaction mode). It can turn redaction on, never off: with "
+        "the server's policy on, every request is redacted.",
+    )
 
 
 class CompactReport(BaseModel):
@@ -104,6 +110,8 @@ class CompactReport(BaseModel):
     skipped: str | None
     fallback: str | None
     error: dict[str, Any] | None
+    #: Values redacted, by kind (never the values); empty when redaction is off.
+    redacted: dict[str, int] = Field(default_factory=dict)
 
 
 class CompactResponse(BaseModel):
@@ -159,6 +167,9 @@ class MemoryIn(BaseModel):
     tags: dict[Label, Text] = Field(default_factory=dict, max_length=64)
     #: Seconds until the memory expires.
     ttl: Annotated[float, Field(gt=0, le=1e10)] | None = None
+    #: Words to find the memory by besides its text (e.g. the chat turns around it), indexed
+    #: at half the weight of the text.
+    context: Annotated[Text, Field(max_length=1_000_000)] = ""
 
 
 class MemoryOut(BaseModel):
@@ -170,6 +181,7 @@ class MemoryOut(BaseModel):
     created_at: datetime
     updated_at: datetime
     expires_at: datetime | None
+    context: str = ""
 
 
 class Hit(BaseModel):
@@ -206,7 +218,8 @@ class ChatCompletionRequest(BaseModel):
     model_config = ConfigDict(extra="allow")
     model: str
     messages: Annotated[list[Message], Field(min_length=1, max_length=100_000)]
-    stream: bool | None = None
+    #: Strict, so a body forwarded as it came means to the upstream what it meant to us.
+    stream: Annotated[bool | None, Field(strict=True)] = None
 
 
 # --- from library values ---------------------------------------------------------------------
@@ -222,6 +235,7 @@ def memory_out(item: MemoryItem) -> MemoryOut:
         created_at=item.created_at,
         updated_at=item.updated_at,
         expires_at=item.expires_at,
+        context=item.context,
     )
 
 

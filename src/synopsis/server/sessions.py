@@ -14,15 +14,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from synopsis.errors import InvalidInput
+from synopsis.errors import InvalidInput, SessionConflict
 from synopsis.server._sql import Dialect, Plan, Statement
 from synopsis.server.db import AsyncDatabase
 
-__all__ = ["Appended", "AsyncSessionHistories", "SessionConflict", "SessionInfo"]
-
-
-class SessionConflict(InvalidInput):
-    """The session id is taken by another user of the same tenant (HTTP 409)."""
+__all__ = ["Appended", "AsyncSessionHistories", "SessionInfo"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

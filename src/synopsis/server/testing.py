@@ -39,6 +39,8 @@ class RecordedCall:
     path: str
     headers: dict[str, str]
     body: Any
+    #: The body's bytes as they arrived.
+    raw: bytes = b""
 
 
 def _text(content: object) -> str:
@@ -69,8 +71,8 @@ class FakeUpstream:
             ]
         )
 
-    def _record(self, request: Request, body: Any) -> None:
-        call = RecordedCall(request.method, request.url.path, dict(request.headers), body)
+    def _record(self, request: Request, body: Any, raw: bytes = b"") -> None:
+        call = RecordedCall(request.method, request.url.path, dict(request.headers), body, raw)
         with self._lock:
             self.calls.append(call)
 
@@ -80,14 +82,21 @@ class FakeUpstream:
         with self._lock:
             return [c.body for c in self.calls if c.path.endswith("/chat/completions")]
 
+    @property
+    def raw_bodies(self) -> list[bytes]:
+        """The bytes of every chat-completions request, oldest first."""
+        with self._lock:
+            return [c.raw for c in self.calls if c.path.endswith("/chat/completions")]
+
     async def _models(self, request: Request) -> Response:
         self._record(request, None)
         data = [{"id": "fake-model", "object": "model", "created": 0, "owned_by": "synopsis"}]
         return JSONResponse({"object": "list", "data": data})
 
     async def _chat(self, request: Request) -> Response:
-        body = await request.json()
-        self._record(request, body)
+        raw = await request.body()
+        body = json.loads(raw)
+        self._record(request, body, raw)
         model = str(body.get("model", ""))
         if model == "fail-429":
             return _error(429, "rate_limit_exceeded")
@@ -154,7 +163,7 @@ def running(
     port = sock.getsockname()[1]
     config = uvicorn.Config(
         app, log_level="warning", lifespan=lifespan, access_log=False,
-        h11_max_incomplete_event_size=1 << 20,  # as `synopsis serve`
+        http="h11", h11_max_incomplete_event_size=1 << 20,  # as `synopsis serve`
     )  # fmt: skip
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)

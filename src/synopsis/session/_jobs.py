@@ -36,17 +36,22 @@ from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
 from synopsis._flow import Flow
-from synopsis.errors import InvalidSummary, ModelTimeout
+from synopsis.errors import InvalidSummary, ModelTimeout, UserDeleted
 from synopsis.events import OutboxReplayed, SessionEvent, failure
 from synopsis.memory._types import (
     OutboxEntry,
     SearchHit,
     SearchMode,
     SessionSummary,
-    UserDeleted,
     validate_tenant,
 )
 from synopsis.session._events import summarize_timeout_error
+from synopsis.session._redaction import (
+    SummaryRequest,
+    context_inputs,
+    redacted_text,
+    summary_request,
+)
 from synopsis.session._state import (
     Job,
     Registry,
@@ -313,23 +318,24 @@ def summarize_and_write(runtime: Runtime, job: Job) -> Flow[Step, JobOutcome]:
     start, end = summary_span(job.messages, covers)
     if not is_due(end, covers, runtime.settings.summarize_every):
         return "done"  # a newer summary (another replica) or an open tool call left too little
-    yield Emit(started_event(job, start, end, prev))
-    summary = yield from _summarize(runtime, job, prev, (start, end))
+    request = summary_request(runtime.settings.redactor, job.messages[start:end], prev)
+    yield Emit(started_event(job, start, end, prev, redacted=request.redacted))
+    summary = yield from _summarize(runtime, job, prev, request, end)
     if summary is None:
         return "failed"
     return (yield from dual_write(runtime, job, summary))
 
 
 def _summarize(
-    runtime: Runtime, job: Job, prev: SessionSummary | None, span: tuple[int, int]
+    runtime: Runtime, job: Job, prev: SessionSummary | None, request: SummaryRequest, end: int
 ) -> Flow[Step, SessionSummary | None]:
-    """The next summary version of messages ``[start, end)``; None (reported) on failure."""
-    start, end = span
+    """The next summary version of the request's messages (which end at ``end``); None
+    (reported) on failure."""
     settings = runtime.settings
     try:
         result = yield Summarize(
-            messages=job.messages[start:end],
-            previous_summary=prev.text if prev else None,
+            messages=request.messages,
+            previous_summary=request.previous_summary,
             session_id=job.session_id,
             timeout=settings.summarize_timeout,
         )
@@ -342,6 +348,7 @@ def _summarize(
             covers_to=end,
             now=runtime.clock(),
             max_chars=settings.max_summary_chars,
+            redactor=settings.redactor,
         )
     except InvalidSummary as exc:
         yield Emit(failure("invalid_summary", job.tenant, job.session_id, exc))
@@ -350,7 +357,8 @@ def _summarize(
         yield Emit(failure("summarize", job.tenant, job.session_id, exc))
         return None
     limit = settings.max_summary_chars or 0
-    cut = truncation(summary, summary_text(result), target="stored", unit="chars", limit=limit)
+    answer = redacted_text(settings.redactor, summary_text(result))
+    cut = truncation(summary, answer, target="stored", unit="chars", limit=limit)
     if cut is not None:
         yield Emit(cut)
     return summary
@@ -465,6 +473,7 @@ def build_context(
         yield Emit(cut)
     question = recall_query(body, query)
     hits = yield from _recall_notes(settings, ids, question)
+    body, summary, hits = context_inputs(settings.redactor, body, summary, hits)
     return build_messages(
         settings,
         system=system,

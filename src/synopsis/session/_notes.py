@@ -14,7 +14,13 @@ from dataclasses import dataclass
 from typing import Any, Final, Literal
 
 from synopsis.memory._types import Namespace, SearchHit
-from synopsis.memory.ranking import bm25_scores, document_terms, fused_order, query_terms
+from synopsis.memory.ranking import (
+    bm25_scores,
+    fused_order,
+    indexed_terms,
+    neighbour_contexts,
+    query_terms,
+)
 from synopsis.messages import is_internal, mark, text_of
 
 __all__ = [
@@ -65,6 +71,9 @@ def rank_history(
 ) -> list[Recalled]:
     """BM25-rank user and assistant messages of ``older`` against ``query``; best first.
 
+    Each message is indexed with the messages around it as its context
+    (:func:`~synopsis.memory.ranking.neighbour_contexts`), as a store item put with that
+    context would be, so an answer is found by the words of the question before it.
     Ties go to the newer message. ``offset`` is the index of ``older[0]`` in the history
     (it only shows in the labels).
     """
@@ -76,7 +85,9 @@ def rank_history(
     terms = query_terms(query)
     if not docs or not terms or limit <= 0:
         return []
-    counts = [Counter(document_terms(text_of(m))) for _, m in docs]
+    texts = [text_of(m) for _, m in docs]
+    contexts = neighbour_contexts(texts)
+    counts = [Counter(indexed_terms(t, c)) for t, c in zip(texts, contexts, strict=True)]
     scores = bm25_scores(terms, counts, [c.total() for c in counts])
     ranked = sorted(range(len(docs)), key=lambda i: (-scores[i], -docs[i][0]))
     return [

@@ -137,7 +137,12 @@ class Registry:
 
 
 def started_event(
-    job: Job, start: int, end: int, prev: SessionSummary | None
+    job: Job,
+    start: int,
+    end: int,
+    prev: SessionSummary | None,
+    *,
+    redacted: dict[str, int] | None = None,
 ) -> SessionSummaryStarted:
     return SessionSummaryStarted(
         tenant=job.tenant,
@@ -146,6 +151,7 @@ def started_event(
         from_index=start,
         to_index=end,
         previous_version=prev.version if prev else 0,
+        redacted=redacted or {},
     )
 
 

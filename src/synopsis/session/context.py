@@ -32,6 +32,7 @@ from synopsis.errors import ConfigError, InvalidSummary
 from synopsis.events import SessionSummaryTruncated
 from synopsis.memory._types import Namespace, SearchHit, SearchMode, SessionSummary
 from synopsis.messages import open_tool_calls, safe_cut_points, text_of
+from synopsis.redact import Redactor
 from synopsis.session._bounds import MIN_SUMMARY_CHARS, clip_chars, clip_tokens
 from synopsis.session._notes import (
     Recalled,
@@ -43,6 +44,7 @@ from synopsis.session._notes import (
     recall_query,
     select_notes,
 )
+from synopsis.session._redaction import redacted_text, redactor_from
 from synopsis.session._window import (
     MAX_NOTE_CHARS,
     ContextPlan,
@@ -160,6 +162,8 @@ class SessionSettings:
     max_summary_chars: int | None = None
     #: Tokens of the summary injected into a request.
     max_summary_tokens: int | None = None
+    #: Redacts what a job sends and stores (None: off); see :mod:`synopsis.session._redaction`.
+    redactor: Redactor | None = None
 
 
 #: The defaults of the bounds, shared by both twins.
@@ -183,6 +187,7 @@ def make_settings(
     summarize_timeout: float | None = DEFAULT_SUMMARIZE_TIMEOUT,
     max_summary_chars: int | None = DEFAULT_MAX_SUMMARY_CHARS,
     max_summary_tokens: int | None = None,
+    redact: Redactor | bool | None = None,
 ) -> SessionSettings:
     """Check the options once, naming the one at fault."""
     if summarize_every < 1:
@@ -213,6 +218,7 @@ def make_settings(
         summarize_timeout=summarize_timeout,
         max_summary_chars=max_summary_chars,
         max_summary_tokens=max_summary_tokens,
+        redactor=redactor_from(redact),
     )
 
 
@@ -232,12 +238,14 @@ def next_summary(
     covers_to: int,
     now: float,
     max_chars: int | None = None,
+    redactor: Redactor | None = None,
 ) -> SessionSummary:
     """The next summary version, or InvalidSummary when the summarizer returned garbage.
 
-    A text longer than ``max_chars`` is cut (see :func:`truncation` for the report).
+    With a ``redactor`` the text is redacted first; a text longer than ``max_chars`` is then
+    cut (see :func:`truncation` for the report).
     """
-    text = summary_text(result)
+    text = redacted_text(redactor, summary_text(result))
     if max_chars is not None:
         text = clip_chars(text, max_chars)
     model = getattr(result, "model", None)

@@ -58,6 +58,11 @@ A summary is bounded: a new version is cut to ``max_summary_chars`` (default 20,
 is saved, and the injected text to ``max_summary_tokens`` and half of
 ``context_budget_tokens``; each cut is reported as a ``session_summary_truncated`` event.
 
+With ``redact=`` (a :class:`~synopsis.redact.Redactor`, or True for the default one) a job
+redacts what it sends the summarizer (the new messages and the previous summary) and the
+summary before it is stored, so the stored versions, their long-term memory copies and the
+outbox hold no value the redactor finds (:mod:`synopsis.session._redaction`).
+
 Neither class closes the store it was given; its owner does.
 """
 
@@ -75,6 +80,7 @@ from typing import Any
 from synopsis._flow import adrive, drive
 from synopsis.events import SessionEventHandler, aemit, check_sync_handlers, emit, failure
 from synopsis.memory._types import SearchHit, SearchMode
+from synopsis.redact import Redactor
 from synopsis.session import _jobs
 from synopsis.session._jobs import Emit, Runtime, Step, Summarize
 from synopsis.session._state import (
@@ -139,6 +145,7 @@ class SessionMemory:
         close_timeout: float | None = DEFAULT_CLOSE_TIMEOUT,
         max_summary_chars: int | None = DEFAULT_MAX_SUMMARY_CHARS,
         max_summary_tokens: int | None = None,
+        redact: Redactor | bool | None = None,
         tracer_provider: Any = None,
         trace_tenant: bool = False,
         owner: str | None = None,
@@ -155,6 +162,7 @@ class SessionMemory:
             summarize_timeout=summarize_timeout,
             max_summary_chars=max_summary_chars,
             max_summary_tokens=max_summary_tokens,
+            redact=redact,
         )
         check_timeout("close_timeout", close_timeout)
         check_sync_handlers(on_event)
@@ -368,6 +376,7 @@ class AsyncSessionMemory:
         close_timeout: float | None = DEFAULT_CLOSE_TIMEOUT,
         max_summary_chars: int | None = DEFAULT_MAX_SUMMARY_CHARS,
         max_summary_tokens: int | None = None,
+        redact: Redactor | bool | None = None,
         tracer_provider: Any = None,
         trace_tenant: bool = False,
         owner: str | None = None,
@@ -384,6 +393,7 @@ class AsyncSessionMemory:
             summarize_timeout=summarize_timeout,
             max_summary_chars=max_summary_chars,
             max_summary_tokens=max_summary_tokens,
+            redact=redact,
         )
         check_timeout("close_timeout", close_timeout)
         self._store = store
