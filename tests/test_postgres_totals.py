@@ -1,6 +1,6 @@
 """PostgreSQL keeps each tenant's item count and total length exact, and its delta rows few.
 
-``tenant_totals`` (migration 6) is what a tenant-wide keyword search reads for BM25's N and
+``tenant_totals`` (migration 7) is what a tenant-wide keyword search reads for BM25's N and
 mean length; these tests compare it with a count of the table after many small writes,
 replaces, deletes and concurrent writers.
 """
