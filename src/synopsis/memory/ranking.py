@@ -38,8 +38,8 @@ messages that way, and a store user can put chat turns with it.
 with ``N`` documents in scope, ``n`` of them containing the term (the IDF SQLite FTS5's
 ``bm25()`` uses, though FTS5 counts over its whole table). ``N``, ``n`` and the mean length
 always describe the searched scope (tenant, prefix, kind, tags, live items only): the in-memory
-and SQLite backends score with :func:`bm25_scope_scores` here and the PostgreSQL backend in SQL
-with the same arithmetic in the same order, so all three backends score alike, bit for bit.
+backend scores with :func:`bm25_scope_scores` here, SQLite and PostgreSQL in SQL with the same
+arithmetic in the same order, so all three backends score alike, bit for bit.
 The floor keeps a term found in half the documents or more worth a little, so a document
 scores above zero exactly when it shares a query term. The session context's history recall
 uses it too, rather than Lucene's always-positive ``log(1 + (N - n + 0.5) / (n + 0.5))``:
@@ -257,8 +257,8 @@ def bm25_scope_scores(
     the candidates must include every document of the scope that holds a query term (the
     others score 0.0 and may be left out), so each term's document frequency ``n`` is counted
     among them. ``scope_size`` (N) and ``scope_length`` (sum of the lengths) describe every
-    document in scope. Scores are summed in query-term order. The PostgreSQL backend repeats
-    this arithmetic, in this order, in SQL: change both or neither.
+    document in scope. Scores are summed in query-term order. The SQLite and PostgreSQL
+    backends repeat this arithmetic, in this order, in SQL: change all three or none.
     """
     if scope_size == 0:
         return []
