@@ -6,7 +6,7 @@ variable               field         value (an empty variable counts as unset)
 ``SYNOPSIS_DB``        ``db``        a SQLite file or a ``postgresql://`` URL
                                      (default ``./synopsis.db``)
 ``SYNOPSIS_TENANT``    ``tenant``    the tenant id (no default)
-``SYNOPSIS_EMBEDDER``  ``embedder``  ``none`` or ``e5`` (default ``none``)
+``SYNOPSIS_EMBEDDER``  ``embedder``  ``none``, ``static`` or ``e5`` (default ``none``)
 =====================  ============  =========================================================
 
 :meth:`Settings.from_env` reads a mapping it is given (``os.environ`` at the edge, a plain dict
@@ -29,8 +29,8 @@ from synopsis.memory.open import DEFAULT_DB
 
 __all__ = ["EMBEDDERS", "EmbedderName", "Settings"]
 
-#: Embedders chosen by name: ``none`` (keyword search only) or ``e5`` (the bundled model).
-EmbedderName = Literal["none", "e5"]
+#: Embedders chosen by name: ``none`` (keyword search only), ``static`` or ``e5`` (bundled models).
+EmbedderName = Literal["none", "static", "e5"]
 EMBEDDERS: Final[tuple[EmbedderName, ...]] = get_args(EmbedderName)
 T = TypeVar("T")
 

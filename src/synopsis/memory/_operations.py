@@ -50,12 +50,8 @@ from synopsis.memory._checks import (
     prepare_search,
     query_embedder,
 )
-from synopsis.memory.ranking import (
-    pack_vector,
-    rank_by_vector,
-    reciprocal_rank_fusion,
-    unpack_vector,
-)
+from synopsis.memory.fusion import convex_fusion
+from synopsis.memory.ranking import pack_vector, rank_by_vector, unpack_vector
 
 __all__ = [
     "AsyncDriver",
@@ -106,17 +102,18 @@ def float32(vector: Sequence[float]) -> Vector:
 def vector_scores(
     query_vector: Sequence[float],
     candidates: Sequence[tuple[K, Sequence[float] | bytes]],
-    keyword_ranking: Sequence[K] | None,
+    keyword_ranking: Sequence[tuple[K, float]] | None,
 ) -> dict[K, float]:
-    """Scores of a ``vector`` search or, given the keyword ranking (best first), ``hybrid``.
+    """Scores of a ``vector`` search or, given the keyword hits (best first), ``hybrid``.
 
     Vector: cosine similarity of the best ``MAX_LIMIT`` candidates (ties keep their order).
-    Hybrid: reciprocal rank fusion of the first ``MAX_LIMIT`` of each ranking.
+    Hybrid: :func:`~synopsis.memory.fusion.convex_fusion` of the first ``MAX_LIMIT`` of each
+    ranking, ``keyword_ranking`` being ``(id, BM25 score)`` pairs.
     """
     by_vector = rank_by_vector(query_vector, candidates)[:MAX_LIMIT]
     if keyword_ranking is None:
         return dict(by_vector)
-    return reciprocal_rank_fusion([keyword_ranking[:MAX_LIMIT], [ident for ident, _ in by_vector]])
+    return convex_fusion(keyword_ranking[:MAX_LIMIT], by_vector)
 
 
 def stepless(method: Callable[P, T]) -> Callable[P, Op[T]]:

@@ -180,7 +180,7 @@ def _fused(
     keyword = None
     if request.mode == "hybrid":
         ranked = sorted((yield from _keyword(schema, request, now)), key=lambda p: _order(*p))
-        keyword = [_address(item) for item, _ in ranked]
+        keyword = [(_address(item), score) for item, score in ranked]
     with_vectors = [(_address(item), vector) for item, vector in found if vector is not None]
     scores = ops.vector_scores(query_vector, with_vectors, keyword)
     return [(records[address], score) for address, score in scores.items()]

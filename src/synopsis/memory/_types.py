@@ -41,7 +41,7 @@ __all__ = [
 
 Namespace = tuple[str, ...]
 #: ``keyword``: BM25 over CJK-aware terms (no model needed). ``vector`` and ``hybrid`` need a
-#: store built with an ``embedder``; ``hybrid`` fuses both rankings (reciprocal rank fusion).
+#: store built with an ``embedder``; ``hybrid`` fuses both rankings' scores (``memory.fusion``).
 SearchMode = Literal["keyword", "vector", "hybrid"]
 #: Turns texts into vectors. Any callable of this shape works; nothing downloads weights.
 Embedder = Callable[[Sequence[str]], Sequence[Sequence[float]]]
@@ -139,7 +139,7 @@ class NewMemory:
 @dataclass(frozen=True, slots=True, kw_only=True)
 class SearchHit:
     item: MemoryItem
-    #: Higher is better. BM25-derived for keyword search, cosine/RRF for vector/hybrid,
+    #: Higher is better. BM25-derived for keyword search, cosine for vector, 0..1 for hybrid,
     #: ``None`` when no query was given (then hits come newest first).
     score: float | None
 

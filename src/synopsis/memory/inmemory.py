@@ -337,7 +337,7 @@ def _fused(
     keyword = None
     if request.mode == "hybrid":
         ranked = sorted(_keyword(request, records), key=lambda pair: _order(*pair))
-        keyword = [_address(r) for r, _ in ranked]
+        keyword = [(_address(r), score) for r, score in ranked]
     with_vectors = [(_address(r), r.vector) for r in records if r.vector is not None]
     scores = ops.vector_scores(query_vector, with_vectors, keyword)
     return ((index[address], score) for address, score in scores.items())

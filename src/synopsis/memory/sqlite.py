@@ -330,7 +330,7 @@ class _Database:
         rows = {row[0]: row for row in (*vector_rows, *keyword_rows)}
         vector_rows.sort(key=lambda row: _order(row, None))
         candidates = [(row[0], bytes(row[9])) for row in vector_rows]
-        keyword = None if request.mode == "vector" else [row[0] for row in keyword_rows]
+        keyword = None if request.mode == "vector" else [(row[0], row[9]) for row in keyword_rows]
         scores = ops.vector_scores(query_vector, candidates, keyword)
         ranked = sorted(scores, key=lambda ident: _order(rows[ident], scores[ident]))
         page = ranked[request.offset : request.offset + request.limit]
