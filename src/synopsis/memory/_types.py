@@ -204,6 +204,19 @@ class MemoryStore(Protocol):
 
     def sweep_expired(self) -> int: ...
 
+    def count_unembedded(self, tenant: str) -> int:
+        """How many live items of the tenant have no vector (written without an embedder)."""
+        ...
+
+    def reembed(self, tenant: str, *, batch: int = 100) -> int:
+        """Embed up to ``batch`` live items of the tenant that have no vector, oldest first.
+
+        Needs a store built with an embedder (ConfigError otherwise). Returns how many items
+        got a vector, 0 when none is left: call it until then, and an interrupted run resumes
+        where it stopped. An item whose text changed meanwhile waits for the next call.
+        """
+        ...
+
     def close(self) -> None: ...
     # fmt: on
 
@@ -237,6 +250,10 @@ class AsyncMemoryStore(Protocol):
     async def deletion_generation(self, tenant: str, user_id: str) -> int: ...
 
     async def sweep_expired(self) -> int: ...
+
+    async def count_unembedded(self, tenant: str) -> int: ...
+
+    async def reembed(self, tenant: str, *, batch: int = 100) -> int: ...
 
     async def aclose(self) -> None: ...
     # fmt: on

@@ -36,6 +36,7 @@ from synopsis._flow import drive
 from synopsis.errors import ConfigError, InvalidInput, MigrationError, StoreError
 from synopsis.memory import _operations as ops
 from synopsis.memory import _sql_sqlite as sql
+from synopsis.memory import _sql_sqlite_vectors as vsql
 from synopsis.memory import _types
 from synopsis.memory._checks import (
     MAX_LIMIT,
@@ -363,6 +364,26 @@ class _Database:
         with self._writing("sweep expired memories") as conn:
             statement = sql.sweep_expired(self._clock())
             return conn.execute(statement.sql, statement.params).rowcount
+
+    @ops.stepless
+    def count_unembedded(self, tenant: str) -> int:
+        rows = self._fetch(vsql.sqlite_count_unembedded(tenant, self._clock()), "count memories")
+        return int(rows[0][0])
+
+    @ops.stepless
+    def unembedded(self, tenant: str, limit: int) -> list[ops.Unembedded]:
+        statement = vsql.sqlite_unembedded(tenant, self._clock(), limit)
+        rows = self._fetch(statement, "read memories without vectors")
+        return [(sql.decode_path(path), key, text) for path, key, text in rows]
+
+    @ops.stepless
+    def set_vectors(
+        self, tenant: str, rows: list[tuple[_types.Namespace, str, str, ops.Vector]]
+    ) -> int:
+        packed = [(ns, key, text, pack_vector(vector)) for ns, key, text, vector in rows]
+        batch = vsql.sqlite_set_vectors(tenant, packed)
+        with self._writing("store vectors") as conn:
+            return conn.executemany(batch.sql, batch.rows).rowcount
 
     # --- summaries -------------------------------------------------------------------------
 
