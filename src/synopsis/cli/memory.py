@@ -1,11 +1,12 @@
-"""``synopsis memory``: put, search, import, export and delete long-term memories.
+"""``synopsis memory``: put, search, import, export, reembed and delete long-term memories.
 
 Every command takes ``--db`` (a SQLite file, default ``./synopsis.db``, or a
 ``postgresql://`` URL; env ``SYNOPSIS_DB``), ``--tenant`` (required; env ``SYNOPSIS_TENANT``)
 and ``--json``. Namespaces are written ``user/u1/session/s1``. ``put``, ``import`` and
 ``search`` also take ``--embedder static`` or ``--embedder e5`` (bundled models, ``embeddings``
 extra; env ``SYNOPSIS_EMBEDDER``): texts written with it can be found by ``search --mode vector`` or
-``--mode hybrid``. A missing option takes its value from the environment, read by
+``--mode hybrid``; ``reembed --embedder NAME`` embeds, later, those written without one
+(:mod:`synopsis.cli._reembed`). A missing option takes its value from the environment, read by
 :meth:`synopsis.config.Settings.from_env`; an option given on the command line always wins.
 
 ``import`` reads JSON Lines, one memory a line::
