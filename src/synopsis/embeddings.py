@@ -26,7 +26,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from synopsis.errors import ConfigError, InvalidInput
 
-__all__ = ["E5Embedder", "QueryEmbedder", "StaticEmbedder", "load_embedder"]
+__all__ = ["STATIC_MODEL_DIR", "E5Embedder", "QueryEmbedder", "StaticEmbedder", "load_embedder"]
 
 #: The shipped static model (see its NOTICE.md for where it comes from and how to rebuild it).
 STATIC_MODEL_DIR = Path(__file__).resolve().parent / "_models" / "minilm_static"
