@@ -2,8 +2,9 @@
 
 Pure: the store's hits come in as values. Ranking is :mod:`synopsis.memory.ranking`'s BM25,
 the formula the memory stores use, so a note ranks the same whether it came from the store or
-from this session's history; the two lists are merged by reciprocal rank fusion. :func:`notes_message` is the
-message that carries the chosen notes, marked as internal in its text.
+from this session's history; the two lists are merged by reciprocal rank fusion.
+:func:`notes_message` is the message that carries the chosen notes, marked as internal in its
+text.
 """
 
 from __future__ import annotations
