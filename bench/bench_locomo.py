@@ -13,8 +13,9 @@ Every method sees the same documents and the question text as its query. Our sto
 also given each turn's ``context``: the two turns before and after it in its session
 (``ranking.neighbour_contexts``), as a user storing chat turns would put them; the row
 "no context" leaves it out. Run ``python bench/bench_locomo.py`` (``--postgres-url`` adds
-our PostgreSQL backend, ``--no-embeddings`` skips the E5 rows, ``--no-ablation`` the
-ablation table of the keyword ranking, see ``_locomo_ablation.py``). The data is read from
+our PostgreSQL backend, ``--no-embeddings`` skips the vector and hybrid rows, ``--embedders``
+picks them, see ``bench_locomo_vectors.py``; ``--no-ablation`` skips the ablation table of
+the keyword ranking, see ``_locomo_ablation.py``). The data is read from
 ``../shared/data/locomo`` (CC BY-NC); nothing from it is copied into the repository.
 """
 
@@ -351,15 +352,10 @@ def synopsis_retrievers(args: argparse.Namespace, workdir: Path) -> Iterator[Ret
     yield SynopsisRetriever("synopsis keyword (in-memory)", memory, "keyword", memory.close)
     if args.postgres_url:
         yield postgres_retriever(args.postgres_url)
-    if args.embeddings:
-        from synopsis.embeddings import E5Embedder
+    if args.embeddings:  # the vector and hybrid rows: bench_locomo_vectors.py
+        from bench_locomo_vectors import loaded, vector_retrievers
 
-        embedder = E5Embedder()
-        store = SQLiteStore(str(workdir / "vectors.db"), embedder=embedder)
-        yield SynopsisRetriever("synopsis vector, E5 (SQLite)", store, "vector", lambda: None)
-        yield SynopsisRetriever(
-            "synopsis hybrid, E5 (SQLite)", store, "hybrid", store.close, reuse=True
-        )
+        yield from vector_retrievers(list(loaded(args.embedders.split(","))), workdir)
 
 
 def postgres_retriever(url: str) -> Retriever:
@@ -465,6 +461,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--postgres-url", default=None)
     parser.add_argument("--no-embeddings", dest="embeddings", action="store_false")
     parser.add_argument("--no-ablation", dest="ablation", action="store_false")
+    parser.add_argument("--embedders", default="static,e5", help="see bench_locomo_vectors.py")
     args = parser.parse_args(argv)
     if not args.data.exists():
         sys.exit(f"LoCoMo data not found at {args.data} (use --data)")

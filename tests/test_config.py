@@ -39,14 +39,14 @@ def test_valid_values_are_read() -> None:
     assert Settings.from_env(environ) == Settings(
         db="postgresql://u@h/db", tenant="acme", embedder="e5"
     )
-    assert EMBEDDERS == ("none", "e5")
+    assert EMBEDDERS == ("none", "static", "e5")
 
 
 @pytest.mark.parametrize(
     ("variable", "value", "reason"),
     [
-        ("SYNOPSIS_EMBEDDER", "bert", "must be one of none, e5, not 'bert'"),
-        ("SYNOPSIS_EMBEDDER", "E5", "must be one of none, e5"),
+        ("SYNOPSIS_EMBEDDER", "bert", "must be one of none, static, e5, not 'bert'"),
+        ("SYNOPSIS_EMBEDDER", "E5", "must be one of none, static, e5"),
         ("SYNOPSIS_TENANT", "   ", "not a usable tenant id"),
         ("SYNOPSIS_TENANT", "a\tb", "printable"),
         ("SYNOPSIS_TENANT", "x" * 10_000, "at most"),
@@ -115,7 +115,7 @@ def test_a_malformed_variable_that_is_needed_is_one_line(tmp_path: Path) -> None
     result = invoke("search", "--db", str(tmp_path / "b.db"), "--tenant", "t", "x", env=env)
     assert result.exit_code == 2
     assert result.stderr.strip().splitlines() == [
-        "synopsis: error: SYNOPSIS_EMBEDDER must be one of none, e5, not 'bogus'"
+        "synopsis: error: SYNOPSIS_EMBEDDER must be one of none, static, e5, not 'bogus'"
     ]
 
 

@@ -431,7 +431,7 @@ def _letters(texts: Any) -> list[list[float]]:
 def test_vector_and_hybrid_scores_equal_the_in_memory_reference(
     make: Callable[..., PostgresStore], clock: FakeClock, mode: str
 ) -> None:
-    """Cosine and reciprocal-rank-fusion results match the in-memory backend exactly."""
+    """Cosine and hybrid (convex fusion) results match the in-memory backend exactly."""
     store, reference = make(embedder=_letters), InMemoryStore(clock=clock, embedder=_letters)
     for key, text in CORPUS.items():
         for target in (store, reference):

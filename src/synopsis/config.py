@@ -6,7 +6,8 @@ variable                        field                 value (an empty variable c
 ``SYNOPSIS_DB``                 ``db``                a SQLite file or a ``postgresql://`` URL
                                                       (default ``./synopsis.db``)
 ``SYNOPSIS_TENANT``             ``tenant``            the tenant id (no default)
-``SYNOPSIS_EMBEDDER``           ``embedder``          ``none`` or ``e5`` (default ``none``)
+``SYNOPSIS_EMBEDDER``           ``embedder``          ``none``, ``static`` or ``e5``
+                                                      (default ``none``)
 ``SYNOPSIS_SCHEMA``             ``schema``            PostgreSQL schema of the tables (a plain
                                                       SQL identifier)
 ``SYNOPSIS_HOST``               ``host``              address ``synopsis serve`` listens on
@@ -70,8 +71,8 @@ __all__ = [
     "check_schema_name",
 ]
 
-#: Embedders chosen by name: ``none`` (keyword search only) or ``e5`` (the bundled model).
-EmbedderName = Literal["none", "e5"]
+#: Embedders chosen by name: ``none`` (keyword search only), ``static`` or ``e5`` (bundled models).
+EmbedderName = Literal["none", "static", "e5"]
 EMBEDDERS: Final[tuple[EmbedderName, ...]] = get_args(EmbedderName)
 LogLevel = Literal["critical", "error", "warning", "info", "debug"]
 LOG_LEVELS: Final[tuple[LogLevel, ...]] = get_args(LogLevel)

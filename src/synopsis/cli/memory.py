@@ -1,11 +1,12 @@
-"""``synopsis memory``: put, search, import, export and delete long-term memories.
+"""``synopsis memory``: put, search, import, export, reembed and delete long-term memories.
 
 Every command takes ``--db`` (a SQLite file, default ``./synopsis.db``, or a
 ``postgresql://`` URL; env ``SYNOPSIS_DB``), ``--tenant`` (required; env ``SYNOPSIS_TENANT``)
 and ``--json``. Namespaces are written ``user/u1/session/s1``. ``put``, ``import`` and
-``search`` also take ``--embedder e5`` (the bundled multilingual model, ``embeddings`` extra;
-env ``SYNOPSIS_EMBEDDER``): texts written with it can be found by ``search --mode vector`` or
-``--mode hybrid``. A missing option takes its value from the environment, read by
+``search`` also take ``--embedder static`` or ``--embedder e5`` (bundled models, ``embeddings``
+extra; env ``SYNOPSIS_EMBEDDER``): texts written with it can be found by ``search --mode vector`` or
+``--mode hybrid``; ``reembed --embedder NAME`` embeds, later, those written without one
+(:mod:`synopsis.cli._reembed`). A missing option takes its value from the environment, read by
 :meth:`synopsis.config.Settings.from_env`; an option given on the command line always wins.
 
 ``import`` reads JSON Lines, one memory a line::
@@ -153,17 +154,17 @@ def _embedding(fn: F) -> F:
     return click.option(
         "--embedder", type=click.Choice(EMBEDDERS), default=_FromEnv(lambda s: s.embedder),
         show_default=True,
-        help="Embed texts for vector/hybrid search: e5 is the bundled multilingual model "
-        "(the 'embeddings' extra; env SYNOPSIS_EMBEDDER).",
+        help="Embed texts for vector/hybrid search: static (fast, English) or e5 (slow, "
+        "multilingual), both bundled in the 'embeddings' extra (env SYNOPSIS_EMBEDDER).",
     )(fn)  # fmt: skip
 
 
 def _embedder(name: str) -> Embedder | None:
     if name == "none":
         return None
-    from synopsis.embeddings import E5Embedder
+    from synopsis.embeddings import load_embedder
 
-    return E5Embedder()
+    return load_embedder(name)
 
 
 def _require_existing(db: str) -> None:

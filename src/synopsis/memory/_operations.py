@@ -25,6 +25,7 @@ from types import MethodType
 from typing import Any, Concatenate, Generic, ParamSpec, Protocol, Self, TypeVar, overload
 
 from synopsis._flow import Flow, adrive, drive
+from synopsis.errors import ConfigError
 from synopsis.memory import _types
 from synopsis.memory._checks import (
     MAX_LIMIT,
@@ -50,12 +51,8 @@ from synopsis.memory._checks import (
     prepare_search,
     query_embedder,
 )
-from synopsis.memory.ranking import (
-    pack_vector,
-    rank_by_vector,
-    reciprocal_rank_fusion,
-    unpack_vector,
-)
+from synopsis.memory.fusion import convex_fusion
+from synopsis.memory.ranking import pack_vector, rank_by_vector, unpack_vector
 
 __all__ = [
     "AsyncDriver",
@@ -65,6 +62,7 @@ __all__ = [
     "Start",
     "StoreOperations",
     "SyncDriver",
+    "Unembedded",
     "Vector",
     "embed",
     "float32",
@@ -77,6 +75,8 @@ P = ParamSpec("P")
 T = TypeVar("T")
 K = TypeVar("K", bound=Hashable)
 Vector = tuple[float, ...]
+#: A live item stored without a vector: ``(namespace, key, text)``.
+Unembedded = tuple[_types.Namespace, str, str]
 #: A store operation: a flow of any steps (embeddings, SQL) that returns a ``T``.
 Op = Flow[Any, T]
 #: Builds a new flow of one operation call (every call of it starts the operation afresh).
@@ -106,17 +106,18 @@ def float32(vector: Sequence[float]) -> Vector:
 def vector_scores(
     query_vector: Sequence[float],
     candidates: Sequence[tuple[K, Sequence[float] | bytes]],
-    keyword_ranking: Sequence[K] | None,
+    keyword_ranking: Sequence[tuple[K, float]] | None,
 ) -> dict[K, float]:
-    """Scores of a ``vector`` search or, given the keyword ranking (best first), ``hybrid``.
+    """Scores of a ``vector`` search or, given the keyword hits (best first), ``hybrid``.
 
     Vector: cosine similarity of the best ``MAX_LIMIT`` candidates (ties keep their order).
-    Hybrid: reciprocal rank fusion of the first ``MAX_LIMIT`` of each ranking.
+    Hybrid: :func:`~synopsis.memory.fusion.convex_fusion` of the first ``MAX_LIMIT`` of each
+    ranking, ``keyword_ranking`` being ``(id, BM25 score)`` pairs.
     """
     by_vector = rank_by_vector(query_vector, candidates)[:MAX_LIMIT]
     if keyword_ranking is None:
         return dict(by_vector)
-    return reciprocal_rank_fusion([keyword_ranking[:MAX_LIMIT], [ident for ident, _ in by_vector]])
+    return convex_fusion(keyword_ranking[:MAX_LIMIT], by_vector)
 
 
 def stepless(method: Callable[P, T]) -> Callable[P, Op[T]]:
@@ -164,6 +165,20 @@ class Backend(Protocol):
     def deletion_generation(self, tenant: str, user_id: str) -> Op[int]: ...
 
     def sweep_expired(self) -> Op[int]: ...
+
+    def count_unembedded(self, tenant: str) -> Op[int]:
+        """How many live items of the tenant have no vector."""
+        ...
+
+    def unembedded(self, tenant: str, limit: int) -> Op[list[Unembedded]]:
+        """Up to ``limit`` live items of the tenant without a vector, oldest first."""
+        ...
+
+    def set_vectors(
+        self, tenant: str, rows: list[tuple[_types.Namespace, str, str, Vector]]
+    ) -> Op[int]:
+        """Store vectors on items that still hold the embedded text; how many were stored."""
+        ...
 
     def save_summary(
         self, summary: _types.SessionSummary, guard: Guard | None
@@ -384,6 +399,29 @@ class StoreOperations:
     def sweep_expired(self) -> Op[int]:
         """Delete every expired item (all tenants); return how many."""
         return (yield from self._backend.sweep_expired())
+
+    @operation
+    def count_unembedded(self, tenant: str) -> Op[int]:
+        """How many live items of the tenant have no vector (written without an embedder)."""
+        return (yield from self._backend.count_unembedded(check_tenant(tenant)))
+
+    @operation
+    def reembed(self, tenant: str, *, batch: int = 100) -> Op[int]:
+        """Embed up to ``batch`` live items of the tenant that have no vector, oldest first.
+
+        Returns how many got a vector; 0 once none is left. Each call is one batch, so a
+        loop of calls resumes where an interrupted one stopped. An item whose text changed
+        while it was being embedded is left for the next call.
+        """
+        checked_tenant, (limit, _) = check_tenant(tenant), check_page(batch, 0)
+        if self._embedder is None:
+            raise ConfigError("reembed needs a store built with an embedder")
+        pending = yield from self._backend.unembedded(checked_tenant, limit)
+        if not pending:
+            return 0
+        vectors: list[Vector] = yield Embed(tuple(text for _, _, text in pending))
+        rows = [(*item, vector) for item, vector in zip(pending, vectors, strict=True)]
+        return (yield from self._backend.set_vectors(checked_tenant, rows))
 
     # --- summaries -------------------------------------------------------------------------
 

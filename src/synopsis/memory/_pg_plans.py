@@ -24,6 +24,7 @@ from synopsis.errors import ConfigError, InvalidInput, MigrationError, StoreErro
 from synopsis.memory import _operations as ops
 from synopsis.memory import _sql_postgres as q
 from synopsis.memory import _sql_postgres_summaries as qs
+from synopsis.memory import _sql_postgres_vectors as vq
 from synopsis.memory._checks import (
     MAX_LIMIT,
     Claim,
@@ -184,7 +185,7 @@ def _fused(
     keyword = None
     if request.mode == "hybrid":
         ranked = sorted((yield from _keyword(schema, request, now)), key=lambda p: _order(*p))
-        keyword = [_address(item) for item, _ in ranked]
+        keyword = [(_address(item), score) for item, score in ranked]
     with_vectors = [(_address(item), vector) for item, vector in found if vector is not None]
     scores = ops.vector_scores(query_vector, with_vectors, keyword)
     return [(records[address], score) for address, score in scores.items()]
@@ -359,6 +360,20 @@ class PostgresPlans:
 
     def sweep_expired(self) -> Plan[int]:
         return _rows(q.sweep_expired(self.schema, self.clock()), _count)
+
+    def count_unembedded(self, tenant: str) -> Plan[int]:
+        statement = vq.pg_count_unembedded(self.schema, tenant, self.clock())
+        return _rows(statement, lambda rows: int(rows[0][0]))
+
+    def unembedded(self, tenant: str, limit: int) -> Plan[list[ops.Unembedded]]:
+        statement = vq.pg_unembedded(self.schema, tenant, self.clock(), limit)
+        return _rows(statement, lambda rows: [(tuple(ns), key, text) for ns, key, text in rows])
+
+    def set_vectors(
+        self, tenant: str, rows: list[tuple[Namespace, str, str, ops.Vector]]
+    ) -> Plan[int]:
+        rounded = [(ns, key, text, ops.float32(vector)) for ns, key, text, vector in rows]
+        return _rows(vq.pg_set_vectors(self.schema, tenant, rounded), len)
 
     def save_summary(self, summary: SessionSummary, guard: Guard | None) -> Plan[SessionSummary]:
         return _save_summary(self.schema, summary, guard, self.clock())

@@ -42,7 +42,7 @@ __all__ = [
 
 Namespace = tuple[str, ...]
 #: ``keyword``: BM25 over CJK-aware terms (no model needed). ``vector`` and ``hybrid`` need a
-#: store built with an ``embedder``; ``hybrid`` fuses both rankings (reciprocal rank fusion).
+#: store built with an ``embedder``; ``hybrid`` fuses both rankings' scores (``memory.fusion``).
 SearchMode = Literal["keyword", "vector", "hybrid"]
 #: Turns texts into vectors. Any callable of this shape works; nothing downloads weights.
 Embedder = Callable[[Sequence[str]], Sequence[Sequence[float]]]
@@ -154,7 +154,7 @@ class NewMemory:
 @dataclass(frozen=True, slots=True, kw_only=True)
 class SearchHit:
     item: MemoryItem
-    #: Higher is better. BM25-derived for keyword search, cosine/RRF for vector/hybrid,
+    #: Higher is better. BM25-derived for keyword search, cosine for vector, 0..1 for hybrid,
     #: ``None`` when no query was given (then hits come newest first).
     score: float | None
 
@@ -223,6 +223,19 @@ class MemoryStore(Protocol):
 
     def sweep_expired(self) -> int: ...
 
+    def count_unembedded(self, tenant: str) -> int:
+        """How many live items of the tenant have no vector (written without an embedder)."""
+        ...
+
+    def reembed(self, tenant: str, *, batch: int = 100) -> int:
+        """Embed up to ``batch`` live items of the tenant that have no vector, oldest first.
+
+        Needs a store built with an embedder (ConfigError otherwise). Returns how many items
+        got a vector, 0 when none is left: call it until then, and an interrupted run resumes
+        where it stopped. An item whose text changed meanwhile waits for the next call.
+        """
+        ...
+
     def close(self) -> None: ...
     # fmt: on
 
@@ -257,6 +270,10 @@ class AsyncMemoryStore(Protocol):
     async def deletion_generation(self, tenant: str, user_id: str) -> int: ...
 
     async def sweep_expired(self) -> int: ...
+
+    async def count_unembedded(self, tenant: str) -> int: ...
+
+    async def reembed(self, tenant: str, *, batch: int = 100) -> int: ...
 
     async def aclose(self) -> None: ...
     # fmt: on

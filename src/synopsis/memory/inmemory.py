@@ -129,6 +129,40 @@ class _Records:
         return item
 
     @ops.stepless
+    def count_unembedded(self, tenant: str) -> int:
+        return len(self._unembedded(tenant))
+
+    @ops.stepless
+    def unembedded(self, tenant: str, limit: int) -> list[ops.Unembedded]:
+        return [(r.item.namespace, r.item.key, r.item.text) for r in self._unembedded(tenant)][
+            :limit
+        ]
+
+    def _unembedded(self, tenant: str) -> list[_Record]:
+        with self._lock:
+            now = self._clock()
+            return [
+                r
+                for (owner, _, _), r in self._items.items()
+                if owner == tenant and r.vector is None and r.live(now)
+            ]
+
+    @ops.stepless
+    def set_vectors(
+        self, tenant: str, rows: list[tuple[_types.Namespace, str, str, ops.Vector]]
+    ) -> int:
+        written = 0
+        with self._lock:
+            for namespace, key, text, vector in rows:
+                record = self._items.get((tenant, namespace, key))
+                if record is not None and record.item.text == text:
+                    self._items[(tenant, namespace, key)] = replace(
+                        record, vector=ops.float32(vector)
+                    )
+                    written += 1
+        return written
+
+    @ops.stepless
     def get(self, tenant: str, namespace: _types.Namespace, key: str) -> _types.MemoryItem | None:
         with self._lock:
             record = self._items.get((tenant, namespace, key))
@@ -337,7 +371,7 @@ def _fused(
     keyword = None
     if request.mode == "hybrid":
         ranked = sorted(_keyword(request, records), key=lambda pair: _order(*pair))
-        keyword = [_address(r) for r, _ in ranked]
+        keyword = [(_address(r), score) for r, score in ranked]
     with_vectors = [(_address(r), r.vector) for r in records if r.vector is not None]
     scores = ops.vector_scores(query_vector, with_vectors, keyword)
     return ((index[address], score) for address, score in scores.items())

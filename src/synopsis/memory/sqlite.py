@@ -38,6 +38,7 @@ from synopsis._flow import drive
 from synopsis.errors import ConfigError, InvalidInput, MigrationError, StoreError
 from synopsis.memory import _operations as ops
 from synopsis.memory import _sql_sqlite as sql
+from synopsis.memory import _sql_sqlite_vectors as vsql
 from synopsis.memory import _types
 from synopsis.memory._checks import (
     MAX_LIMIT,
@@ -372,14 +373,13 @@ class _Database:
         with self._reading("search memories") as conn, _snapshot(conn):
             statement = sql.search_vectors(request, now)
             vector_rows = conn.execute(statement.sql, statement.params).fetchall()
-            keyword_rows: list[_Row] = []
+            keyword_page: list[tuple[_Row, float]] = []
             if request.mode == "hybrid":
-                page = _keyword(conn, request, now, limit=MAX_LIMIT, offset=0)
-                keyword_rows = [row for row, _ in page]
-        rows = {row[0]: row for row in (*vector_rows, *keyword_rows)}
+                keyword_page = _keyword(conn, request, now, limit=MAX_LIMIT, offset=0)
+        rows = {row[0]: row for row in (*vector_rows, *(row for row, _ in keyword_page))}
         vector_rows.sort(key=lambda row: _order(row, None))
         candidates = [(row[0], bytes(row[10])) for row in vector_rows]
-        keyword = None if request.mode == "vector" else [row[0] for row in keyword_rows]
+        keyword = None if request.mode == "vector" else [(r[0], score) for r, score in keyword_page]
         scores = ops.vector_scores(query_vector, candidates, keyword)
         ranked = sorted(scores, key=lambda ident: _order(rows[ident], scores[ident]))
         page = ranked[request.offset : request.offset + request.limit]
@@ -412,6 +412,26 @@ class _Database:
         with self._writing("sweep expired memories") as conn:
             statement = sql.sweep_expired(self._clock())
             return conn.execute(statement.sql, statement.params).rowcount
+
+    @ops.stepless
+    def count_unembedded(self, tenant: str) -> int:
+        rows = self._fetch(vsql.sqlite_count_unembedded(tenant, self._clock()), "count memories")
+        return int(rows[0][0])
+
+    @ops.stepless
+    def unembedded(self, tenant: str, limit: int) -> list[ops.Unembedded]:
+        statement = vsql.sqlite_unembedded(tenant, self._clock(), limit)
+        rows = self._fetch(statement, "read memories without vectors")
+        return [(sql.decode_path(path), key, text) for path, key, text in rows]
+
+    @ops.stepless
+    def set_vectors(
+        self, tenant: str, rows: list[tuple[_types.Namespace, str, str, ops.Vector]]
+    ) -> int:
+        packed = [(ns, key, text, pack_vector(vector)) for ns, key, text, vector in rows]
+        batch = vsql.sqlite_set_vectors(tenant, packed)
+        with self._writing("store vectors") as conn:
+            return conn.executemany(batch.sql, batch.rows).rowcount
 
     # --- summaries -------------------------------------------------------------------------
 

@@ -1,9 +1,10 @@
 """Recalled notes (layer 2 of a hybrid context): rank older messages, fuse them with store hits.
 
-Pure: the store's hits come in as values. Ranking is :mod:`synopsis.memory.ranking`'s BM25
-and reciprocal rank fusion, the very formulas the memory stores use, so a note ranks the same
-whether it came from the store or from this session's history. :func:`notes_message` is the
-message that carries the chosen notes, marked as internal in its text.
+Pure: the store's hits come in as values. Ranking is :mod:`synopsis.memory.ranking`'s BM25,
+the formula the memory stores use, so a note ranks the same whether it came from the store or
+from this session's history; the two lists are merged by reciprocal rank fusion.
+:func:`notes_message` is the message that carries the chosen notes, marked as internal in its
+text.
 """
 
 from __future__ import annotations

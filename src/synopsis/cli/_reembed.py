@@ -1,0 +1,62 @@
+"""``synopsis memory reembed``: give vectors to the memories written without an embedder.
+
+Memories put or imported without ``--embedder`` are found by keyword search only. This command
+embeds them with the chosen embedder, ``--batch`` at a time (each batch one embedding call and
+one transaction), oldest first, with progress on stderr when it is a terminal. Each batch is
+committed as it goes, so an interrupted run loses nothing: run it again and it continues with
+the memories still lacking a vector. It changes no text, key or time of any memory.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import click
+
+from synopsis.cli._errors import OneLineCommand
+from synopsis.cli._terminal import advancer, count_columns, counted, terminal
+from synopsis.cli.memory import _common, _echo_json, _embedding, _fail, _opened
+from synopsis.memory._checks import MAX_LIMIT
+from synopsis.memory._types import MemoryStore
+
+__all__ = ["reembed", "reembed_all"]
+
+
+def reembed_all(
+    store: MemoryStore, tenant: str, *, batch: int, advance: Callable[[int], None]
+) -> int:
+    """Call ``store.reembed`` until it embeds nothing more; return how many it embedded."""
+    total = 0
+    while done := store.reembed(tenant, batch=batch):
+        total += done
+        advance(done)
+    return total
+
+
+@click.command(cls=OneLineCommand)
+@_common
+@_embedding
+@click.option(
+    "--batch", type=click.IntRange(1, MAX_LIMIT), default=100, show_default=True,
+    help="Memories embedded per call and transaction.",
+)  # fmt: skip
+@click.option("-q", "--quiet", is_flag=True, help="Show no progress on standard error.")
+def reembed(db: str, tenant: str, as_json: bool, embedder: str, batch: int, quiet: bool) -> None:
+    """Embed the tenant's memories that have no vector (a rerun resumes where one stopped)."""
+    if embedder == "none":
+        _fail("reembed needs an embedder: --embedder static or e5 (or SYNOPSIS_EMBEDDER)")
+    screen = terminal()
+    shown = screen.shows_progress(quiet=quiet, as_json=as_json)
+    with (
+        _opened(db, embedder, create=False) as store,
+        screen.progress(*count_columns(), shown=shown) as bar,
+    ):
+        advance = advancer(bar, "embedding", total=store.count_unembedded(tenant))
+        embedded = reembed_all(store, tenant, batch=batch, advance=advance)
+        left = store.count_unembedded(tenant)
+    if as_json:
+        _echo_json({"embedded": embedded, "left": left})
+    else:
+        click.echo(f"embedded {counted(embedded, 'memory', 'memories')} with {embedder}")
+        if left:
+            click.echo(f"{counted(left, 'memory', 'memories')} changed meanwhile: run it again")
