@@ -330,3 +330,13 @@ def test_strip_extensions_drops_carried_data_on_messages_and_parts() -> None:
         "content": [{"type": "text", "text": "hi"}, {"type": "text", "text": "x"}],
     }
     assert CARRY_KEY in message and CARRY_KEY in part  # the caller's data is not mutated
+
+
+def test_media_parts_ignores_malformed_part_types() -> None:
+    """Token counting runs before validation (the proxy's trigger check): a part whose type is
+    a list or an object is not media, and must not raise TypeError (a 500 in the service)."""
+    from synopsis.messages import media_parts
+
+    image = {"type": "image_url", "image_url": {"url": "data:,"}}
+    content = [{"type": ["image_url"]}, {"type": {"a": 1}}, image, "text", {"type": None}]
+    assert media_parts({"role": "user", "content": content}) == [image]

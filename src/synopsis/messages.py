@@ -137,7 +137,14 @@ def media_parts(message: Mapping[str, Any]) -> list[Mapping[str, Any]]:
     content = message.get("content")
     if not isinstance(content, list):
         return []
-    return [p for p in content if isinstance(p, Mapping) and p.get("type") in _MEDIA_PART_TYPES]
+    return [p for p in content if isinstance(p, Mapping) and _part_type(p) in _MEDIA_PART_TYPES]
+
+
+def _part_type(part: Mapping[str, Any]) -> str | None:
+    """A part's ``type`` when it is a string: callers count tokens before validation, and a
+    list or dict there (unhashable) must not crash a set lookup."""
+    kind = part.get("type")
+    return kind if isinstance(kind, str) else None
 
 
 def content_type(message: Mapping[str, Any]) -> str | None:
