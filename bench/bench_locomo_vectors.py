@@ -178,8 +178,7 @@ def fuse(
 FUSIONS = [
     ("RRF, equal weights (before)", "rrf", 0.5),
     ("RRF, vector 0.3", "rrf", 0.3),
-    ("z-score, vector 0.5", "z", 0.5),
-    ("z-score, vector 0.7", "z", 0.7),
+    *[(f"z-score, vector {w}", "z", w) for w in (0.4, 0.5, 0.6, 0.7, 0.8)],
     *[(f"min-max, vector {w}", "minmax", w) for w in (0.5, 0.6, 0.7, 0.8)],
 ]
 
@@ -306,7 +305,11 @@ def _store_top1(embedder: Any, mode: str) -> float:
 
 def _memory(new_memory: Any, sample_id: str, doc: Any) -> Any:
     return new_memory(
-        ("user", sample_id, "session", str(doc.session)), doc.ident, doc.text, doc.kind
+        ("user", sample_id, "session", str(doc.session)),
+        doc.ident,
+        doc.text,
+        doc.kind,
+        context=doc.context,
     )
 
 

@@ -617,17 +617,26 @@ async def test_vector_search_ranks_by_similarity(make_store: Callable[..., Store
 
 
 async def test_hybrid_fuses_keyword_and_vector_rankings(make_store: Callable[..., Store]) -> None:
-    """Hybrid scores mix min-max scaled BM25 and cosine (0..1); best on both ranks first at 1."""
+    """Hybrid scores are convex_fusion of the same store's keyword and vector scores."""
+    from synopsis.memory.fusion import convex_fusion
+
     store = make_store(embedder=BigramEmbedder())
     await store.put(T, NS, "both", "espresso machine maintenance guide")
     await store.put(T, NS, "vector-only", "espressos machines maintained")
     await store.put(T, NS, "unrelated", "board meeting minutes")
-    hits = await store.search(T, query="espresso maintenance", mode="hybrid")
+    query = "espresso maintenance"
+    hits = await store.search(T, query=query, mode="hybrid")
     assert [h.item.key for h in hits] == ["both", "vector-only", "unrelated"]
-    assert hits[0].score == pytest.approx(1.0)
-    assert hits[2].score == 0.0  # no query term and the least similar vector
-    assert hits[1].score is not None
-    assert 0.0 < hits[1].score < 1.0
+    keyword = await store.search(T, query=query, mode="keyword")
+    vector = await store.search(T, query=query, mode="vector")
+    expected = convex_fusion(
+        [(h.item.key, h.score or 0.0) for h in keyword],
+        [(h.item.key, h.score or 0.0) for h in vector],
+    )
+    assert {h.item.key: h.score for h in hits} == pytest.approx(expected)
+    scores = [h.score for h in hits]
+    assert None not in scores and scores == sorted(scores, reverse=True)  # type: ignore[type-var]
+    assert len(set(scores)) == 3
 
 
 async def test_queries_use_the_embedders_query_side(make_store: Callable[..., Store]) -> None:
