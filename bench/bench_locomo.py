@@ -426,10 +426,15 @@ def report(results: list[tuple[str, Score]], conversations: Sequence[Conversatio
         f"summaries indexed, {questions} questions with evidence "
         f"({dropped} evidence ids that name no turn were ignored)\n"
     )
-    base = statistics.median(dict(results)[LIKE_RANKED].query_seconds or [0.0])
+    recall_table(results, LIKE_RANKED, "ranked LIKE")
+
+
+def recall_table(results: Sequence[tuple[str, Score]], base_name: str, base_label: str) -> None:
+    """Recall, time to index and query time, also as a ratio to ``base_name``'s (same run)."""
+    base = statistics.median(dict(results)[base_name].query_seconds or [0.0])
     print(
         "| method | turn R@5 | turn R@10 | session R@5 | session R@10 "
-        "| index s | median query ms | query / ranked LIKE |"
+        f"| index s | median query ms | query / {base_label} |"
     )
     print("|---|---:|---:|---:|---:|---:|---:|---:|")
     for name, score in results:

@@ -42,6 +42,7 @@ from bench_locomo import (
     SynopsisRetriever,
     evaluate,
     load,
+    recall_table,
 )
 
 DEFAULT_EMBEDDERS = "static,e5,tokenlearn,minilm"
@@ -112,23 +113,6 @@ def vector_retrievers(embedders: Sequence[tuple[str, Any]], workdir: Path) -> It
         yield SynopsisRetriever(f"synopsis vector, {name} (SQLite)", store, "vector", lambda: None)
         yield SynopsisRetriever(
             f"synopsis hybrid, {name} (SQLite)", store, "hybrid", store.close, reuse=True
-        )
-
-
-def table(results: Sequence[tuple[str, Score]]) -> None:
-    """Recall, time to index and query time (also as a ratio to keyword search, same run)."""
-    base = statistics.median(results[0][1].query_seconds or [0.0])
-    print(
-        "| method | turn R@5 | turn R@10 | session R@5 | session R@10 | index s "
-        "| median query ms | query / keyword |"
-    )
-    print("|---|---:|---:|---:|---:|---:|---:|---:|")
-    for name, score in results:
-        cells = " | ".join(f"{v:.3f}" for v in score.row())
-        median = statistics.median(score.query_seconds or [0.0])
-        ratio = median / base if base else float("nan")
-        print(
-            f"| {name} | {cells} | {score.index_seconds:.2f} | {median * 1000:.2f} | {ratio:.2f} |"
         )
 
 
@@ -342,7 +326,7 @@ def main(argv: Sequence[str] | None = None) -> None:
             with contextlib.closing(retriever):
                 results.append((retriever.name, evaluate(retriever, conversations)))
             print(f"  {time.perf_counter() - start:.1f} s", file=sys.stderr)
-    table(results)
+    recall_table(results, results[0][0], "keyword")
     if args.fusion:
         fusion_table(embedders, conversations)
     chinese_check(embedders)
