@@ -28,7 +28,7 @@ from synopsis.events import EventHandler
 from synopsis.models import redact_spec
 from synopsis.models.retry import Cooldown, RetryPolicy
 from synopsis.prompts import ENGLISH, PromptSet, prompt_set
-from synopsis.redact import Redactor
+from synopsis.redact import Redactor, redactor_from
 from synopsis.summarizer import ModelSpec
 from synopsis.tokens import ESTIMATORS, TokenCounter
 
@@ -133,7 +133,7 @@ class CompactionOptions:
         if isinstance(values.get("clear_tool_outputs"), bool):
             values["clear_tool_outputs"] = ToolClearing() if values["clear_tool_outputs"] else None
         if isinstance(values.get("redact"), bool):
-            values["redact"] = Redactor() if values["redact"] else None
+            values["redact"] = redactor_from(values["redact"])
         return cls(**values)
 
 

@@ -51,7 +51,14 @@ Decisions worth knowing:
 """
 
 from synopsis.redact._detectors import PII_KINDS, SECRET_KINDS
-from synopsis.redact._redactor import Finding, Mode, RedactionResult, Redactor, count_kinds
+from synopsis.redact._redactor import (
+    Finding,
+    Mode,
+    RedactionResult,
+    Redactor,
+    count_kinds,
+    redactor_from,
+)
 
 __all__ = [
     "PII_KINDS",
@@ -61,4 +68,5 @@ __all__ = [
     "RedactionResult",
     "Redactor",
     "count_kinds",
+    "redactor_from",
 ]

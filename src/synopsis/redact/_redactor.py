@@ -23,7 +23,7 @@ from synopsis.redact._detectors import (
 )
 from synopsis.redact._validators import digits_of
 
-__all__ = ["Finding", "Mode", "RedactionResult", "Redactor", "count_kinds"]
+__all__ = ["Finding", "Mode", "RedactionResult", "Redactor", "count_kinds", "redactor_from"]
 
 Mode = Literal["mask", "hash", "drop"]
 Path = tuple[str | int, ...]
@@ -347,3 +347,12 @@ def _custom_detectors(
             "value" if "value" in compiled.groupindex else (1 if compiled.groups else 0)
         )
         yield PatternDetector(kind, compiled, groups=(group,))
+
+
+def redactor_from(redact: Redactor | bool | None) -> Redactor | None:
+    """The ``redact=`` option: a Redactor, True (every kind, masked) or None / False (off)."""
+    if isinstance(redact, bool):
+        return Redactor() if redact else None
+    if redact is None or isinstance(redact, Redactor):
+        return redact
+    raise ConfigError(f"redact must be a Redactor, True or None (off), got {redact!r}")

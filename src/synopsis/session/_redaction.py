@@ -18,7 +18,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from synopsis.errors import ConfigError
 from synopsis.memory._types import SearchHit, SessionSummary
 from synopsis.redact import Redactor, count_kinds
 
@@ -26,7 +25,6 @@ __all__ = [
     "SummaryRequest",
     "context_inputs",
     "redacted_text",
-    "redactor_from",
     "summary_request",
 ]
 
@@ -38,15 +36,6 @@ class SummaryRequest:
     messages: Sequence[Mapping[str, Any]]
     previous_summary: str | None
     redacted: dict[str, int] = field(default_factory=dict)
-
-
-def redactor_from(redact: Redactor | bool | None) -> Redactor | None:
-    """The ``redact=`` option: a Redactor, True (every kind, masked) or None / False (off)."""
-    if isinstance(redact, bool):
-        return Redactor() if redact else None
-    if redact is None or isinstance(redact, Redactor):
-        return redact
-    raise ConfigError(f"redact must be a Redactor, True or None (off), got {redact!r}")
 
 
 def summary_request(

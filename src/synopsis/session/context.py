@@ -32,7 +32,7 @@ from synopsis.errors import ConfigError, InvalidSummary
 from synopsis.events import SessionSummaryTruncated
 from synopsis.memory._types import Namespace, SearchHit, SearchMode, SessionSummary
 from synopsis.messages import open_tool_calls, safe_cut_points, text_of
-from synopsis.redact import Redactor
+from synopsis.redact import Redactor, redactor_from
 from synopsis.session._bounds import MIN_SUMMARY_CHARS, clip_chars, clip_tokens
 from synopsis.session._notes import (
     Recalled,
@@ -44,7 +44,7 @@ from synopsis.session._notes import (
     recall_query,
     select_notes,
 )
-from synopsis.session._redaction import redacted_text, redactor_from
+from synopsis.session._redaction import redacted_text
 from synopsis.session._window import (
     MAX_NOTE_CHARS,
     ContextPlan,
