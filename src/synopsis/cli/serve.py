@@ -18,20 +18,11 @@ from synopsis import KeepTail, Trigger
 from synopsis.cli import emit_json
 from synopsis.cli._errors import fail, guarded
 from synopsis.config import LOG_LEVELS, REDACT_MODES, VARIABLES, Settings
-from synopsis.server.options import ServerOptions
+from synopsis.server.options import UVICORN_HTTP, ServerOptions
 
 __all__ = ["build_options", "keys", "options_from", "resolve", "serve"]
 
 F = TypeVar("F", bound=Callable[..., Any])
-#: Bytes of request line and headers uvicorn accepts (its default is 16 KiB): a long
-#: ``system_prompt`` in a query string then gets a 422 naming the field, not a dropped
-#: connection.
-MAX_REQUEST_HEAD = 1 << 20
-#: The HTTP parser. httptools is faster but refuses a request line over 64 KiB with a
-#: plain-text 400 before the app sees it, while the API documents query fields (a system
-#: prompt, a query) whose percent-encoded maximum is longer; h11 honours MAX_REQUEST_HEAD.
-#: The event loop is still uvloop when installed (the ``server`` extra).
-HTTP_PARSER = "h11"
 _D = ServerOptions()
 #: What ``--help`` shows as each setting's default (the values ServerOptions holds).
 _DEFAULTS: dict[str, object] = {
@@ -152,7 +143,7 @@ def serve(**flags: Any) -> None:
     uvicorn.run(
         app, host=options.host, port=options.port, log_level=log_level,
         timeout_graceful_shutdown=max(int(options.drain_seconds), 1),
-        http=HTTP_PARSER, h11_max_incomplete_event_size=MAX_REQUEST_HEAD,
+        **UVICORN_HTTP,
     )  # fmt: skip
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Final
 
 from synopsis import KeepTail, Redactor, Trigger
 from synopsis.config import REDACT_MODES, check_schema_name
@@ -17,7 +17,16 @@ from synopsis.errors import ConfigError
 from synopsis.memory.open import DEFAULT_DB
 from synopsis.redact import Mode
 
-__all__ = ["ServerOptions"]
+__all__ = ["UVICORN_HTTP", "ServerOptions"]
+
+
+#: How uvicorn parses HTTP for the service (``synopsis serve`` and the test server alike).
+#: h11, because httptools (faster) refuses a request line over 64 KiB with a plain-text 400
+#: before the app sees it, while the API documents query fields (a system prompt, a query)
+#: whose percent-encoded maximum is longer. Request line and headers may take 1 MiB (uvicorn's
+#: default is 16 KiB), so a too-long ``system_prompt`` gets a 422 naming the field, not a
+#: dropped connection. The event loop is still uvloop when installed (the ``server`` extra).
+UVICORN_HTTP: Final[dict[str, Any]] = {"http": "h11", "h11_max_incomplete_event_size": 1 << 20}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

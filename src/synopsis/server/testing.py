@@ -30,6 +30,8 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 from starlette.types import ASGIApp
 
+from synopsis.server.options import UVICORN_HTTP
+
 __all__ = ["FakeUpstream", "RecordedCall", "running"]
 
 
@@ -163,7 +165,7 @@ def running(
     port = sock.getsockname()[1]
     config = uvicorn.Config(
         app, log_level="warning", lifespan=lifespan, access_log=False,
-        http="h11", h11_max_incomplete_event_size=1 << 20,  # as `synopsis serve`
+        **UVICORN_HTTP,
     )  # fmt: skip
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
