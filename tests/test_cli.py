@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -134,3 +135,11 @@ def test_compact_output_replaces_the_file_whole(tmp_path: Path) -> None:
     assert code == 0
     assert len(path.read_text(encoding="utf-8").splitlines()) < len(messages)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["c.jsonl", "c.jsonl.archive.jsonl"]
+
+
+def test_the_report_table_says_which_tiers_ran_and_what_each_saved(tmp_path: Path) -> None:
+    out = tmp_path / "out.json"
+    code, _, err = run("compact", str(EXAMPLE), "--trigger-tokens", "2000", "-o", str(out))
+    assert code == 0, err
+    flat = " ".join(err.split())  # the table may wrap the row
+    assert re.search(r"clear -[\d,]+ tokens \(\d+ messages\); summarize -[\d,]+ tokens", flat)

@@ -11,7 +11,7 @@ only when it is a terminal (not with ``--quiet`` or ``--json``).
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -139,6 +139,7 @@ def _print_report(report: dict[str, Any]) -> None:
         **report,
         "usage": _usage_line(report.get("usage"), report.get("calls")),
         "redacted": counts_line(report.get("redacted") or {}),
+        "tiers": _tiers_line(report.get("tiers") or ()),
     }
     for key in (
         "triggered",
@@ -148,6 +149,7 @@ def _print_report(report: dict[str, Any]) -> None:
         "tokens_after",
         "messages_before",
         "messages",
+        "tiers",
         "model",
         "attempts",
         "usage",
@@ -160,6 +162,15 @@ def _print_report(report: dict[str, Any]) -> None:
         if shown.get(key) is not None:
             table.add_row(key, redact_url(str(shown[key])))
     terminal().err.print(table)
+
+
+def _tiers_line(tiers: Sequence[Mapping[str, Any]]) -> str | None:
+    """Which tiers ran and what each saved, e.g. ``clear -2,601 tokens (2 messages); ...``."""
+    if not tiers:
+        return None
+    return "; ".join(
+        f"{t['tier']} -{t['tokens_saved']:,} tokens ({t['messages']} messages)" for t in tiers
+    )
 
 
 def _usage_line(usage: Mapping[str, int] | None, calls: int | None) -> str | None:
