@@ -165,12 +165,19 @@ def _print_report(report: dict[str, Any]) -> None:
 
 
 def _tiers_line(tiers: Sequence[Mapping[str, Any]]) -> str | None:
-    """Which tiers ran and what each saved, e.g. ``clear -2,601 tokens (2 messages); ...``."""
+    """Which tiers ran and what each saved, e.g. ``tool outputs -2,601 tokens (2 messages);
+    summary -1,059 tokens (22 messages)``."""
     if not tiers:
         return None
     return "; ".join(
-        f"{t['tier']} -{t['tokens_saved']:,} tokens ({t['messages']} messages)" for t in tiers
+        f"{_TIER_NAMES.get(t['tier'], t['tier'])} -{t['tokens_saved']:,} tokens "
+        f"({t['messages']} messages)"
+        for t in tiers
     )
+
+
+#: How the table names each tier of the report.
+_TIER_NAMES = {"clear": "tool outputs", "summarize": "summary"}
 
 
 def _usage_line(usage: Mapping[str, int] | None, calls: int | None) -> str | None:
