@@ -94,3 +94,39 @@ def test_a_missing_database_is_not_created(tmp_path: Path) -> None:
     result = run(tmp_path / "nope.db", "reembed", "--embedder", "static")
     assert result.exit_code == 2 and "no such database" in result.stderr
     assert not (tmp_path / "nope.db").exists()
+
+
+def test_switching_models_and_reembedding_converts_the_store(db: Path) -> None:
+    """Vectors of static count as missing for e5: reembed --embedder e5 replaces every one."""
+    assert json.loads(run(db, "reembed", "--json", "--embedder", "static").stdout)["embedded"] == 5
+    result = run(db, "reembed", "--json", "--embedder", "e5", "--batch", "3")
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout) == {"embedded": 5, "left": 0}
+    again = run(db, "reembed", "--json", "--embedder", "e5")
+    assert json.loads(again.stdout) == {"embedded": 0, "left": 0}
+    assert vector_search(db, "What pet does the user have?") == []  # static finds no vector
+    back = run(db, "reembed", "--json", "--embedder", "static")
+    assert json.loads(back.stdout) == {"embedded": 5, "left": 0}
+    assert vector_search(db, "What pet does the user have?")[0] == NOTES[0]
+
+
+def test_reembed_all_gives_every_memory_a_new_vector(db: Path) -> None:
+    assert run(db, "reembed", "--embedder", "static").exit_code == 0
+    result = run(db, "reembed", "--json", "--embedder", "static", "--all", "--batch", "2")
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout) == {"embedded": 5, "left": 0}
+    assert vector_search(db, "What pet does the user have?")[0] == NOTES[0]
+
+
+def test_an_interrupted_reembed_all_is_resumed_by_a_plain_reembed(db: Path) -> None:
+    assert run(db, "reembed", "--embedder", "static").exit_code == 0
+
+    def interrupt(done: int) -> None:
+        raise KeyboardInterrupt
+
+    with SQLiteStore(str(db), embedder=StaticEmbedder()) as store:
+        assert store.forget_vectors("acme") == 5  # what --all does first
+        with pytest.raises(KeyboardInterrupt):
+            reembed_all(store, "acme", batch=2, advance=interrupt)
+    result = run(db, "reembed", "--json", "--embedder", "static")
+    assert json.loads(result.stdout) == {"embedded": 3, "left": 0}
