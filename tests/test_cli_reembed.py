@@ -15,6 +15,8 @@ from synopsis.cli._reembed import reembed_all
 from synopsis.cli._terminal import Terminal
 from synopsis.embeddings import StaticEmbedder
 from synopsis.memory.sqlite import SQLiteStore
+from synopsis.testing import FakeClock
+from tests.test_migrations_vectors import ITEMS, build_sqlite_v4
 
 NOTES = [
     "I adopted a puppy from the shelter last week",
@@ -130,3 +132,15 @@ def test_an_interrupted_reembed_all_is_resumed_by_a_plain_reembed(db: Path) -> N
             reembed_all(store, "acme", batch=2, advance=interrupt)
     result = run(db, "reembed", "--json", "--embedder", "static")
     assert json.loads(result.stdout) == {"embedded": 3, "left": 0}
+
+
+def test_reembed_can_adopt_the_vectors_of_a_database_from_before_models_were_recorded(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "old.db"
+    build_sqlite_v4(path, FakeClock())
+    result = run(path, "reembed", "--json", "--embedder", "static", "--adopt-unknown")
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout) == {"embedded": 0, "left": 0, "adopted": len(ITEMS)}
+    refused = run(path, "reembed", "--embedder", "static", "--adopt-unknown", "--all")
+    assert refused.exit_code == 2 and "--adopt-unknown" in refused.stderr

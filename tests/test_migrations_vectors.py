@@ -174,3 +174,44 @@ def test_a_version_7_postgres_schema_keeps_its_vectors_as_of_an_unknown_model(
         _check_opened_store(store, clock)
     after = _postgres_vectors(postgres_url, pg_schema, migrated=True)
     assert {key: model for key, (_, model) in after.items()} == dict.fromkeys(VECTORS, "b@1")
+
+
+# --- adopting the vectors of an unknown model ------------------------------------------------
+
+
+def _check_adopted(store: object, clock: FakeClock) -> None:
+    """Adopted vectors are searched as they are, without embedding anything again."""
+    assert store.adopt_vectors(T) == len(ITEMS)  # type: ignore[attr-defined]
+    assert store.adopt_vectors(T) == 0  # type: ignore[attr-defined]
+    assert store.count_unembedded(T) == 0  # type: ignore[attr-defined]
+    got, want = _ranking(store), _ranking(_reference(clock))
+    assert [key for key, _ in got] == [key for key, _ in want]
+    assert [score for _, score in got] == pytest.approx([score for _, score in want], abs=1e-6)
+
+
+class Refusing(BigramEmbedder):
+    def __call__(self, texts: object) -> list[list[float]]:
+        raise AssertionError("adopting must not embed any stored text")
+
+    def embed_queries(self, texts: list[str]) -> list[list[float]]:
+        return BigramEmbedder()(texts)
+
+
+def test_a_migrated_sqlite_database_can_adopt_its_old_vectors(tmp_path: Path) -> None:
+    path, clock = tmp_path / "old.sqlite3", FakeClock()
+    build_sqlite_v4(path, clock)
+    with SQLiteStore(path, clock=clock, embedder=Refusing(), embedder_id="bigram") as store:
+        _check_adopted(store, clock)
+    assert _sqlite_vectors(path) == {key: (blob, "bigram") for key, blob in VECTORS.items()}
+
+
+@pytest.mark.postgres
+def test_a_migrated_postgres_schema_can_adopt_its_old_vectors(
+    postgres_url: str, pg_schema: str
+) -> None:
+    clock = FakeClock()
+    build_postgres_v7(postgres_url, pg_schema, clock)
+    with PostgresStore(
+        postgres_url, schema=pg_schema, clock=clock, embedder=Refusing(), embedder_id="bigram"
+    ) as store:
+        _check_adopted(store, clock)

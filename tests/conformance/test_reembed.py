@@ -250,3 +250,16 @@ async def test_an_embedder_id_needs_an_embedder_and_printable_text(
     for bad in ("", "  ", "a\nb", "x" * 201):
         with pytest.raises(ConfigError, match="embedder_id"):
             make_store(embedder=BigramEmbedder(), embedder_id=bad)
+
+
+async def test_adopting_changes_no_vector_of_a_known_model(
+    make_store: Callable[..., Store],
+) -> None:
+    """Only vectors stored before models were recorded can be adopted (see the migrations)."""
+    store = make_store(embedder=BigramEmbedder(), embedder_id="one")
+    await store.put_many(T, [NewMemory(("user", "u1"), k, t) for k, t in TEXTS.items()])
+    with searching_with(store, BigramEmbedder(), "two"):
+        assert await store.adopt_vectors(T) == 0
+        assert await store.count_unembedded(T) == 5
+    with pytest.raises(ConfigError, match="embedder"):
+        await make_store().adopt_vectors(T)

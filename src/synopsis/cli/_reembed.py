@@ -13,8 +13,15 @@ continues with the memories still lacking a vector of that model.
 changed without changing its identity, say): it first drops all the tenant's vectors (one
 transaction; they are found by keyword only until re-embedded), then embeds as above. An
 interrupted ``--all`` is resumed by running ``reembed`` without ``--all``; running ``--all``
-again starts over. One tenant per run (``--tenant``): run it once per tenant. It changes no
-text, key or time of any memory.
+again starts over.
+
+Vectors stored before synopsis recorded which model made each one are of an unknown model and
+count as missing. ``--adopt-unknown`` records the chosen embedder as their model instead (one
+statement, no embedding): use it only when you know that embedder made them, as re-embedding a
+large store with ``e5`` can take hours.
+
+One tenant per run (``--tenant``): run it once per tenant. It changes no text, key or time of
+any memory.
 """
 
 from __future__ import annotations
@@ -55,13 +62,22 @@ def reembed_all(
     help="Re-embed every memory, whatever made its vector (drops them first; if interrupted, "
     "run reembed without --all to resume).",
 )  # fmt: skip
+@click.option(
+    "--adopt-unknown", "adopt", is_flag=True,
+    help="First record this embedder as the model of the vectors stored before synopsis "
+    "recorded models (only if it made them), instead of re-embedding those.",
+)  # fmt: skip
 @click.option("-q", "--quiet", is_flag=True, help="Show no progress on standard error.")
 def reembed(
-    db: str, tenant: str, as_json: bool, embedder: str, batch: int, everything: bool, quiet: bool
-) -> None:
+    db: str, tenant: str, as_json: bool, embedder: str, batch: int, everything: bool,
+    adopt: bool, quiet: bool,
+) -> None:  # fmt: skip
     """Embed the tenant's memories lacking a vector of this embedder (a rerun resumes)."""
     if embedder == "none":
         _fail("reembed needs an embedder: --embedder static or e5 (or SYNOPSIS_EMBEDDER)")
+    if everything and adopt:
+        _fail("--all re-embeds every memory: it cannot also --adopt-unknown vectors")
+    adopted = 0
     screen = terminal()
     shown = screen.shows_progress(quiet=quiet, as_json=as_json)
     with (
@@ -70,12 +86,16 @@ def reembed(
     ):
         if everything:
             store.forget_vectors(tenant)
+        if adopt:
+            adopted = store.adopt_vectors(tenant)
         advance = advancer(bar, "embedding", total=store.count_unembedded(tenant))
         embedded = reembed_all(store, tenant, batch=batch, advance=advance)
         left = store.count_unembedded(tenant)
     if as_json:
-        _echo_json({"embedded": embedded, "left": left})
+        _echo_json({"embedded": embedded, "left": left} | ({"adopted": adopted} if adopt else {}))
     else:
+        if adopt:
+            click.echo(f"adopted the vectors of {counted(adopted, 'memory', 'memories')}")
         click.echo(f"embedded {counted(embedded, 'memory', 'memories')} with {embedder}")
         if left:
             click.echo(f"{counted(left, 'memory', 'memories')} changed meanwhile: run it again")

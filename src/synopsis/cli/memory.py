@@ -7,8 +7,9 @@ and ``--json``. Namespaces are written ``user/u1/session/s1``. ``put``, ``import
 extra; env ``SYNOPSIS_EMBEDDER``): texts written with it can be found by ``search --mode vector`` or
 ``--mode hybrid`` (with the same embedder: every vector records which model made it);
 ``reembed --embedder NAME`` embeds, later, those written without it or with another model
-(:mod:`synopsis.cli._reembed`). Exports carry no vectors. A missing option takes its value from the environment, read by
-:meth:`synopsis.config.Settings.from_env`; an option given on the command line always wins.
+(:mod:`synopsis.cli._reembed`). Exports carry no vectors. A missing option takes its value
+from the environment, read by :meth:`synopsis.config.Settings.from_env`; an option given on
+the command line always wins.
 
 ``import`` reads JSON Lines, one memory a line::
 

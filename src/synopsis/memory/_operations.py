@@ -200,6 +200,10 @@ class Backend(Protocol):
         """Drop the vector of every item of the tenant; how many were dropped."""
         ...
 
+    def adopt_vectors(self, tenant: str, embedder_id: str) -> Op[int]:
+        """Stamp the tenant's vectors of unknown model with ``embedder_id``; how many."""
+        ...
+
     def save_summary(
         self, summary: _types.SessionSummary, guard: Guard | None
     ) -> Op[_types.SessionSummary]: ...
@@ -470,6 +474,19 @@ class StoreOperations:
         them vectors again (``synopsis memory reembed --all`` does both).
         """
         return (yield from self._backend.forget_vectors(check_tenant(tenant)))
+
+    @operation
+    def adopt_vectors(self, tenant: str) -> Op[int]:
+        """Record this store's embedder as the model of the tenant's vectors of unknown model.
+
+        Those are the vectors stored before synopsis recorded models; they count as missing
+        until reembedded. When you know this store's embedder made them, adopting them is
+        instant where re-embedding may take hours. Returns how many were adopted.
+        """
+        checked = check_tenant(tenant)
+        if self._embedder_id is None:
+            raise ConfigError("adopt_vectors needs a store built with an embedder")
+        return (yield from self._backend.adopt_vectors(checked, self._embedder_id))
 
     # --- summaries -------------------------------------------------------------------------
 

@@ -394,6 +394,9 @@ class PostgresPlans:
     def forget_vectors(self, tenant: str) -> Plan[int]:
         return _rows(vq.pg_forget_vectors(self.schema, tenant), _count)
 
+    def adopt_vectors(self, tenant: str, embedder_id: str) -> Plan[int]:
+        return _rows(vq.pg_adopt_vectors(self.schema, tenant, embedder_id), _count)
+
     def save_summary(self, summary: SessionSummary, guard: Guard | None) -> Plan[SessionSummary]:
         return _save_summary(self.schema, summary, guard, self.clock())
 

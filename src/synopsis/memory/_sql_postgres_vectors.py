@@ -20,7 +20,13 @@ from typing import Final
 from synopsis.memory import _sql_postgres as pg
 from synopsis.memory._types import Namespace
 
-__all__ = ["pg_count_unembedded", "pg_forget_vectors", "pg_set_vectors", "pg_unembedded"]
+__all__ = [
+    "pg_adopt_vectors",
+    "pg_count_unembedded",
+    "pg_forget_vectors",
+    "pg_set_vectors",
+    "pg_unembedded",
+]
 
 _PG_LIVE: Final = (
     " FROM {s}.memories m WHERE m.tenant = %(tenant)s"
@@ -86,4 +92,16 @@ def pg_forget_vectors(schema: str, tenant: str) -> pg.Statement:
         " WHERE tenant = %(tenant)s AND embedding IS NOT NULL RETURNING 1)"
         " SELECT count(*) FROM gone",
         {"tenant": tenant},
+    )
+
+
+def pg_adopt_vectors(schema: str, tenant: str, embedder: str) -> pg.Statement:
+    """Stamp the tenant's embeddings of unknown model (stored before version 8) ``embedder``;
+    one row returned, the count."""
+    return pg.stmt(
+        schema,
+        "WITH adopted AS (UPDATE {s}.memories SET embedder = %(embedder)s"
+        " WHERE tenant = %(tenant)s AND embedding IS NOT NULL AND embedder IS NULL RETURNING 1)"
+        " SELECT count(*) FROM adopted",
+        {"tenant": tenant, "embedder": embedder},
     )

@@ -16,6 +16,7 @@ from synopsis.memory import _sql_sqlite as lite
 from synopsis.memory._types import Namespace
 
 __all__ = [
+    "sqlite_adopt_vectors",
     "sqlite_count_unembedded",
     "sqlite_forget_vectors",
     "sqlite_set_vectors",
@@ -74,4 +75,13 @@ def sqlite_forget_vectors(tenant: str) -> lite.Statement:
     return lite.Statement(
         "DELETE FROM memory_vectors WHERE memory_id IN (SELECT id FROM memories WHERE tenant = ?)",
         (tenant,),
+    )
+
+
+def sqlite_adopt_vectors(tenant: str, embedder_id: str) -> lite.Statement:
+    """Stamp the tenant's vectors of unknown model (stored before version 5) ``embedder_id``."""
+    return lite.Statement(
+        "UPDATE memory_vectors SET embedder = ? WHERE embedder IS NULL"
+        " AND memory_id IN (SELECT id FROM memories WHERE tenant = ?)",
+        (embedder_id, tenant),
     )

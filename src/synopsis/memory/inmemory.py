@@ -182,6 +182,18 @@ class _Records:
             return len(held)
 
     @ops.stepless
+    def adopt_vectors(self, tenant: str, embedder_id: str) -> int:
+        with self._lock:
+            unknown = [
+                a
+                for a, r in self._items.items()
+                if a[0] == tenant and r.vector is not None and r.embedder_id is None
+            ]
+            for address in unknown:
+                self._items[address] = replace(self._items[address], embedder_id=embedder_id)
+            return len(unknown)
+
+    @ops.stepless
     def get(self, tenant: str, namespace: _types.Namespace, key: str) -> _types.MemoryItem | None:
         with self._lock:
             record = self._items.get((tenant, namespace, key))

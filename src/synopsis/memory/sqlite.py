@@ -441,6 +441,12 @@ class _Database:
         with self._writing("forget vectors") as conn:
             return conn.execute(statement.sql, statement.params).rowcount
 
+    @ops.stepless
+    def adopt_vectors(self, tenant: str, embedder_id: str) -> int:
+        statement = vsql.sqlite_adopt_vectors(tenant, embedder_id)
+        with self._writing("adopt vectors") as conn:
+            return conn.execute(statement.sql, statement.params).rowcount
+
     # --- summaries -------------------------------------------------------------------------
 
     @ops.stepless
