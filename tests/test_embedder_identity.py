@@ -70,7 +70,7 @@ def test_an_unusable_identity_is_a_config_error_naming_where_it_came_from(bad: o
 
 def test_open_store_passes_the_identity_on(tmp_path: Path) -> None:
     with open_store(str(tmp_path / "m.db"), embedder=plain_function, embedder_id="p@1") as store:
-        assert store.embedder_id == "p@1"  # type: ignore[attr-defined]
+        assert store.embedder_id == "p@1"
 
 
 def test_the_static_model_is_named_by_its_folder_and_a_hash_of_its_files(tmp_path: Path) -> None:

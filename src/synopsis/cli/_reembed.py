@@ -92,7 +92,8 @@ def reembed(
         embedded = reembed_all(store, tenant, batch=batch, advance=advance)
         left = store.count_unembedded(tenant)
     if as_json:
-        _echo_json({"embedded": embedded, "left": left} | ({"adopted": adopted} if adopt else {}))
+        found = {"embedded": embedded, "left": left, "embedder": store.embedder_id}
+        _echo_json(found | ({"adopted": adopted} if adopt else {}))
     else:
         if adopt:
             click.echo(f"adopted the vectors of {counted(adopted, 'memory', 'memories')}")
