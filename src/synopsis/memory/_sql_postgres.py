@@ -87,6 +87,8 @@ class ItemRow:
     expires_at: float | None
     restored: bool = False
     context: str = ""
+    #: The identity of the embedder that made ``embedding`` (None without one).
+    embedder: str | None = None
 
 
 def _array_literal(vector: Sequence[float] | None) -> str | None:
@@ -106,21 +108,24 @@ def _real_text(value: float) -> str:
 
 _UPSERT_ITEMS: Final = (
     "INSERT INTO {s}.memories AS m (tenant, namespace, key, text, kind, tags, terms, doc_len,"
-    " embedding, created_at, updated_at, expires_at, context)"
+    " embedding, embedder, created_at, updated_at, expires_at, context)"
     " SELECT %(tenant)s::text, string_to_array(u.path, chr(31)), u.key, u.text, u.kind,"
-    " u.tags::jsonb, u.terms, u.doc_len, u.embedding::real[], u.created_at, u.updated_at,"
+    " u.tags::jsonb, u.terms, u.doc_len, u.embedding::real[], u.embedder, u.created_at,"
+    " u.updated_at,"
     " u.expires_at, u.context"
     " FROM unnest(%(paths)s::text[], %(keys)s::text[], %(texts)s::text[], %(kinds)s::text[],"
     " %(tags)s::text[], %(terms)s::text[], %(doc_lens)s::integer[], %(embeddings)s::text[],"
+    " %(embedders)s::text[],"
     " %(created)s::double precision[], %(updated)s::double precision[],"
     " %(expires)s::double precision[], %(contexts)s::text[]) WITH ORDINALITY"
-    " AS u(path, key, text, kind, tags, terms, doc_len, embedding, created_at, updated_at,"
+    " AS u(path, key, text, kind, tags, terms, doc_len, embedding, embedder, created_at,"
+    " updated_at,"
     " expires_at, context, position)"
     " ORDER BY u.position"
     " ON CONFLICT (tenant, namespace, key) DO UPDATE SET text = excluded.text,"
     " kind = excluded.kind, tags = excluded.tags, terms = excluded.terms,"
     " context = excluded.context,"
-    " doc_len = excluded.doc_len, embedding = excluded.embedding,"
+    " doc_len = excluded.doc_len, embedding = excluded.embedding, embedder = excluded.embedder,"
     " updated_at = excluded.updated_at, expires_at = excluded.expires_at,"
     " created_at = CASE WHEN (m.expires_at IS NOT NULL AND m.expires_at <= %(now)s)"
     " OR array_to_string(excluded.namespace, chr(31)) || chr(30) || excluded.key"
@@ -148,6 +153,7 @@ def upsert_items(schema: str, tenant: str, rows: Sequence[ItemRow], now: float) 
         terms=[" ".join(row.terms) for row in rows],
         doc_lens=[len(row.terms) for row in rows],
         embeddings=[_array_literal(row.embedding) for row in rows],
+        embedders=[row.embedder for row in rows],
         created=[row.created_at for row in rows],
         updated=[row.updated_at for row in rows],
         expires=[row.expires_at for row in rows],
@@ -389,16 +395,18 @@ def keyword_page(
     return stmt(schema, _KEYWORD_PAGE, params, **parts)
 
 
-def vector_candidates(schema: str, **scope: Unpack[Scope]) -> Statement:
-    """Every visible item in scope with its stored embedding (NULL when never embedded).
+def vector_candidates(schema: str, embedder: str | None, **scope: Unpack[Scope]) -> Statement:
+    """Every visible item in scope with its embedding if ``embedder`` made it, else NULL.
 
     In insertion order (``id``; a replace keeps it), so equal similarities rank as on the
     in-memory backend.
     """
     where, params = _scope(**scope)
+    params["embedder"] = embedder
     return stmt(
         schema,
-        "SELECT " + _ITEM_COLUMNS + ", m.embedding FROM {s}.memories m WHERE {where} ORDER BY m.id",
+        "SELECT " + _ITEM_COLUMNS + ", CASE WHEN m.embedder = %(embedder)s THEN m.embedding END"
+        " FROM {s}.memories m WHERE {where} ORDER BY m.id",
         params,
         where=where,
     )
