@@ -3,9 +3,10 @@
 One generated data set (several tenants and users, sessions under each user, a shared team
 namespace, English and Chinese text, kinds and tags, replaced, deleted and expired items, and
 many exact ties) is written to the in-memory store, to SQLite and to PostgreSQL through the
-same calls on the same fake clock. Filters keep some kinds, leave others out, or both. Every query then runs on each, over scopes from the whole
-tenant down to one session, and the pages must be identical, scores compared bit for bit:
-BM25's statistics (N, n, mean length) are the searched scope's on every backend.
+same calls on the same fake clock. Every query then runs on each, over scopes from the whole
+tenant down to one session and with filters (kinds kept, kinds left out, tags), and the pages
+must be identical, scores compared bit for bit: BM25's statistics (N, n, mean length) are the
+searched scope's on every backend.
 
 SQLite and PostgreSQL are checked along both of their candidate paths: reading the scope's
 items, and asking their full-text index.

@@ -241,8 +241,11 @@ def test_recall_finds_memories_across_sessions(live: Live) -> None:
 def test_recall_leaves_transcripts_out_and_kind_filters_repeat(live: Live) -> None:
     """Recall skips stored transcripts unless ``kind`` asks for them; search takes repeated
     ``kind`` and ``exclude_kind``; too many kinds is a 422 naming the field."""
-    memories = [("user/u1/notes", "fact", "likes kayaks"), ("user/u1/notes", "note", "kayaks"),
-                ("user/u1/agents/c1/generation-0", "agents_item", '{"content": "kayaks?"}')]
+    memories = [
+        ("user/u1/notes", "fact", "likes kayaks"),
+        ("user/u1/notes", "note", "kayaks"),
+        ("user/u1/agents/c1/generation-0", "agents_item", '{"content": "kayaks?"}'),
+    ]
     with live.client(live.key("acme")) as client:
         for namespace, kind, text in memories:
             client.post("/v1/memories", json={"namespace": namespace, "kind": kind, "text": text})

@@ -40,6 +40,7 @@ if typing.TYPE_CHECKING:
     from synopsis.memory.postgres import AsyncPostgresStore, PostgresStore
 
 __all__ = [
+    "TRANSCRIPT_KINDS",
     "AsyncInMemoryStore",
     "AsyncMemoryStore",
     "AsyncPostgresStore",
@@ -61,7 +62,6 @@ __all__ = [
     "SessionStore",
     "SessionSummary",
     "SummaryStore",
-    "TRANSCRIPT_KINDS",
     "UserDeleted",
     "neighbour_contexts",
     "normalize_namespace",

@@ -49,8 +49,7 @@ def check_kind(kind: object, what: str = "kind") -> str:
         raise InvalidInput(f"{what} must be a non-empty string")
     if has_control(kind):
         raise InvalidInput(
-            f"{what} must be printable text (no NUL, newline or other control characters):"
-            f" {kind!r}"
+            f"{what} must be printable text (no NUL, newline or other control characters): {kind!r}"
         )
     try:
         kind.encode("utf-8")
@@ -65,8 +64,7 @@ def _kinds(value: object, name: str) -> tuple[str, ...]:
         return (check_kind(value, name),)
     if isinstance(value, bytes | bytearray | Mapping) or not isinstance(value, Iterable):
         raise InvalidInput(
-            f"{name} must be a kind (a string) or a collection of kinds,"
-            f" got {type(value).__name__}"
+            f"{name} must be a kind (a string) or a collection of kinds, got {type(value).__name__}"
         )
     kinds: set[str] = set()
     for position, kind in enumerate(value):

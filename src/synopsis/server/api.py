@@ -37,12 +37,12 @@ from synopsis.server.schemas import (
     CompactResponse,
     ContextResponse,
     DeleteUserResponse,
+    Label,
     MemoryIn,
     MemoryOut,
     SearchResponse,
     SummaryList,
     SummaryOut,
-    Label,
     Text,
     compact_response,
     memory_out,
@@ -269,7 +269,7 @@ async def search_memories(
     """
     prefix = normalize_namespace(namespace_prefix, allow_empty=True)
     hits = await s.store.search(
-        tenant, prefix, query=q, kind=kind, exclude_kinds=exclude_kind, limit=limit,
+        tenant, prefix, query=q, kind=kind, exclude_kinds=exclude_kind or (), limit=limit,
         offset=offset, mode=mode,
     )  # fmt: skip
     return search_response(hits)

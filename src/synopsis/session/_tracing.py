@@ -119,10 +119,10 @@ class SessionTracer:
         def attributes() -> Attributes:
             found: Attributes = {"synopsis.recall.limit": limit, "synopsis.recall.mode": mode}
             wanted, excluded = kinds
-            if wanted is not None:
-                found["synopsis.recall.kind"] = list(wanted)
+            if wanted is not None:  # comma-separated, sorted
+                found["synopsis.recall.kind"] = ",".join(wanted)
             if excluded:
-                found["synopsis.recall.exclude_kinds"] = list(excluded)
+                found["synopsis.recall.exclude_kinds"] = ",".join(excluded)
             return found | self._tenant(tenant)
 
         return self._scope("synopsis.session.recall", attributes)
