@@ -31,6 +31,12 @@ def test_store_scale_runs_on_sqlite() -> None:
     assert "put_many" in out
 
 
+def test_kind_filter_runs_on_sqlite() -> None:
+    out = run("bench_kind_filter.py", "--size", "1500", "--backends", "sqlite", "--queries", "60",
+              "--index-with-kind")  # fmt: skip
+    assert "| sqlite |" in out and "| sqlite, kind in memories_scope |" in out
+
+
 def _tiny_locomo() -> list[dict[str, object]]:
     """Two sessions in the LoCoMo schema, with questions whose evidence is known."""
     talk = {

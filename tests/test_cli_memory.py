@@ -100,6 +100,21 @@ def test_search_json_shape_and_prefix(db: str) -> None:
     assert isinstance(hits[0]["score"], float)
 
 
+def test_search_kind_and_exclude_kind_repeat(db: str) -> None:
+    """--kind and --exclude-kind take one kind each and may be given several times."""
+    for kind in ("fact", "note", "agents_item"):
+        run(db, "put", "--namespace", "user/u1", "--kind", kind, f"espresso {kind}")
+
+    def kinds(*options: str) -> list[str]:
+        result = run(db, "search", "--json", *options, "espresso")
+        return sorted(hit["kind"] for hit in json.loads(result.stdout))
+
+    assert kinds("--kind", "fact", "--kind", "agents_item") == ["agents_item", "fact"]
+    assert kinds("--exclude-kind", "agents_item") == ["fact", "note"]
+    assert kinds("--kind", "fact", "--kind", "note", "--exclude-kind", "note") == ["fact"]
+    assert_one_line_error(run(db, "search", "--exclude-kind", "a\tb", "x"), "control")
+
+
 def test_search_human_output_is_a_table(db: str) -> None:
     """Without --json the hits are shown in a table."""
     run(db, "put", "--namespace", "user/u1", "espresso")

@@ -6,9 +6,12 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import pytest
+
 from synopsis._flow import Flow, drive
 from synopsis.errors import ProviderUnavailable, StoreError
 from synopsis.events import SessionEvent, SessionMemoryFailed
+from synopsis.memory import TRANSCRIPT_KINDS
 from synopsis.memory.inmemory import InMemoryStore
 from synopsis.models.retry import RetryPolicy
 from synopsis.session._jobs import (
@@ -21,6 +24,7 @@ from synopsis.session._jobs import (
     build_context,
     delete_user,
     recall,
+    recall_kinds,
     recover,
     run_job,
 )
@@ -458,15 +462,46 @@ def test_build_context_searches_only_in_hybrid_mode() -> None:
 
 
 def test_recall_uses_the_configured_mode_unless_told() -> None:
-    """One search step over the user's namespace."""
+    """One search step over the user's namespace, with the kind filter it was given."""
     harness = Harness(store=InMemoryStore(embedder=BigramEmbedder()))
-    harness.run(recall(harness.runtime.settings, T, U, "coffee", limit=3, kind=None, mode=None))
-    harness.run(recall(harness.runtime.settings, T, U, "coffee", limit=3, kind="x", mode="hybrid"))
+    settings = harness.runtime.settings
+    harness.run(recall(settings, T, U, "coffee", limit=3, kinds=(None, ()), mode=None))
+    harness.run(recall(settings, T, U, "coffee", limit=3, kinds=(("x",), ()), mode="hybrid"))
     calls = [s for s in harness.steps if isinstance(s, StoreCall)]
     assert [(c.args, c.kwargs["mode"], c.kwargs["kind"]) for c in calls] == [
         ((T, ("user", U)), "keyword", None),
-        ((T, ("user", U)), "hybrid", "x"),
+        ((T, ("user", U)), "hybrid", ("x",)),
     ]
+
+
+@pytest.mark.parametrize(
+    ("kind", "exclude_kinds", "expected"),
+    [
+        (None, None, (None, tuple(sorted(TRANSCRIPT_KINDS)))),
+        ("fact", None, (("fact",), ())),
+        (["agents_item", "fact"], None, (("agents_item", "fact"), ())),
+        (None, (), (None, ())),
+        (None, "summary", (None, ("summary",))),
+        ("fact", ["fact"], (("fact",), ("fact",))),
+    ],
+)
+def test_recall_leaves_transcripts_out_unless_told(
+    kind: object, exclude_kinds: object, expected: object
+) -> None:
+    """By default recall excludes the transcript kinds; a ``kind`` or an explicit
+    ``exclude_kinds`` replaces that default."""
+    assert recall_kinds(kind, exclude_kinds) == expected
+
+
+def test_build_context_recalls_no_transcripts() -> None:
+    """Hybrid build_context searches the user's memories without the transcript kinds."""
+    harness = Harness(hybrid=True)
+    flow = build_context(
+        harness.runtime.settings, (T, U, S), turns(2), system_prompt=None, query="coffee"
+    )
+    harness.run(flow)
+    [search] = [s for s in harness.steps if isinstance(s, StoreCall) and s.method == "search"]
+    assert set(search.kwargs["exclude_kinds"]) == TRANSCRIPT_KINDS and "kind" not in search.kwargs
 
 
 def test_delete_user_forgets_only_that_users_sessions() -> None:

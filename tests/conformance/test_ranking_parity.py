@@ -4,8 +4,9 @@ One generated data set (several tenants and users, sessions under each user, a s
 namespace, English and Chinese text, kinds and tags, replaced, deleted and expired items, and
 many exact ties) is written to the in-memory store, to SQLite and to PostgreSQL through the
 same calls on the same fake clock. Every query then runs on each, over scopes from the whole
-tenant down to one session, and the pages must be identical, scores compared bit for bit:
-BM25's statistics (N, n, mean length) are the searched scope's on every backend.
+tenant down to one session and with filters (kinds kept, kinds left out, tags), and the pages
+must be identical, scores compared bit for bit: BM25's statistics (N, n, mean length) are the
+searched scope's on every backend.
 
 SQLite and PostgreSQL are checked along both of their candidate paths: reading the scope's
 items, and asking their full-text index.
@@ -83,7 +84,7 @@ def _memory(rng: random.Random, index: int) -> NewMemory:
         _namespace(rng),
         f"k{index % 90:02d}",  # keys repeat: later batches replace earlier items
         _text(rng),
-        kind=rng.choice(("note", "fact")),
+        kind=rng.choice(("note", "fact", "agents_item")),
         tags={"lang": rng.choice(("en", "zh"))} if rng.random() < 0.5 else None,
         ttl=50.0 if rng.random() < 0.1 else None,
     )
@@ -121,6 +122,10 @@ SCOPES: tuple[tuple[str, ...], ...] = (
 FILTERS: tuple[dict[str, Any], ...] = (
     {},
     {"kind": "fact"},
+    {"kind": ("fact", "agents_item")},
+    {"exclude_kinds": ("agents_item",)},
+    {"exclude_kinds": ("agents_item", "note"), "tags": {"lang": "zh"}},
+    {"kind": ("fact", "note"), "exclude_kinds": "note"},
     {"tags": {"lang": "en"}},
     {"limit": 5, "offset": 3},
 )

@@ -404,6 +404,9 @@ async def store_scenario(store: Store) -> list[Any]:
     for query in ("咖啡", "tokenizer", "coffee"):
         hits = await store.search("t1", ("user", "u1"), query=query, limit=5)
         out.append([(h.item.key, round(h.score or 0.0, 9)) for h in hits])
+    for kinds in ({"kind": ("fact", "note")}, {"exclude_kinds": "fact"}, {"kind": "x"}):
+        hits = await store.search("t1", ("user", "u1"), query="tokenizer 咖啡", **kinds)
+        out.append([(h.item.key, round(h.score or 0.0, 9)) for h in hits])
     out.append(await store.list_namespaces("t1"))
     out.append(await store.delete("t1", ("user", "u1", "notes"), "k2"))
     out.append(await store.delete_user("t1", "u1"))

@@ -238,6 +238,34 @@ def test_recall_finds_memories_across_sessions(live: Live) -> None:
     assert other == []
 
 
+def test_recall_leaves_transcripts_out_and_kind_filters_repeat(live: Live) -> None:
+    """Recall skips stored transcripts unless ``kind`` asks for them; search takes repeated
+    ``kind`` and ``exclude_kind``; too many kinds is a 422 naming the field."""
+    memories = [
+        ("user/u1/notes", "fact", "likes kayaks"),
+        ("user/u1/notes", "note", "kayaks"),
+        ("user/u1/agents/c1/generation-0", "agents_item", '{"content": "kayaks?"}'),
+    ]
+    with live.client(live.key("acme")) as client:
+        for namespace, kind, text in memories:
+            client.post("/v1/memories", json={"namespace": namespace, "kind": kind, "text": text})
+
+        def kinds(path: str, **params: Any) -> list[str]:
+            hits = client.get(path, params={"q": "kayaks", **params}).json()["hits"]
+            return sorted(h["memory"]["kind"] for h in hits)
+
+        recall = kinds("/v1/users/u1/recall")
+        asked = kinds("/v1/users/u1/recall", kind="agents_item")
+        everything = kinds("/v1/users/u1/recall", exclude_kind=["note"])
+        search = kinds("/v1/memories/search", kind=["fact", "agents_item"], exclude_kind="fact")
+        too_many = client.get("/v1/memories/search", params={"kind": [f"k{i}" for i in range(65)]})
+    assert recall == ["fact", "note"]
+    assert asked == ["agents_item"]
+    assert everything == ["agents_item", "fact"]
+    assert search == ["agents_item"]
+    assert too_many.status_code == 422 and too_many.json()["error"]["field"] == "kind"
+
+
 def test_delete_user_removes_memories_summaries_and_histories(live: Live) -> None:
     with live.client(live.key("acme")) as client:
         client.post("/v1/sessions/u1/s1/messages", json={"messages": turns(4)})

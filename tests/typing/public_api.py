@@ -27,6 +27,7 @@ from synopsis import (
     resolve_model,
 )
 from synopsis.memory import (
+    TRANSCRIPT_KINDS,
     AsyncSessionStore,
     AsyncSQLiteStore,
     MemoryItem,
@@ -78,6 +79,11 @@ def session_memory(history: History) -> None:
     assert_type(memory.delete_user("t", "u"), int)
     assert_type(store.get("t", ("user", "u"), "k"), MemoryItem | None)
     assert_type(store.search("t", ("user", "u"), query="咖啡", limit=5), list[SearchHit])
+    memories = store.search("t", ("user", "u"), kind=("fact", "note"), exclude_kinds="summary")
+    assert_type(memories, list[SearchHit])
+    no_transcripts = store.search("t", ("user", "u"), exclude_kinds=TRANSCRIPT_KINDS)
+    assert_type(no_transcripts, list[SearchHit])
+    assert_type(memory.recall("t", "u", "x", kind="fact", exclude_kinds=()), list[SearchHit])
     turn = store.put("t", ("user", "u"), "t1", "yes!", context=neighbour_contexts(["a", "b"])[1])
     assert_type(turn.context, str)
     assert_type(open_store("synopsis.db"), SessionStore)
@@ -93,3 +99,5 @@ async def async_session_memory(history: History) -> None:
     assert_type(await memory.after_turn("t", "u", "s", history), ScheduleResult)
     assert_type(await memory.build_context("t", "u", "s", history), list[dict[str, Any]])
     assert_type(await memory.recall("t", "u", "咖啡"), list[SearchHit])
+    found = await store.search("t", "user/u", kind=["fact"], exclude_kinds=TRANSCRIPT_KINDS)
+    assert_type(found, list[SearchHit])

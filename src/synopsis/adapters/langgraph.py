@@ -5,7 +5,9 @@ store=...)``) a tenant-scoped store with CJK-aware keyword search, and vector or
 when the synopsis store has an embedder. Every operation runs in the one tenant the adapter
 was built with; two adapters with different tenants over one store never see each other's
 items. Items are stored as described in :mod:`synopsis.adapters._langgraph_items`; memories
-synopsis writes itself (session summaries) are visible, too.
+synopsis writes itself (session summaries) are visible, too, but ``search`` never returns
+stored transcripts (:data:`synopsis.memory.TRANSCRIPT_KINDS`, such as the items of an OpenAI
+Agents session kept under the same user), which are not memories.
 
 Mapping of LangGraph's API: ``get``, ``put`` (``index=[paths]`` picks the searched fields,
 ``index=False`` makes an item unsearchable by query), ``delete``, ``search`` (``query`` ranks by
@@ -65,6 +67,7 @@ from synopsis.adapters._state import (
 from synopsis.compaction.compactor import AsyncCompactor, Compactor
 from synopsis.errors import ConfigError, InvalidInput
 from synopsis.memory._checks import MAX_LIMIT, check_tenant
+from synopsis.memory._kinds import TRANSCRIPT_KINDS
 from synopsis.memory._types import (
     AsyncMemoryStore,
     MemoryItem,
@@ -181,6 +184,11 @@ class StorePlan:
     fields: tuple[str, ...] | None
     mode: SearchMode
 
+    @property
+    def hidden_kinds(self) -> tuple[str, ...]:
+        """Kinds search leaves out: stored transcripts, unless the adapter writes that kind."""
+        return tuple(sorted(TRANSCRIPT_KINDS - {self.kind}))
+
     def call(self, method: str, *args: Any, **kwargs: Any) -> StoreCall:
         return StoreCall(method, (self.tenant, *args), kwargs)
 
@@ -248,6 +256,7 @@ def _search(plan: StorePlan, op: SearchOp) -> Flow[StoreCall, list[SearchItem]]:
             "search",
             op.namespace_prefix,
             query=query,
+            exclude_kinds=plan.hidden_kinds,
             tags=pushed or None,
             limit=size,
             offset=cursor,

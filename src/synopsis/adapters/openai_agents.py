@@ -34,6 +34,8 @@ of the tenant, so ``store.delete_user`` erases it with the rest of the user's da
 ``head`` memory (kind ``agents_session``) holds the session's generation and the range of item
 numbers in use; each item is one memory (kind ``agents_item``, its JSON as the text) in the
 namespace of its generation, ``(..., "generation-<n>")``, keyed by its zero-padded number.
+Both kinds are :data:`synopsis.memory.TRANSCRIPT_KINDS`: the user's session recall and
+``build_context`` never return these items as memories.
 One memory per item keeps ``add_items`` O(new items): a read of the head and one
 ``put_many`` (the new items and the new head, in one transaction), where one memory holding the
 list would rewrite the whole history on every turn. A compaction writes the compacted items as
@@ -59,6 +61,7 @@ from synopsis.compaction import AsyncCompactor, CompactionResult, Compactor
 from synopsis.convert import from_responses_items, to_responses_items
 from synopsis.errors import ConfigError, StoreError
 from synopsis.memory import AsyncMemoryStore, MemoryItem, MemoryStore, Namespace, NewMemory
+from synopsis.memory._kinds import AGENTS_ITEM_KIND, AGENTS_SESSION_KIND
 from synopsis.memory._types import normalize_namespace, validate_tenant
 
 if TYPE_CHECKING:
@@ -67,10 +70,10 @@ if TYPE_CHECKING:
 
 __all__ = ["HEAD_KIND", "ITEM_KIND", "SynopsisSession", "session_namespace"]
 
-#: Kind of the memory holding one session item.
-ITEM_KIND: Final = "agents_item"
-#: Kind of the memory holding a session's head (generation and item range).
-HEAD_KIND: Final = "agents_session"
+#: Kind of the memory holding one session item (one of ``synopsis.memory.TRANSCRIPT_KINDS``).
+ITEM_KIND: Final = AGENTS_ITEM_KIND
+#: Kind of the memory holding a session's head (generation and item range); a transcript kind.
+HEAD_KIND: Final = AGENTS_SESSION_KIND
 _HEAD_KEY: Final = "head"
 _KEY_DIGITS: Final = 12
 _PAGE: Final = 1000  # the stores' largest page

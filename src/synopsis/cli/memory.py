@@ -315,7 +315,8 @@ def _print_table(hits: Sequence[SearchHit]) -> None:
 @_common
 @_embedding
 @click.option("--namespace-prefix", default="", help="Only under this prefix, e.g. user/u1.")
-@click.option("--kind", default=None, help="Only memories of this kind.")
+@click.option("--kind", multiple=True, help="Only memories of this kind (repeatable).")
+@click.option("--exclude-kind", multiple=True, help="Never memories of this kind (repeatable).")
 @click.option("--limit", type=click.IntRange(1, 1000), default=10, show_default=True)
 @click.option(
     "--mode", type=click.Choice(["keyword", "vector", "hybrid"]), default="keyword",
@@ -328,7 +329,8 @@ def search(
     as_json: bool,
     embedder: str,
     namespace_prefix: str,
-    kind: str | None,
+    kind: tuple[str, ...],
+    exclude_kind: tuple[str, ...],
     limit: int,
     mode: SearchMode,
     query: str,
@@ -336,7 +338,10 @@ def search(
     """Search for QUERY: keyword (BM25; Chinese and English), vector or hybrid."""
     prefix = _namespace(namespace_prefix, option="--namespace-prefix", allow_empty=True)
     with _opened(db, embedder, create=False) as store:
-        hits = store.search(tenant, prefix, query=query, kind=kind, limit=limit, mode=mode)
+        hits = store.search(
+            tenant, prefix, query=query, kind=kind or None, exclude_kinds=exclude_kind,
+            limit=limit, mode=mode,
+        )  # fmt: skip
     if as_json:
         _echo_json([_hit_dict(hit) for hit in hits])
     elif hits:

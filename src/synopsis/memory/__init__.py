@@ -5,11 +5,14 @@ Every backend implements the same contracts, sync and async, and passes one conf
 :class:`PostgresStore` (many replicas on one database; needs ``synopsis[postgres]``, imported
 on first use). :func:`open_store` opens SQLite or PostgreSQL from a path or URL.
 :func:`neighbour_contexts` gives chat turns the turns around them as their ``context``.
+:data:`TRANSCRIPT_KINDS` are the kinds of stored transcripts (an adapter's raw session items),
+which session recall leaves out: ``search(..., exclude_kinds=TRANSCRIPT_KINDS)`` does too.
 """
 
 import typing
 
 from synopsis.errors import UserDeleted
+from synopsis.memory._kinds import TRANSCRIPT_KINDS
 from synopsis.memory._types import (
     AsyncMemoryStore,
     AsyncSessionStore,
@@ -37,6 +40,7 @@ if typing.TYPE_CHECKING:
     from synopsis.memory.postgres import AsyncPostgresStore, PostgresStore
 
 __all__ = [
+    "TRANSCRIPT_KINDS",
     "AsyncInMemoryStore",
     "AsyncMemoryStore",
     "AsyncPostgresStore",

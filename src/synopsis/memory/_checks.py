@@ -15,6 +15,7 @@ from datetime import UTC, datetime
 from typing import Final, Literal
 
 from synopsis.errors import ConfigError, InvalidInput, InvalidNamespace, StoreError, UserDeleted
+from synopsis.memory._kinds import check_kind, check_kind_filter
 from synopsis.memory._types import (
     Embedder,
     MemoryItem,
@@ -246,8 +247,6 @@ def prepare_put(
     """
     if not isinstance(text, str):
         raise InvalidInput("text must be a string")
-    if not isinstance(kind, str) or not kind:
-        raise InvalidInput("kind must be a non-empty string")
     if not isinstance(context, str):
         raise InvalidInput("context must be a string (empty for none)")
     times = _check_times(ttl, created_at, updated_at, expires_at)
@@ -256,7 +255,7 @@ def prepare_put(
         namespace=_check_namespace(namespace),
         key=_check_key(key),
         text=_encodable(text, "text"),
-        kind=_encodable(kind, "kind"),
+        kind=check_kind(kind),
         tags=_check_tags(tags),
         context=_encodable(context, "context"),
         **times,
@@ -326,11 +325,19 @@ class SearchRequest:
     query: str | None
     #: The keyword terms of ``query`` (empty when there is no query or it has no terms).
     terms: tuple[str, ...]
-    kind: str | None
+    #: Only items of these kinds (None: any kind); sorted, without repeats.
+    kinds: tuple[str, ...] | None
+    #: Never items of these kinds (empty: none left out); sorted, without repeats.
+    exclude_kinds: tuple[str, ...]
     tags: dict[str, str]
     limit: int
     offset: int
     mode: SearchMode
+
+    @property
+    def whole_tenant(self) -> bool:
+        """Whether the scope is the whole tenant: no prefix, kind filter or tags."""
+        return not (self.prefix or self.kinds is not None or self.exclude_kinds or self.tags)
 
 
 def prepare_search(
@@ -344,18 +351,20 @@ def prepare_search(
     offset: object,
     mode: object,
     embedder: Embedder | None,
+    exclude_kinds: object = (),
 ) -> SearchRequest:
-    """Check every argument of ``search``; vector modes need an embedder (ConfigError)."""
+    """Check every argument of ``search``; vector modes need an embedder (ConfigError).
+
+    ``kind`` and ``exclude_kinds`` as :func:`~synopsis.memory._kinds.check_kind_filter` reads
+    them.
+    """
     if mode not in _MODES:
         raise InvalidInput(f"mode must be one of {', '.join(_MODES)}")
     if mode != "keyword" and embedder is None:
         raise ConfigError(f"search mode {mode!r} needs a store built with an embedder")
     if query is not None and not isinstance(query, str):
         raise InvalidInput("query must be a string or None")
-    if kind is not None and (not isinstance(kind, str) or not kind):
-        raise InvalidInput("kind must be a non-empty string or None")
-    if kind is not None:
-        _encodable(kind, "kind")
+    kinds, excluded = check_kind_filter(kind, exclude_kinds)
     checked_limit, checked_offset = check_page(limit, offset)
     checked_tenant, prefix = prepare_prefix(tenant, namespace_prefix)
     return SearchRequest(
@@ -363,7 +372,8 @@ def prepare_search(
         prefix=prefix,
         query=query,
         terms=tuple(query_terms(query)) if query is not None else (),
-        kind=kind,
+        kinds=kinds,
+        exclude_kinds=excluded,
         tags=_check_tags(tags),
         limit=checked_limit,
         offset=checked_offset,

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
-from collections.abc import Callable, Coroutine, Hashable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Coroutine, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from types import MethodType
 from typing import Any, Concatenate, Generic, ParamSpec, Protocol, Self, TypeVar, overload
@@ -389,13 +389,14 @@ class StoreOperations:
 
     @operation
     def search(self, tenant: str, namespace_prefix: _types.NamespaceLike = (), *,
-               query: str | None = None, kind: str | None = None,
+               query: str | None = None, kind: str | Collection[str] | None = None,
+               exclude_kinds: str | Collection[str] = (),
                tags: Mapping[str, str] | None = None, limit: int = 10, offset: int = 0,
                mode: _types.SearchMode = "keyword") -> Op[list[_types.SearchHit]]:  # fmt: skip
         """Items under the prefix, ranked by the query (or newest first without one)."""
         request = prepare_search(
-            tenant, namespace_prefix, query=query, kind=kind, tags=tags,
-            limit=limit, offset=offset, mode=mode, embedder=self._embedder,
+            tenant, namespace_prefix, query=query, kind=kind, exclude_kinds=exclude_kinds,
+            tags=tags, limit=limit, offset=offset, mode=mode, embedder=self._embedder,
         )  # fmt: skip
         if request.query is None:
             return (yield from self._backend.search(request, None, self._embedder_id))

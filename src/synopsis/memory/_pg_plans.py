@@ -6,7 +6,7 @@ operation's result. Plans do no I/O; :mod:`synopsis.memory.postgres` drives them
 async, over one pooled connection inside one transaction.
 
 Keyword search ranks with BM25 computed, as on the in-memory backend, over the live items in
-the searched scope (tenant, prefix, kind, tags): the database counts the scope and sums its
+the searched scope (tenant, prefix, kinds, tags): the database counts the scope and sums its
 lengths, finds the items sharing a query term (among the scope's items when the scope is small,
 ``SCAN_SCOPE``, else through the GIN index), and scores them with
 the arithmetic of :func:`~synopsis.memory.ranking.bm25_scores`, in the same order, sending
@@ -157,8 +157,9 @@ def _only(plan: Plan[list[T]]) -> Plan[T]:
 
 def _scope(request: SearchRequest, now: float) -> q.Scope:
     return q.Scope(
-        tenant=request.tenant, prefix=request.prefix, kind=request.kind, tags=request.tags, now=now
-    )
+        tenant=request.tenant, prefix=request.prefix, kinds=request.kinds,
+        exclude_kinds=request.exclude_kinds, tags=request.tags, now=now,
+    )  # fmt: skip
 
 
 def _keyword(
@@ -166,8 +167,7 @@ def _keyword(
 ) -> Plan[list[tuple[_Found, float]]]:
     """A page of keyword hits, best first, scored in the database (see ``keyword_page``)."""
     scope = _scope(request, now)
-    whole_tenant = not (request.prefix or request.kind is not None or request.tags)
-    stats = q.tenant_stats(schema, request.tenant, now) if whole_tenant else None
+    stats = q.tenant_stats(schema, request.tenant, now) if request.whole_tenant else None
     size, length = (yield stats or q.scope_stats(schema, **scope))[0]
     if size == 0:
         return []

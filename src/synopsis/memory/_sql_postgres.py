@@ -222,19 +222,21 @@ def sweep_expired(schema: str, now: float) -> Statement:
 class Scope(TypedDict):
     """What a search may see: live items of ``tenant`` under ``prefix`` at ``now``.
 
-    Only items of ``kind`` (any when None) carrying every one of ``tags``.
+    Only items of one of ``kinds`` (any when None), of none of ``exclude_kinds``, carrying
+    every one of ``tags``.
     """
 
     tenant: str
     prefix: Namespace
-    kind: str | None
+    kinds: Sequence[str] | None
+    exclude_kinds: Sequence[str]
     tags: Mapping[str, str]
     now: float
 
 
 def _scope(**scope: Unpack[Scope]) -> tuple[sql.Composed, dict[str, Any]]:
     """WHERE clause of the live items a search may see: the tenant's, under ``prefix``."""
-    prefix, kind, tags = scope["prefix"], scope["kind"], scope["tags"]
+    prefix, kinds, tags = scope["prefix"], scope["kinds"], scope["tags"]
     clauses: list[LiteralString] = ["m.tenant = %(tenant)s", _LIVE]
     params: dict[str, Any] = {"tenant": scope["tenant"], "now": scope["now"]}
     if prefix:
@@ -242,9 +244,12 @@ def _scope(**scope: Unpack[Scope]) -> tuple[sql.Composed, dict[str, Any]]:
         clauses.append("m.namespace[1:%(depth)s::integer] = %(prefix)s::text[]")
         clauses.append(_IN_PREFIX_RANGE)
         params.update(depth=len(prefix), **prefix_range(prefix))
-    if kind is not None:
-        clauses.append("m.kind = %(kind)s")
-        params["kind"] = kind
+    if kinds is not None:
+        clauses.append("m.kind = ANY(%(kinds)s::text[])")
+        params["kinds"] = list(kinds)
+    if scope["exclude_kinds"]:
+        clauses.append("m.kind <> ALL(%(exclude_kinds)s::text[])")
+        params["exclude_kinds"] = list(scope["exclude_kinds"])
     if tags:
         clauses.append("m.tags @> %(tags)s")
         params["tags"] = Jsonb(dict(tags))
@@ -278,7 +283,7 @@ def scope_stats(schema: str, **scope: Unpack[Scope]) -> Statement:
 
 
 def tenant_stats(schema: str, tenant: str, now: float) -> Statement:
-    """:func:`scope_stats` of a whole tenant (no prefix, kind or tags), without counting it.
+    """:func:`scope_stats` of a whole tenant (no prefix, kinds or tags), without counting it.
 
     The sum of the tenant's ``tenant_totals`` deltas, less its expired items not yet swept
     (few, found through ``memories_expiry``).
@@ -423,7 +428,9 @@ def list_namespaces(
     offset: int,
 ) -> Statement:
     """Distinct visible namespaces under ``prefix``, cut to ``max_depth`` labels, sorted."""
-    where, params = _scope(tenant=tenant, prefix=prefix, kind=None, tags={}, now=now)
+    where, params = _scope(
+        tenant=tenant, prefix=prefix, kinds=None, exclude_kinds=(), tags={}, now=now
+    )
     params.update(depth=len(prefix), max_depth=max_depth, limit=limit, offset=offset)
     return stmt(
         schema,

@@ -11,9 +11,10 @@ path: every path starting with ``p`` (which ends with ``\\x1f``) lies in ``[p, p
 binary (UTF-8) order of paths equals tuple order of namespaces.
 
 Keyword search ranks with BM25 over the searched scope (the live items of the tenant under the
-prefix, of the kind, with the tags), as every backend does. :func:`scope_stats` counts the
-scope and sums its lengths (an index-only scan of ``memories_scope``, or ``tenant_totals`` for
-a whole tenant); :func:`keyword_page` scores the candidates in SQL: every item of a small scope
+prefix, of the kinds asked for and none left out, with the tags), as every backend does.
+:func:`scope_stats` counts the scope and sums its lengths (an index-only scan of
+``memories_scope`` unless kinds or tags are filtered, or ``tenant_totals`` for a whole
+tenant); :func:`keyword_page` scores the candidates in SQL: every item of a small scope
 (one user's memories are a short range of ``memories_scope``, so the search never looks at the
 rest of the table) or the FTS5 match over the space-joined ``indexed_terms`` (kept in sync by
 triggers; the query is the ``query_terms``, each double-quoted, joined by ``OR``, so FTS5
@@ -118,8 +119,13 @@ def _live(now: float) -> tuple[str, tuple[object, ...]]:
     return "(m.expires_at IS NULL OR m.expires_at > ?)", (now,)
 
 
+def _marks(values: Sequence[object]) -> str:
+    """One ``?`` per value, comma-separated (the values are bound, never spliced)."""
+    return ", ".join("?" for _ in values)
+
+
 def _scope(request: SearchRequest, now: float) -> tuple[str, tuple[object, ...]]:
-    """The WHERE conditions of a search: tenant, prefix, liveness, kind and tags."""
+    """The WHERE conditions of a search: tenant, prefix, liveness, kinds and tags."""
     live_sql, live_params = _live(now)
     conditions = ["m.tenant = ?", live_sql]
     params: list[object] = [request.tenant, *live_params]
@@ -127,9 +133,12 @@ def _scope(request: SearchRequest, now: float) -> tuple[str, tuple[object, ...]]
     if bounds is not None:
         conditions.append("m.path >= ? AND m.path < ?")
         params.extend(bounds)
-    if request.kind is not None:
-        conditions.append("m.kind = ?")
-        params.append(request.kind)
+    if request.kinds is not None:
+        conditions.append(f"m.kind IN ({_marks(request.kinds)})")
+        params.extend(request.kinds)
+    if request.exclude_kinds:
+        conditions.append(f"m.kind NOT IN ({_marks(request.exclude_kinds)})")
+        params.extend(request.exclude_kinds)
     for name, value in sorted(request.tags.items()):
         conditions.append(
             "EXISTS (SELECT 1 FROM json_each(m.tags) AS t WHERE t.key = ? AND t.value = ?)"
@@ -253,10 +262,11 @@ def search_recent(request: SearchRequest, now: float) -> Statement:
 def scope_stats(request: SearchRequest, now: float) -> Statement:
     """Number of items in the search's scope and the sum of their lengths (BM25's N, avgdl).
 
-    A whole tenant (no prefix, kind or tags) reads its ``tenant_totals`` and subtracts its
-    expired items not yet swept (found through ``memories_expiry``); other scopes are counted.
+    A whole tenant (no prefix, kind filter or tags) reads its ``tenant_totals`` and subtracts
+    its expired items not yet swept (found through ``memories_expiry``); other scopes are
+    counted.
     """
-    if request.prefix or request.kind is not None or request.tags:
+    if not request.whole_tenant:
         where, params = _scope(request, now)
         return Statement(
             f"SELECT count(*), coalesce(sum(m.doc_len), 0) FROM memories AS m WHERE {where}",

@@ -11,7 +11,7 @@ character a special meaning.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Literal, Protocol, runtime_checkable
@@ -200,9 +200,17 @@ class MemoryStore(Protocol):
     def get(self, tenant: str, namespace: NamespaceLike, key: str) -> MemoryItem | None: ...
 
     def search(self, tenant: str, namespace_prefix: NamespaceLike = (), *,
-               query: str | None = None, kind: str | None = None,
+               query: str | None = None, kind: str | Collection[str] | None = None,
+               exclude_kinds: str | Collection[str] = (),
                tags: Mapping[str, str] | None = None, limit: int = 10, offset: int = 0,
-               mode: SearchMode = "keyword") -> list[SearchHit]: ...
+               mode: SearchMode = "keyword") -> list[SearchHit]:
+        """Live items under the prefix, best first for ``query`` (newest first without one).
+
+        ``kind``: only items of this kind, or of any of these kinds. ``exclude_kinds``: never
+        items of these kinds (``synopsis.memory.TRANSCRIPT_KINDS``: stored transcripts). ``tags``:
+        only items carrying every one of them. Keyword scores describe the filtered scope.
+        """
+        ...
 
     def delete(self, tenant: str, namespace: NamespaceLike, key: str) -> bool: ...
 
@@ -281,7 +289,8 @@ class AsyncMemoryStore(Protocol):
     async def get(self, tenant: str, namespace: NamespaceLike, key: str) -> MemoryItem | None: ...
 
     async def search(self, tenant: str, namespace_prefix: NamespaceLike = (), *,
-                     query: str | None = None, kind: str | None = None,
+                     query: str | None = None, kind: str | Collection[str] | None = None,
+                     exclude_kinds: str | Collection[str] = (),
                      tags: Mapping[str, str] | None = None, limit: int = 10, offset: int = 0,
                      mode: SearchMode = "keyword") -> list[SearchHit]: ...
 

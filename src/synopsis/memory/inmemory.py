@@ -231,7 +231,8 @@ class _Records:
                 owner == request.tenant
                 and namespace[:size] == request.prefix
                 and record.live(now)
-                and request.kind in (None, item.kind)
+                and (request.kinds is None or item.kind in request.kinds)
+                and item.kind not in request.exclude_kinds
                 and all(item.tags.get(k) == v for k, v in request.tags.items())
             ):
                 yield record

@@ -27,6 +27,7 @@ from synopsis import (
 )
 from synopsis.compaction.redaction import redact_history
 from synopsis.memory import MemoryItem, normalize_namespace
+from synopsis.memory._kinds import MAX_FILTER_KINDS
 from synopsis.server.app import Services, Tenant, current_services
 from synopsis.server.errors import ERRORS
 from synopsis.server.schemas import (
@@ -36,6 +37,7 @@ from synopsis.server.schemas import (
     CompactResponse,
     ContextResponse,
     DeleteUserResponse,
+    Label,
     MemoryIn,
     MemoryOut,
     SearchResponse,
@@ -58,6 +60,8 @@ Session = Annotated[str, Path(min_length=1, max_length=256, pattern=r"^[^\x00-\x
 Query_ = Annotated[Text | None, Query(max_length=10_000)]
 Mode = Literal["keyword", "vector", "hybrid"]
 Limit = Annotated[int, Query(ge=1, le=100)]
+#: A repeatable kind filter (``?kind=fact&kind=note``).
+Kinds = Annotated[list[Label] | None, Query(max_length=MAX_FILTER_KINDS)]
 _EXPORT_PAGE = 500
 #: Our extension keys: read on input, never sent to a provider (strict ones reject them).
 #: Message keys of synopsis' own (markers, usage): never sent upstream.
@@ -253,16 +257,21 @@ async def search_memories(
     s: Svc,
     namespace_prefix: Annotated[Text, Query(max_length=4096)] = "",
     q: Query_ = None,
-    kind: Annotated[Text | None, Query(max_length=256)] = None,
+    kind: Kinds = None,
+    exclude_kind: Kinds = None,
     limit: Limit = 10,
     offset: Annotated[int, Query(ge=0, le=100_000)] = 0,
     mode: Mode = "keyword",
 ) -> SearchResponse:
-    """Memories under a namespace prefix (``a/b``), ranked by ``q`` or newest first."""
+    """Memories under a namespace prefix (``a/b``), ranked by ``q`` or newest first.
+
+    ``kind`` (repeatable): only these kinds; ``exclude_kind`` (repeatable): never these.
+    """
     prefix = normalize_namespace(namespace_prefix, allow_empty=True)
     hits = await s.store.search(
-        tenant, prefix, query=q, kind=kind, limit=limit, offset=offset, mode=mode
-    )
+        tenant, prefix, query=q, kind=kind, exclude_kinds=exclude_kind or (), limit=limit,
+        offset=offset, mode=mode,
+    )  # fmt: skip
     return search_response(hits)
 
 
@@ -296,13 +305,20 @@ async def recall(
     s: Svc,
     q: Annotated[Text, Query(min_length=1, max_length=10_000)],
     limit: Limit = 10,
-    kind: Annotated[Text | None, Query(max_length=256)] = None,
+    kind: Kinds = None,
+    exclude_kind: Kinds = None,
     mode: Mode | None = None,
 ) -> SearchResponse:
-    """Recall over every memory of the user, across all their sessions."""
-    return search_response(
-        await s.memory.recall(tenant, user, q, limit=limit, kind=kind, mode=mode)
+    """Recall over every memory of the user, across all their sessions.
+
+    ``kind`` (repeatable): only these kinds. ``exclude_kind`` (repeatable): never these;
+    without it, stored transcripts (an agents session's items) are left out unless ``kind``
+    asks for them.
+    """
+    hits = await s.memory.recall(
+        tenant, user, q, limit=limit, kind=kind, exclude_kinds=exclude_kind, mode=mode
     )
+    return search_response(hits)
 
 
 @router.delete("/v1/users/{user}", tags=["users"], response_model=DeleteUserResponse)

@@ -38,6 +38,7 @@ from typing import Any, Final, Literal
 from synopsis._flow import Flow
 from synopsis.errors import InvalidSummary, ModelTimeout, UserDeleted
 from synopsis.events import OutboxReplayed, SessionEvent, failure
+from synopsis.memory._kinds import TRANSCRIPT_KINDS, KindFilter, check_kind_filter
 from synopsis.memory._types import (
     OutboxEntry,
     SearchHit,
@@ -89,6 +90,7 @@ __all__ = [
     "delete_user",
     "dual_write",
     "recall",
+    "recall_kinds",
     "recover",
     "run_job",
     "store_call",
@@ -489,7 +491,8 @@ def build_context(
 def _recall_notes(
     settings: SessionSettings, ids: tuple[str, str, str], question: str | None
 ) -> Flow[Step, list[SearchHit]]:
-    """Hybrid mode's candidate memories of the user; none when recall is off or fails."""
+    """Hybrid mode's candidate memories of the user (never stored transcripts); none when
+    recall is off or fails."""
     tenant, user_id, session_id = ids
     if not (settings.hybrid and question and settings.recall_limit):
         return []
@@ -499,6 +502,7 @@ def _recall_notes(
             tenant,
             ("user", user_id),
             query=question,
+            exclude_kinds=TRANSCRIPT_KINDS,
             limit=settings.recall_limit * 4,
             mode=settings.recall_mode,
         )
@@ -508,6 +512,14 @@ def _recall_notes(
     return hits
 
 
+def recall_kinds(kind: object, exclude_kinds: object) -> KindFilter:
+    """The kind filter of a recall, checked: ``exclude_kinds`` None means the default, which
+    leaves out :data:`~synopsis.memory.TRANSCRIPT_KINDS` unless ``kind`` says what to find."""
+    if exclude_kinds is None:
+        exclude_kinds = () if kind is not None else TRANSCRIPT_KINDS
+    return check_kind_filter(kind, exclude_kinds)
+
+
 def recall(
     settings: SessionSettings,
     tenant: str,
@@ -515,16 +527,18 @@ def recall(
     query: str,
     *,
     limit: int,
-    kind: str | None,
+    kinds: KindFilter,
     mode: SearchMode | None,
 ) -> Flow[Step, list[SearchHit]]:
-    """Search every memory of the user; ``mode`` defaults to the configured recall mode."""
+    """Search every memory of the user (``kinds``: :func:`recall_kinds`); ``mode`` defaults
+    to the configured recall mode."""
     hits: list[SearchHit] = yield store_call(
         "search",
         tenant,
         ("user", user_id),
         query=query,
-        kind=kind,
+        kind=kinds[0],
+        exclude_kinds=kinds[1],
         limit=limit,
         mode=mode or settings.recall_mode,
     )

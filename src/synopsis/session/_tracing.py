@@ -29,6 +29,7 @@ from contextvars import ContextVar
 from typing import Any, Literal
 
 from synopsis.events import SessionEvent
+from synopsis.memory._kinds import KindFilter
 from synopsis.memory._types import SearchMode
 from synopsis.session._jobs import Emit, JobOutcome, Step, StoreCall
 from synopsis.session._state import Job
@@ -111,14 +112,17 @@ class SessionTracer:
         return self._scope("synopsis.session.build_context", attributes)
 
     def recall(
-        self, tenant: str, *, limit: int, kind: str | None, mode: SearchMode
+        self, tenant: str, *, limit: int, kinds: KindFilter, mode: SearchMode
     ) -> AbstractContextManager[Any]:
-        """The span of one ``recall`` call (the query is not recorded)."""
+        """The span of one ``recall`` call (the query is not recorded; the kinds are)."""
 
         def attributes() -> Attributes:
             found: Attributes = {"synopsis.recall.limit": limit, "synopsis.recall.mode": mode}
-            if kind is not None:
-                found["synopsis.recall.kind"] = kind
+            wanted, excluded = kinds
+            if wanted is not None:  # comma-separated, sorted
+                found["synopsis.recall.kind"] = ",".join(wanted)
+            if excluded:
+                found["synopsis.recall.exclude_kinds"] = ",".join(excluded)
             return found | self._tenant(tenant)
 
         return self._scope("synopsis.session.recall", attributes)

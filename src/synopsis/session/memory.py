@@ -74,7 +74,7 @@ import contextlib
 import threading
 import time
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any
 
 from synopsis._flow import adrive, drive
@@ -286,18 +286,23 @@ class SessionMemory:
         query: str,
         *,
         limit: int = 10,
-        kind: str | None = None,
+        kind: str | Collection[str] | None = None,
+        exclude_kinds: str | Collection[str] | None = None,
         mode: SearchMode | None = None,
     ) -> list[SearchHit]:
         """Recall over every memory of the user, across all their sessions.
 
-        ``mode`` defaults to the ``recall_mode`` this memory was built with.
+        ``kind``: only memories of this kind (or these kinds). ``exclude_kinds``: never these
+        kinds; by default, stored transcripts (``synopsis.memory.TRANSCRIPT_KINDS``) unless
+        ``kind`` asks for them. ``mode`` defaults to the ``recall_mode`` this memory was built
+        with.
         """
         mode = mode or self._runtime.settings.recall_mode
+        kinds = _jobs.recall_kinds(kind, exclude_kinds)
         flow = _jobs.recall(
-            self._runtime.settings, tenant, user_id, query, limit=limit, kind=kind, mode=mode
+            self._runtime.settings, tenant, user_id, query, limit=limit, kinds=kinds, mode=mode
         )
-        with self._tracer.recall(tenant, limit=limit, kind=kind, mode=mode) as span:
+        with self._tracer.recall(tenant, limit=limit, kinds=kinds, mode=mode) as span:
             hits = drive(flow, self._perform)
             self._tracer.counted(span, "synopsis.recall.hits", hits)
         return hits
@@ -506,18 +511,23 @@ class AsyncSessionMemory:
         query: str,
         *,
         limit: int = 10,
-        kind: str | None = None,
+        kind: str | Collection[str] | None = None,
+        exclude_kinds: str | Collection[str] | None = None,
         mode: SearchMode | None = None,
     ) -> list[SearchHit]:
         """Recall over every memory of the user, across all their sessions.
 
-        ``mode`` defaults to the ``recall_mode`` this memory was built with.
+        ``kind``: only memories of this kind (or these kinds). ``exclude_kinds``: never these
+        kinds; by default, stored transcripts (``synopsis.memory.TRANSCRIPT_KINDS``) unless
+        ``kind`` asks for them. ``mode`` defaults to the ``recall_mode`` this memory was built
+        with.
         """
         mode = mode or self._runtime.settings.recall_mode
+        kinds = _jobs.recall_kinds(kind, exclude_kinds)
         flow = _jobs.recall(
-            self._runtime.settings, tenant, user_id, query, limit=limit, kind=kind, mode=mode
+            self._runtime.settings, tenant, user_id, query, limit=limit, kinds=kinds, mode=mode
         )
-        with self._tracer.recall(tenant, limit=limit, kind=kind, mode=mode) as span:
+        with self._tracer.recall(tenant, limit=limit, kinds=kinds, mode=mode) as span:
             hits = await adrive(flow, self._perform)
             self._tracer.counted(span, "synopsis.recall.hits", hits)
         return hits
