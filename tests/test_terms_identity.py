@@ -87,8 +87,7 @@ def test_indexed_terms_repeat_the_text_then_add_the_context() -> None:
 
 
 _ALPHABET = st.sampled_from(
-    list("abcXYZ019 '’_-.,!?\t\n")
-    + list("用户喜欢咖啡東京タワーカナ서울ｆｕｌＡ１ﬁ①ßİǅΣéö😀")
+    list("abcXYZ019 '’_-.,!?\t\n") + list("用户喜欢咖啡東京タワーカナ서울ｆｕｌＡ１ﬁ①ßİǅΣéö😀")
 )
 
 

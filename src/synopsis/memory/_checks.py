@@ -84,10 +84,11 @@ def _encodable(value: str, what: str) -> str:
     PostgreSQL text cannot hold NUL; refusing it on every backend keeps data portable
     between them (an export from SQLite always imports into PostgreSQL).
     """
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError as exc:
-        raise InvalidInput(f"{what} must be valid Unicode text (no lone surrogates)") from exc
+    if not value.isascii():  # ASCII (the common case) is valid UTF-8 without encoding it
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise InvalidInput(f"{what} must be valid Unicode text (no lone surrogates)") from exc
     if "\x00" in value:
         raise InvalidInput(f"{what} must not contain NUL characters")
     return value
@@ -244,6 +245,29 @@ def prepare_put(
     Every time value is checked here, before any backend writes: a value no backend could
     store or read back fails the call and leaves nothing behind.
     """
+    return _put_request(
+        check_tenant(tenant), namespace, key, text, kind=kind, tags=tags, ttl=ttl,
+        created_at=created_at, updated_at=updated_at, expires_at=expires_at, context=context,
+        namespaces=None,
+    )  # fmt: skip
+
+
+def _put_request(
+    tenant: str,
+    namespace: NamespaceLike,
+    key: object,
+    text: object,
+    *,
+    kind: object,
+    tags: Mapping[str, object] | None,
+    ttl: object,
+    created_at: object,
+    updated_at: object,
+    expires_at: object,
+    context: object,
+    namespaces: dict[object, Namespace] | None,
+) -> PutRequest:
+    """:func:`prepare_put` for a checked ``tenant``; ``namespaces`` caches checked namespaces."""
     if not isinstance(text, str):
         raise InvalidInput("text must be a string")
     if not isinstance(kind, str) or not kind:
@@ -252,8 +276,8 @@ def prepare_put(
         raise InvalidInput("context must be a string (empty for none)")
     times = _check_times(ttl, created_at, updated_at, expires_at)
     return PutRequest(
-        tenant=check_tenant(tenant),
-        namespace=_check_namespace(namespace),
+        tenant=tenant,
+        namespace=_namespace_of_batch(namespace, namespaces),
         key=_check_key(key),
         text=_encodable(text, "text"),
         kind=_encodable(kind, "kind"),
@@ -261,6 +285,25 @@ def prepare_put(
         context=_encodable(context, "context"),
         **times,
     )
+
+
+def _namespace_of_batch(
+    namespace: NamespaceLike, namespaces: dict[object, Namespace] | None
+) -> Namespace:
+    """The checked namespace, checked once per batch: a batch's items share a few namespaces.
+
+    Only a ``str`` or a ``tuple`` is remembered (a list may change under us); equal tuples
+    normalize alike, and a tuple holding something unhashable is simply checked again.
+    """
+    if namespaces is None or type(namespace) not in (str, tuple):
+        return _check_namespace(namespace)
+    try:
+        return namespaces[namespace]
+    except KeyError:
+        checked = namespaces[namespace] = _check_namespace(namespace)
+        return checked
+    except TypeError:
+        return _check_namespace(namespace)
 
 
 def item_error(
@@ -276,14 +319,16 @@ def item_error(
     return located
 
 
-def _prepare_item(tenant: str, index: int, item: object) -> PutRequest:
+def _prepare_item(
+    tenant: str, index: int, item: object, namespaces: dict[object, Namespace]
+) -> PutRequest:
     if not isinstance(item, NewMemory):
         raise item_error(index, InvalidInput(f"expected a NewMemory, got {type(item).__name__}"))
     try:
-        request = prepare_put(
+        request = _put_request(
             tenant, item.namespace, item.key, item.text, kind=item.kind, tags=item.tags,
             ttl=item.ttl, created_at=item.created_at, updated_at=item.updated_at,
-            expires_at=item.expires_at, context=item.context,
+            expires_at=item.expires_at, context=item.context, namespaces=namespaces,
         )  # fmt: skip
     except (InvalidInput, InvalidNamespace) as exc:
         raise item_error(index, exc) from exc
@@ -300,8 +345,9 @@ def prepare_put_many(tenant: object, items: Iterable[object]) -> list[PutRequest
     if isinstance(items, str | bytes | Mapping) or not isinstance(items, Iterable):
         raise InvalidInput("items must be an iterable of NewMemory")
     batch: dict[tuple[Namespace, str], PutRequest] = {}
+    namespaces: dict[object, Namespace] = {}
     for index, item in enumerate(items):
-        request = _prepare_item(checked_tenant, index, item)
+        request = _prepare_item(checked_tenant, index, item, namespaces)
         batch[(request.namespace, request.key)] = request
     return list(batch.values())
 
@@ -412,6 +458,8 @@ def query_embedder(embedder: Embedder) -> Embedder:
 
 def stored_item(request: PutRequest, *, created: float, now: float) -> MemoryItem:
     """The item a put of ``request`` at ``now`` wrote; ``created`` survives a replace."""
+    updated = request.updated(now)
+    updated_at = to_datetime(updated)
     return MemoryItem(
         tenant=request.tenant,
         namespace=request.namespace,
@@ -419,8 +467,8 @@ def stored_item(request: PutRequest, *, created: float, now: float) -> MemoryIte
         text=request.text,
         kind=request.kind,
         tags=dict(request.tags),
-        created_at=to_datetime(created),
-        updated_at=to_datetime(request.updated(now)),
+        created_at=updated_at if created == updated else to_datetime(created),
+        updated_at=updated_at,
         expires_at=to_expiry(request.expiry(now)),
         context=request.context,
     )

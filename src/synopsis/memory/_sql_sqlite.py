@@ -159,7 +159,9 @@ _ROW: Final = "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 UPSERT_ROW_VALUES: Final = 12
 _UPSERT: Final = _UPSERT_COLUMNS + _ROW + _UPSERT_SET.format(restored="?")
 #: Whether an upserted row is restored: its address is in a JSON list of ``path \x1e key``.
-_RESTORED_IN: Final = "excluded.path || char(30) || excluded.key IN (SELECT value FROM json_each(?))"
+_RESTORED_IN: Final = (
+    "excluded.path || char(30) || excluded.key IN (SELECT value FROM json_each(?))"
+)
 
 
 def _memory_values(request: PutRequest, terms: Sequence[str], now: float) -> tuple[object, ...]:
