@@ -142,8 +142,11 @@ def _put_many(
     """
     ordered = sorted(rows, key=lambda row: (row.namespace, row.key))
     written = yield q.upsert_items(schema, requests[0].tenant, ordered, now)
-    created = {(tuple(ns), key): first for ns, key, first in written}
-    return [stored_item(r, created=created[(r.namespace, r.key)], now=now) for r in requests]
+    created = {(path, key): first for path, key, first in written}
+    return [
+        stored_item(r, created=created[("\x1f".join(r.namespace), r.key)], now=now)
+        for r in requests
+    ]
 
 
 def _only(plan: Plan[list[T]]) -> Plan[T]:

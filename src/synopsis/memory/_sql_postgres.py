@@ -120,7 +120,7 @@ _UPSERT_ITEMS: Final = (
     " created_at = CASE WHEN (m.expires_at IS NOT NULL AND m.expires_at <= %(now)s)"
     " OR array_to_string(excluded.namespace, chr(31)) || chr(30) || excluded.key"
     " = ANY(%(restored)s::text[]) THEN excluded.created_at ELSE m.created_at END"
-    " RETURNING m.namespace, m.key, m.created_at"
+    " RETURNING array_to_string(m.namespace, chr(31)), m.key, m.created_at"
 )
 
 
@@ -138,16 +138,18 @@ def upsert_items(schema: str, tenant: str, rows: Sequence[ItemRow], now: float) 
 
     As ``put``: a replace keeps the id, and ``created_at`` unless the old item had expired
     by ``now`` or the row is ``restored``. Rows are written, and existing rows locked, in
-    the order given. Returns ``namespace, key, created_at`` of every row.
+    the order given. Returns ``path, key, created_at`` of every row, ``path`` being the
+    namespace's labels joined by U+001F (text reads back faster than an array).
 
-    The rows travel as one JSON array of arrays (one parameter, encoded by the json module
-    in C, rather than a dozen arrays the driver encodes value by value). Times are JSON
-    numbers: Python writes the shortest text that reads back as the same double, jsonb keeps
-    it as an exact decimal and ``double precision`` reads it back, so no time changes on the
-    way. Namespaces travel as their labels joined by U+001F, which no label contains
-    (control characters are refused); a restored address adds U+001E and the key.
+    The rows travel as one JSON array of arrays: one parameter, encoded by the json module
+    in C (ASCII-escaped, which encodes faster), rather than a dozen arrays the driver
+    encodes value by value. Times are JSON numbers: Python writes the shortest text that
+    reads back as the same double, jsonb keeps it as an exact decimal and ``double
+    precision`` reads it back, so no time changes on the way. Namespaces travel as their
+    labels joined by U+001F, which no label contains (control characters are refused); a
+    restored address adds U+001E and the key.
     """
-    payload = json.dumps([_row_values(row) for row in rows], ensure_ascii=False, allow_nan=False)
+    payload = json.dumps([_row_values(row) for row in rows], allow_nan=False)
     restored = ["\x1f".join(row.namespace) + "\x1e" + row.key for row in rows if row.restored]
     params = {"tenant": tenant, "now": now, "rows": payload, "restored": restored}
     return stmt(schema, _UPSERT_ITEMS, params)
