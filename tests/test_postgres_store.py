@@ -23,6 +23,7 @@ from hypothesis import strategies as st
 from psycopg import sql
 
 from synopsis.errors import ConfigError, MigrationError, StoreError
+from synopsis.memory import _pg_plans as pg_plans
 from synopsis.memory import _sql_postgres as q
 from synopsis.memory._types import NewMemory, SessionSummary
 from synopsis.memory.inmemory import InMemoryStore
@@ -526,6 +527,36 @@ def test_put_many_stores_every_time_and_value_exactly(
         want = (memory.text, dict(memory.tags or {}), created, clock.now, expires)
         assert stored[memory.key] == want
         assert item.created_at == datetime.fromtimestamp(created, tz=UTC)
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("bad_key", ["a-boom", "z-boom"])
+def test_a_large_batch_failing_in_any_chunk_writes_nothing(
+    make: Callable[..., PostgresStore], postgres_url: str, schema: str, bad_key: str
+) -> None:
+    """A batch sent in several pipelined chunks is still one transaction, wherever it fails.
+
+    "a-boom" sorts into the first chunk (sent deferred), "z-boom" into the last; the store
+    (and its pooled connection) works normally afterwards.
+    """
+    store = make(max_size=1)
+    before = store.put(T, NS, "k0000", "old text")
+    with psycopg.connect(postgres_url, autocommit=True) as conn:
+        conn.execute(
+            sql.SQL(
+                "CREATE FUNCTION {s}.boom() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
+                "IF NEW.key LIKE '%%boom' THEN RAISE EXCEPTION 'boom'; END IF; RETURN NEW; END $$;"
+                " CREATE TRIGGER boom BEFORE INSERT ON {s}.memories"
+                " FOR EACH ROW EXECUTE FUNCTION {s}.boom()"
+            ).format(s=sql.Identifier(schema))
+        )
+    batch = [NewMemory(NS, f"k{i:04}", f"new text {i}") for i in range(3 * pg_plans.UPSERT_CHUNK)]
+    with pytest.raises(StoreError):
+        store.put_many(T, [*batch, NewMemory(NS, bad_key, "x")])
+    assert store.get(T, NS, "k0000") == before
+    assert [hit.item.key for hit in store.search(T, limit=10)] == ["k0000"]
+    assert len(store.put_many(T, batch)) == len(batch)
+    assert len(store.search(T, query="new", limit=1000)) == len(batch)
 
 
 @pytest.mark.postgres

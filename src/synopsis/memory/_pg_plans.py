@@ -132,16 +132,31 @@ def migrate(schema: str) -> Plan[int]:
     return have
 
 
+#: Rows per statement of a batch upsert: each chunk is sent (deferred) as soon as it is
+#: prepared, so the server writes one chunk while the plan prepares the next.
+UPSERT_CHUNK = 250
+
+
 def _put_many(
-    schema: str, requests: Sequence[PutRequest], rows: Sequence[q.ItemRow], now: float
+    schema: str,
+    requests: Sequence[PutRequest],
+    vectors: Sequence[Sequence[float] | None],
+    now: float,
 ) -> Plan[list[MemoryItem]]:
-    """One upsert of the whole batch (a ``put`` is a batch of one).
+    """Upsert the whole batch in one transaction (a ``put`` is a batch of one).
 
     The rows go in (namespace, key) order, so every writer locks existing rows in one order
-    and two batches of the same keys, however shuffled, cannot deadlock.
+    and two batches of the same keys, however shuffled, cannot deadlock. Each chunk's rows
+    (their terms) are built only when it is sent: every chunk but the last is deferred.
     """
-    ordered = sorted(rows, key=lambda row: (row.namespace, row.key))
-    written = yield q.upsert_items(schema, requests[0].tenant, ordered, now)
+    order = sorted(range(len(requests)), key=lambda i: (requests[i].namespace, requests[i].key))
+    written: Rows = []
+    for start in range(0, len(order), UPSERT_CHUNK):
+        chunk = order[start : start + UPSERT_CHUNK]
+        rows = [_item_row(requests[i], vectors[i], now) for i in chunk]
+        statement = q.upsert_items(schema, requests[0].tenant, rows, now)
+        last = start + UPSERT_CHUNK >= len(order)
+        written = yield statement if last else replace(statement, deferred=True)
     created = {(path, key): first for path, key, first in written}
     return [
         stored_item(r, created=created[("\x1f".join(r.namespace), r.key)], now=now)
@@ -254,10 +269,10 @@ def _check_guard(schema: str, guard: Guard) -> Plan[None]:
 
 
 def _guarded_put(
-    schema: str, guard: Guard, request: PutRequest, row: q.ItemRow, now: float
+    schema: str, guard: Guard, request: PutRequest, vector: Sequence[float] | None, now: float
 ) -> Plan[MemoryItem]:
     yield from _check_guard(schema, guard)
-    return (yield from _only(_put_many(schema, [request], [row], now)))
+    return (yield from _only(_put_many(schema, [request], [vector], now)))
 
 
 def _delete_summaries(schema: str, tenant: str, user_id: str) -> Plan[int]:
@@ -321,16 +336,15 @@ class PostgresPlans:
         self, request: PutRequest, vector: ops.Vector | None, guard: Guard
     ) -> Plan[MemoryItem]:
         now = self.clock()
-        row = _item_row(request, None if vector is None else ops.float32(vector), now)
-        return _guarded_put(self.schema, guard, request, row, now)
+        rounded = None if vector is None else ops.float32(vector)
+        return _guarded_put(self.schema, guard, request, rounded, now)
 
     def put_many(
         self, requests: list[PutRequest], vectors: list[ops.Vector] | None
     ) -> Plan[list[MemoryItem]]:
         rounded = [None] * len(requests) if vectors is None else [*map(ops.float32, vectors)]
         now = self.clock()
-        rows = [_item_row(r, v, now) for r, v in zip(requests, rounded, strict=True)]
-        return _put_many(self.schema, requests, rows, now)
+        return _put_many(self.schema, requests, rounded, now)
 
     def get(self, tenant: str, namespace: Namespace, key: str) -> Plan[MemoryItem | None]:
         statement = q.get_item(self.schema, tenant, namespace, key, self.clock())
