@@ -239,35 +239,13 @@ def prepare_put(
     updated_at: object = None,
     expires_at: object = None,
     context: object = "",
+    namespaces: dict[object, Namespace] | None = None,
 ) -> PutRequest:
     """Check every argument of ``put`` (and the restored times of a batch item), normalized.
 
     Every time value is checked here, before any backend writes: a value no backend could
-    store or read back fails the call and leaves nothing behind.
+    store or read back fails the call and leaves nothing behind. ``namespaces``: a batch's.
     """
-    return _put_request(
-        check_tenant(tenant), namespace, key, text, kind=kind, tags=tags, ttl=ttl,
-        created_at=created_at, updated_at=updated_at, expires_at=expires_at, context=context,
-        namespaces=None,
-    )  # fmt: skip
-
-
-def _put_request(
-    tenant: str,
-    namespace: NamespaceLike,
-    key: object,
-    text: object,
-    *,
-    kind: object,
-    tags: Mapping[str, object] | None,
-    ttl: object,
-    created_at: object,
-    updated_at: object,
-    expires_at: object,
-    context: object,
-    namespaces: dict[object, Namespace] | None,
-) -> PutRequest:
-    """:func:`prepare_put` for a checked ``tenant``; ``namespaces`` caches checked namespaces."""
     if not isinstance(text, str):
         raise InvalidInput("text must be a string")
     if not isinstance(kind, str) or not kind:
@@ -276,8 +254,8 @@ def _put_request(
         raise InvalidInput("context must be a string (empty for none)")
     times = _check_times(ttl, created_at, updated_at, expires_at)
     return PutRequest(
-        tenant=tenant,
-        namespace=_namespace_of_batch(namespace, namespaces),
+        tenant=check_tenant(tenant),
+        namespace=_batch_namespace(namespace, namespaces),
         key=_check_key(key),
         text=_encodable(text, "text"),
         kind=_encodable(kind, "kind"),
@@ -287,23 +265,17 @@ def _put_request(
     )
 
 
-def _namespace_of_batch(
-    namespace: NamespaceLike, namespaces: dict[object, Namespace] | None
-) -> Namespace:
-    """The checked namespace, checked once per batch: a batch's items share a few namespaces.
-
-    Only a ``str`` or a ``tuple`` is remembered (a list may change under us); equal tuples
-    normalize alike, and a tuple holding something unhashable is simply checked again.
-    """
-    if namespaces is None or type(namespace) not in (str, tuple):
+def _batch_namespace(namespace: NamespaceLike, seen: dict[object, Namespace] | None) -> Namespace:
+    """Checked once per batch (``seen``); only a str or tuple is remembered (a list may change)."""
+    if seen is None or type(namespace) not in (str, tuple):
         return _check_namespace(namespace)
     try:
-        return namespaces[namespace]
-    except KeyError:
-        checked = namespaces[namespace] = _check_namespace(namespace)
-        return checked
-    except TypeError:
+        checked = seen.get(namespace)
+    except TypeError:  # a label is unhashable: not a valid namespace, say why
         return _check_namespace(namespace)
+    if checked is None:
+        checked = seen[namespace] = _check_namespace(namespace)
+    return checked
 
 
 def item_error(
@@ -325,7 +297,7 @@ def _prepare_item(
     if not isinstance(item, NewMemory):
         raise item_error(index, InvalidInput(f"expected a NewMemory, got {type(item).__name__}"))
     try:
-        request = _put_request(
+        request = prepare_put(
             tenant, item.namespace, item.key, item.text, kind=item.kind, tags=item.tags,
             ttl=item.ttl, created_at=item.created_at, updated_at=item.updated_at,
             expires_at=item.expires_at, context=item.context, namespaces=namespaces,
