@@ -4,6 +4,7 @@ value, above and below the trigger, in every mode; ``--dry-run`` says what it wo
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -112,3 +113,37 @@ def test_in_place_redact_rewrites_the_file_even_below_the_trigger(tmp_path: Path
     assert done.exit_code == 0, done.output
     assert not json.loads(done.output)["compacted"]
     assert leaks(PLANTED.values, strings(json.loads(source.read_text(encoding="utf-8")))) == []
+
+
+def _hash_tokens(tmp_path: Path, name: str, env: dict[str, str]) -> set[str]:
+    """The hash tokens of one below-trigger run (so the output is the redacted input)."""
+    from click.testing import CliRunner
+
+    from synopsis.cli import main
+
+    source, output = transcript(tmp_path), tmp_path / name
+    flags = ["--redact-mode", "hash", "--trigger-tokens", "1000000", "--json"]
+    done = CliRunner().invoke(main, ["compact", str(source), "-o", str(output), *flags], env=env)
+    assert done.exit_code == 0, done.output
+    return set(re.findall(r"\[[A-Z_]+#[0-9a-f]+\]", output.read_text(encoding="utf-8")))
+
+
+def test_a_hash_key_in_the_environment_keeps_tokens_stable_across_runs(tmp_path: Path) -> None:
+    keyed = {"SYNOPSIS_REDACT_HASH_KEY": "k" * 24}
+    first, second = _hash_tokens(tmp_path, "a.json", keyed), _hash_tokens(tmp_path, "b.json", keyed)
+    assert first and first == second
+    unkeyed = {"SYNOPSIS_REDACT_HASH_KEY": ""}
+    assert _hash_tokens(tmp_path, "c.json", unkeyed).isdisjoint(first)
+    assert _hash_tokens(tmp_path, "d.json", unkeyed) != _hash_tokens(tmp_path, "e.json", unkeyed)
+
+
+def test_a_bad_hash_key_is_named_and_never_shown(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from synopsis.cli import main
+
+    source = transcript(tmp_path)
+    env = {"SYNOPSIS_REDACT_HASH_KEY": "short-secret"}
+    done = CliRunner().invoke(main, ["compact", str(source), "--redact-mode", "hash"], env=env)
+    assert done.exit_code == 2
+    assert "SYNOPSIS_REDACT_HASH_KEY" in done.output and "short-secret" not in done.output

@@ -340,3 +340,19 @@ def test_media_parts_ignores_malformed_part_types() -> None:
     image = {"type": "image_url", "image_url": {"url": "data:,"}}
     content = [{"type": ["image_url"]}, {"type": {"a": 1}}, image, "text", {"type": None}]
     assert media_parts({"role": "user", "content": content}) == [image]
+
+
+@pytest.mark.parametrize("bad", [["text"], {"a": 1}])
+def test_reading_a_message_before_validation_never_raises_on_unhashable_values(bad: Any) -> None:
+    """Text and token counts are read before validation (the proxy's trigger check, the
+    converters' detection): a list or object where a type or role string belongs is no text
+    part and no system role, not a TypeError (a 500 in the service)."""
+    from synopsis.messages import is_system, text_of
+    from synopsis.tokens import message_text
+
+    message = {
+        "role": bad,
+        "content": [{"type": bad, "text": "hidden"}, {"type": "text", "text": "hi"}],
+    }
+    assert message_text(message) == "hi" and text_of(message) == "hi"
+    assert not is_system(message)

@@ -131,7 +131,7 @@ def test_a_version_1_sqlite_database_is_migrated_with_its_data(tmp_path: Path) -
         check_migrated(store)
     conn = sqlite3.connect(path)
     try:
-        assert conn.execute(lite.READ_VERSION).fetchone() == (len(lite.MIGRATIONS),) == (4,)
+        assert conn.execute(lite.READ_VERSION).fetchone() == (len(lite.MIGRATIONS),)
         assert conn.execute("PRAGMA foreign_key_check").fetchall() == []
         references = conn.execute("PRAGMA foreign_key_list(outbox)").fetchall()
         assert {row[2] for row in references} == {"summaries"}
@@ -219,7 +219,7 @@ def test_a_version_4_postgres_schema_is_migrated_with_its_data(
             " ORDER BY conname",
             (schema, "%outbox"),
         ).fetchall()
-    assert versions == (len(q.MIGRATIONS),) == (7,)
+    assert versions == (len(q.MIGRATIONS),)
     assert [name for name, _ in keys] == ["outbox_pkey", "outbox_summary"]
     assert "(tenant, user_id, session_id, version)" in keys[1][1]
     assert "ON DELETE CASCADE" in keys[1][1]

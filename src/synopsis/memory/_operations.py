@@ -13,6 +13,10 @@ pair is therefore one backend and two drivers; the drivers only say how a step i
 A driver is handed a :data:`Start`, which builds the operation's flow, rather than the flow
 itself: a driver that must run an operation again (PostgreSQL, after a deadlock) starts a
 fresh flow, in a fresh transaction.
+
+Every vector a backend stores is stamped with the store's embedder identity
+(:mod:`synopsis.memory._identity`), and every backend reads only vectors with that stamp: a
+vector of another model counts as missing, for search and for ``reembed`` alike.
 """
 
 from __future__ import annotations
@@ -51,6 +55,7 @@ from synopsis.memory._checks import (
     prepare_search,
     query_embedder,
 )
+from synopsis.memory._identity import embedder_identity
 from synopsis.memory.fusion import convex_fusion
 from synopsis.memory.ranking import pack_vector, rank_by_vector, unpack_vector
 
@@ -132,18 +137,25 @@ def stepless(method: Callable[P, T]) -> Callable[P, Op[T]]:
 
 
 class Backend(Protocol):
-    """What a backend does with checked arguments; each call answers with a flow."""
+    """What a backend does with checked arguments; each call answers with a flow.
 
-    def put(self, request: PutRequest, vector: Vector | None) -> Op[_types.MemoryItem]: ...
+    ``embedder_id`` is the identity of the store's embedder (None: the store has none). A
+    vector is stored with it; search and ``unembedded`` treat a vector stored with any other
+    identity (or none) as missing.
+    """
+
+    def put(
+        self, request: PutRequest, vector: Vector | None, embedder_id: str | None
+    ) -> Op[_types.MemoryItem]: ...
 
     def guarded_put(
-        self, request: PutRequest, vector: Vector | None, guard: Guard
+        self, request: PutRequest, vector: Vector | None, guard: Guard, embedder_id: str | None
     ) -> Op[_types.MemoryItem]:
         """``put``, in a transaction that first checks ``guard`` (UserDeleted if it fails)."""
         ...
 
     def put_many(
-        self, requests: list[PutRequest], vectors: list[Vector] | None
+        self, requests: list[PutRequest], vectors: list[Vector] | None, embedder_id: str | None
     ) -> Op[list[_types.MemoryItem]]: ...
 
     def get(
@@ -153,7 +165,7 @@ class Backend(Protocol):
     def delete(self, tenant: str, namespace: _types.Namespace, key: str) -> Op[bool]: ...
 
     def search(
-        self, request: SearchRequest, query_vector: Vector | None
+        self, request: SearchRequest, query_vector: Vector | None, embedder_id: str | None
     ) -> Op[list[_types.SearchHit]]: ...
 
     def list_namespaces(
@@ -166,18 +178,30 @@ class Backend(Protocol):
 
     def sweep_expired(self) -> Op[int]: ...
 
-    def count_unembedded(self, tenant: str) -> Op[int]:
-        """How many live items of the tenant have no vector."""
+    def count_unembedded(self, tenant: str, embedder_id: str | None) -> Op[int]:
+        """How many live items of the tenant have no vector of ``embedder_id``.
+
+        None: no vector at all (of any identity).
+        """
         ...
 
-    def unembedded(self, tenant: str, limit: int) -> Op[list[Unembedded]]:
-        """Up to ``limit`` live items of the tenant without a vector, oldest first."""
+    def unembedded(self, tenant: str, limit: int, embedder_id: str) -> Op[list[Unembedded]]:
+        """Up to ``limit`` live items of the tenant without a vector of ``embedder_id``,
+        oldest first."""
         ...
 
     def set_vectors(
-        self, tenant: str, rows: list[tuple[_types.Namespace, str, str, Vector]]
+        self, tenant: str, rows: list[tuple[_types.Namespace, str, str, Vector]], embedder_id: str
     ) -> Op[int]:
         """Store vectors on items that still hold the embedded text; how many were stored."""
+        ...
+
+    def forget_vectors(self, tenant: str) -> Op[int]:
+        """Drop the vector of every item of the tenant; how many were dropped."""
+        ...
+
+    def adopt_vectors(self, tenant: str, embedder_id: str) -> Op[int]:
+        """Stamp the tenant's vectors of unknown model with ``embedder_id``; how many."""
         ...
 
     def save_summary(
@@ -295,9 +319,21 @@ class AsyncDriver:
 class StoreOperations:
     """The public methods of every store (the contracts: ``MemoryStore``, ``SummaryStore``)."""
 
-    def __init__(self, backend: Backend, embedder: _types.Embedder | None) -> None:
+    def __init__(
+        self, backend: Backend, embedder: _types.Embedder | None, embedder_id: str | None = None
+    ) -> None:
         self._backend = backend
         self._embedder = embedder
+        self._embedder_id = embedder_identity(embedder, embedder_id)
+
+    @property
+    def embedder_id(self) -> str | None:
+        """The identity stored with this store's vectors (None without an embedder).
+
+        See :mod:`synopsis.memory._identity`: the ``embedder_id`` the store was given, else
+        the embedder's own, else ``callable:<module>.<name>``.
+        """
+        return self._embedder_id
 
     def _embed(self, texts: Sequence[str]) -> Op[list[Vector] | None]:
         """Vectors of ``texts`` when the store has an embedder, else None."""
@@ -325,8 +361,8 @@ class StoreOperations:
         vectors = yield from self._embed([request.text])
         vector = vectors[0] if vectors else None
         if guard is None:
-            return (yield from self._backend.put(request, vector))
-        return (yield from self._backend.guarded_put(request, vector, guard))
+            return (yield from self._backend.put(request, vector, self._embedder_id))
+        return (yield from self._backend.guarded_put(request, vector, guard, self._embedder_id))
 
     @operation
     def put_many(
@@ -337,7 +373,7 @@ class StoreOperations:
         if not requests:
             return []
         vectors = yield from self._embed([request.text for request in requests])
-        return (yield from self._backend.put_many(requests, vectors))
+        return (yield from self._backend.put_many(requests, vectors, self._embedder_id))
 
     @operation
     def get(
@@ -362,13 +398,13 @@ class StoreOperations:
             limit=limit, offset=offset, mode=mode, embedder=self._embedder,
         )  # fmt: skip
         if request.query is None:
-            return (yield from self._backend.search(request, None))
+            return (yield from self._backend.search(request, None, self._embedder_id))
         if not request.terms:
             return []
         vector: Vector | None = None
         if request.mode != "keyword":
             vector = (yield Embed((request.query,), queries=True))[0]
-        return (yield from self._backend.search(request, vector))
+        return (yield from self._backend.search(request, vector, self._embedder_id))
 
     @operation
     def list_namespaces(self, tenant: str, *, prefix: _types.NamespaceLike = (),
@@ -402,26 +438,55 @@ class StoreOperations:
 
     @operation
     def count_unembedded(self, tenant: str) -> Op[int]:
-        """How many live items of the tenant have no vector (written without an embedder)."""
-        return (yield from self._backend.count_unembedded(check_tenant(tenant)))
+        """How many live items of the tenant have no vector of this store's embedder.
+
+        A vector made by another model (or by an unknown one) counts as missing; a store
+        without an embedder counts the items that have no vector at all.
+        """
+        checked = check_tenant(tenant)
+        return (yield from self._backend.count_unembedded(checked, self._embedder_id))
 
     @operation
     def reembed(self, tenant: str, *, batch: int = 100) -> Op[int]:
-        """Embed up to ``batch`` live items of the tenant that have no vector, oldest first.
+        """Embed up to ``batch`` live items of the tenant without a vector of this store's
+        embedder (none, or another model's), oldest first.
 
         Returns how many got a vector; 0 once none is left. Each call is one batch, so a
         loop of calls resumes where an interrupted one stopped. An item whose text changed
         while it was being embedded is left for the next call.
         """
         checked_tenant, (limit, _) = check_tenant(tenant), check_page(batch, 0)
-        if self._embedder is None:
+        if self._embedder is None or self._embedder_id is None:
             raise ConfigError("reembed needs a store built with an embedder")
-        pending = yield from self._backend.unembedded(checked_tenant, limit)
+        model = self._embedder_id
+        pending = yield from self._backend.unembedded(checked_tenant, limit, model)
         if not pending:
             return 0
         vectors: list[Vector] = yield Embed(tuple(text for _, _, text in pending))
         rows = [(*item, vector) for item, vector in zip(pending, vectors, strict=True)]
-        return (yield from self._backend.set_vectors(checked_tenant, rows))
+        return (yield from self._backend.set_vectors(checked_tenant, rows, model))
+
+    @operation
+    def forget_vectors(self, tenant: str) -> Op[int]:
+        """Drop the vectors of all the tenant's items, whatever model made them; how many.
+
+        The items stay, found by keyword; they count as unembedded until ``reembed`` gives
+        them vectors again (``synopsis memory reembed --all`` does both).
+        """
+        return (yield from self._backend.forget_vectors(check_tenant(tenant)))
+
+    @operation
+    def adopt_vectors(self, tenant: str) -> Op[int]:
+        """Record this store's embedder as the model of the tenant's vectors of unknown model.
+
+        Those are the vectors stored before synopsis recorded models; they count as missing
+        until reembedded. When you know this store's embedder made them, adopting them is
+        instant where re-embedding may take hours. Returns how many were adopted.
+        """
+        checked = check_tenant(tenant)
+        if self._embedder_id is None:
+            raise ConfigError("adopt_vectors needs a store built with an embedder")
+        return (yield from self._backend.adopt_vectors(checked, self._embedder_id))
 
     # --- summaries -------------------------------------------------------------------------
 

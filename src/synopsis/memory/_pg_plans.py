@@ -52,8 +52,10 @@ Plan = Generator[q.Statement, Rows, T]
 # --- rows --------------------------------------------------------------------------------------
 
 
-def _item_row(request: PutRequest, vector: Sequence[float] | None, now: float) -> q.ItemRow:
-    """The row a put of ``request`` at ``now`` writes."""
+def _item_row(
+    request: PutRequest, vector: Sequence[float] | None, now: float, embedder: str | None = None
+) -> q.ItemRow:
+    """The row a put of ``request`` at ``now`` writes (``vector`` made by ``embedder``)."""
     created = now if request.created_at is None else request.created_at
     return q.ItemRow(
         tenant=request.tenant, namespace=request.namespace, key=request.key,
@@ -61,6 +63,7 @@ def _item_row(request: PutRequest, vector: Sequence[float] | None, now: float) -
         terms=indexed_terms(request.text, request.context), embedding=vector,
         created_at=created, updated_at=request.updated(now), expires_at=request.expiry(now),
         restored=request.created_at is not None, context=request.context,
+        embedder=None if vector is None else embedder,
     )  # fmt: skip
 
 
@@ -142,6 +145,7 @@ def _put_many(
     requests: Sequence[PutRequest],
     vectors: Sequence[Sequence[float] | None],
     now: float,
+    embedder: str | None,
 ) -> Plan[list[MemoryItem]]:
     """Upsert the whole batch in one transaction (a ``put`` is a batch of one).
 
@@ -153,7 +157,7 @@ def _put_many(
     written: Rows = []
     for start in range(0, len(order), UPSERT_CHUNK):
         chunk = order[start : start + UPSERT_CHUNK]
-        rows = [_item_row(requests[i], vectors[i], now) for i in chunk]
+        rows = [_item_row(requests[i], vectors[i], now, embedder) for i in chunk]
         statement = q.upsert_items(schema, requests[0].tenant, rows, now)
         last = start + UPSERT_CHUNK >= len(order)
         written = yield statement if last else replace(statement, deferred=True)
@@ -195,9 +199,14 @@ def _keyword(
 
 
 def _fused(
-    schema: str, request: SearchRequest, now: float, query_vector: Sequence[float]
+    schema: str,
+    request: SearchRequest,
+    now: float,
+    query_vector: Sequence[float],
+    embedder: str | None,
 ) -> Plan[list[tuple[_Found, float]]]:
-    rows = yield q.vector_candidates(schema, **_scope(request, now))
+    """Vector or hybrid scores; only embeddings of ``embedder`` take part."""
+    rows = yield q.vector_candidates(schema, embedder, **_scope(request, now))
     found = [(_item(row), row[10]) for row in rows]
     records = {_address(item): item for item, _ in found}
     keyword = None
@@ -210,7 +219,11 @@ def _fused(
 
 
 def _search(
-    schema: str, request: SearchRequest, now: float, query_vector: Sequence[float] | None
+    schema: str,
+    request: SearchRequest,
+    now: float,
+    query_vector: Sequence[float] | None,
+    embedder: str | None,
 ) -> Plan[list[SearchHit]]:
     if request.query is None:
         rows = yield q.search_newest(
@@ -221,7 +234,7 @@ def _search(
         page = yield from _keyword(schema, request, now, limit=request.limit, offset=request.offset)
         return [SearchHit(item=found.item, score=score) for found, score in page]
     assert query_vector is not None
-    scored = yield from _fused(schema, request, now, query_vector)
+    scored = yield from _fused(schema, request, now, query_vector, embedder)
     scored.sort(key=lambda pair: _order(*pair))
     page = scored[request.offset : request.offset + request.limit]
     return [SearchHit(item=found.item, score=score) for found, score in page]
@@ -269,10 +282,15 @@ def _check_guard(schema: str, guard: Guard) -> Plan[None]:
 
 
 def _guarded_put(
-    schema: str, guard: Guard, request: PutRequest, vector: Sequence[float] | None, now: float
+    schema: str,
+    guard: Guard,
+    request: PutRequest,
+    vector: Sequence[float] | None,
+    now: float,
+    embedder: str | None,
 ) -> Plan[MemoryItem]:
     yield from _check_guard(schema, guard)
-    return (yield from _only(_put_many(schema, [request], [vector], now)))
+    return (yield from _only(_put_many(schema, [request], [vector], now, embedder)))
 
 
 def _delete_summaries(schema: str, tenant: str, user_id: str) -> Plan[int]:
@@ -329,22 +347,24 @@ class PostgresPlans:
         self.schema = _check_schema(schema)
         self.clock = clock or time.time
 
-    def put(self, request: PutRequest, vector: ops.Vector | None) -> Plan[MemoryItem]:
-        return _only(self.put_many([request], None if vector is None else [vector]))
+    def put(
+        self, request: PutRequest, vector: ops.Vector | None, embedder_id: str | None
+    ) -> Plan[MemoryItem]:
+        return _only(self.put_many([request], None if vector is None else [vector], embedder_id))
 
     def guarded_put(
-        self, request: PutRequest, vector: ops.Vector | None, guard: Guard
+        self, request: PutRequest, vector: ops.Vector | None, guard: Guard, embedder_id: str | None
     ) -> Plan[MemoryItem]:
         now = self.clock()
         rounded = None if vector is None else ops.float32(vector)
-        return _guarded_put(self.schema, guard, request, rounded, now)
+        return _guarded_put(self.schema, guard, request, rounded, now, embedder_id)
 
     def put_many(
-        self, requests: list[PutRequest], vectors: list[ops.Vector] | None
+        self, requests: list[PutRequest], vectors: list[ops.Vector] | None, embedder_id: str | None
     ) -> Plan[list[MemoryItem]]:
         rounded = [None] * len(requests) if vectors is None else [*map(ops.float32, vectors)]
         now = self.clock()
-        return _put_many(self.schema, requests, rounded, now)
+        return _put_many(self.schema, requests, rounded, now, embedder_id)
 
     def get(self, tenant: str, namespace: Namespace, key: str) -> Plan[MemoryItem | None]:
         statement = q.get_item(self.schema, tenant, namespace, key, self.clock())
@@ -355,10 +375,10 @@ class PostgresPlans:
         return _rows(statement, lambda rows: bool(rows and rows[0][0]))
 
     def search(
-        self, request: SearchRequest, query_vector: ops.Vector | None
+        self, request: SearchRequest, query_vector: ops.Vector | None, embedder_id: str | None
     ) -> Plan[list[SearchHit]]:
         vector = None if query_vector is None else ops.float32(query_vector)
-        return _search(self.schema, request, self.clock(), vector)
+        return _search(self.schema, request, self.clock(), vector, embedder_id)
 
     def list_namespaces(
         self, tenant: str, prefix: Namespace, max_depth: int | None, limit: int, offset: int
@@ -378,19 +398,25 @@ class PostgresPlans:
     def sweep_expired(self) -> Plan[int]:
         return _rows(q.sweep_expired(self.schema, self.clock()), _count)
 
-    def count_unembedded(self, tenant: str) -> Plan[int]:
-        statement = vq.pg_count_unembedded(self.schema, tenant, self.clock())
-        return _rows(statement, lambda rows: int(rows[0][0]))
+    def count_unembedded(self, tenant: str, embedder_id: str | None) -> Plan[int]:
+        statement = vq.pg_count_unembedded(self.schema, tenant, self.clock(), embedder_id)
+        return _rows(statement, _count)
 
-    def unembedded(self, tenant: str, limit: int) -> Plan[list[ops.Unembedded]]:
-        statement = vq.pg_unembedded(self.schema, tenant, self.clock(), limit)
+    def unembedded(self, tenant: str, limit: int, embedder_id: str) -> Plan[list[ops.Unembedded]]:
+        statement = vq.pg_unembedded(self.schema, tenant, self.clock(), limit, embedder_id)
         return _rows(statement, lambda rows: [(tuple(ns), key, text) for ns, key, text in rows])
 
     def set_vectors(
-        self, tenant: str, rows: list[tuple[Namespace, str, str, ops.Vector]]
+        self, tenant: str, rows: list[tuple[Namespace, str, str, ops.Vector]], embedder_id: str
     ) -> Plan[int]:
         rounded = [(ns, key, text, ops.float32(vector)) for ns, key, text, vector in rows]
-        return _rows(vq.pg_set_vectors(self.schema, tenant, rounded), len)
+        return _rows(vq.pg_set_vectors(self.schema, tenant, rounded, embedder_id), len)
+
+    def forget_vectors(self, tenant: str) -> Plan[int]:
+        return _rows(vq.pg_forget_vectors(self.schema, tenant), _count)
+
+    def adopt_vectors(self, tenant: str, embedder_id: str) -> Plan[int]:
+        return _rows(vq.pg_adopt_vectors(self.schema, tenant, embedder_id), _count)
 
     def save_summary(self, summary: SessionSummary, guard: Guard | None) -> Plan[SessionSummary]:
         return _save_summary(self.schema, summary, guard, self.clock())

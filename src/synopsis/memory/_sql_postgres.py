@@ -87,6 +87,8 @@ class ItemRow:
     expires_at: float | None
     restored: bool = False
     context: str = ""
+    #: The identity of the embedder that made ``embedding`` (None without one).
+    embedder: str | None = None
 
 
 def _array_literal(vector: Sequence[float] | None) -> str | None:
@@ -106,16 +108,17 @@ def _real_text(value: float) -> str:
 
 _UPSERT_ITEMS: Final = (
     "INSERT INTO {s}.memories AS m (tenant, namespace, key, text, kind, tags, terms, doc_len,"
-    " embedding, created_at, updated_at, expires_at, context)"
+    " embedding, embedder, created_at, updated_at, expires_at, context)"
     " SELECT %(tenant)s::text, string_to_array(u.r->>0, chr(31)), u.r->>1, u.r->>2, u.r->>3,"
-    " u.r->4, u.r->>5, (u.r->>6)::integer, (u.r->>7)::real[], (u.r->>8)::double precision,"
-    " (u.r->>9)::double precision, (u.r->>10)::double precision, u.r->>11"
+    " u.r->4, u.r->>5, (u.r->>6)::integer, (u.r->>7)::real[], u.r->>12,"
+    " (u.r->>8)::double precision, (u.r->>9)::double precision, (u.r->>10)::double precision,"
+    " u.r->>11"
     " FROM jsonb_array_elements(%(rows)s::jsonb) WITH ORDINALITY AS u(r, position)"
     " ORDER BY u.position"
     " ON CONFLICT (tenant, namespace, key) DO UPDATE SET text = excluded.text,"
     " kind = excluded.kind, tags = excluded.tags, terms = excluded.terms,"
     " context = excluded.context,"
-    " doc_len = excluded.doc_len, embedding = excluded.embedding,"
+    " doc_len = excluded.doc_len, embedding = excluded.embedding, embedder = excluded.embedder,"
     " updated_at = excluded.updated_at, expires_at = excluded.expires_at,"
     " created_at = CASE WHEN (m.expires_at IS NOT NULL AND m.expires_at <= %(now)s)"
     " OR array_to_string(excluded.namespace, chr(31)) || chr(30) || excluded.key"
@@ -129,7 +132,7 @@ def _row_values(row: ItemRow) -> list[object]:
     return [
         "\x1f".join(row.namespace), row.key, row.text, row.kind, dict(row.tags),
         " ".join(row.terms), len(row.terms), _array_literal(row.embedding),
-        row.created_at, row.updated_at, row.expires_at, row.context,
+        row.created_at, row.updated_at, row.expires_at, row.context, row.embedder,
     ]  # fmt: skip
 
 
@@ -387,16 +390,18 @@ def keyword_page(
     return stmt(schema, _KEYWORD_PAGE, params, **parts)
 
 
-def vector_candidates(schema: str, **scope: Unpack[Scope]) -> Statement:
-    """Every visible item in scope with its stored embedding (NULL when never embedded).
+def vector_candidates(schema: str, embedder: str | None, **scope: Unpack[Scope]) -> Statement:
+    """Every visible item in scope with its embedding if ``embedder`` made it, else NULL.
 
     In insertion order (``id``; a replace keeps it), so equal similarities rank as on the
     in-memory backend.
     """
     where, params = _scope(**scope)
+    params["embedder"] = embedder
     return stmt(
         schema,
-        "SELECT " + _ITEM_COLUMNS + ", m.embedding FROM {s}.memories m WHERE {where} ORDER BY m.id",
+        "SELECT " + _ITEM_COLUMNS + ", CASE WHEN m.embedder = %(embedder)s THEN m.embedding END"
+        " FROM {s}.memories m WHERE {where} ORDER BY m.id",
         params,
         where=where,
     )

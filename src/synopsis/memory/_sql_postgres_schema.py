@@ -7,7 +7,7 @@ Layout (schema ``synopsis`` by default)::
 
     schema_version(version, applied_at)
     memories(id, tenant, namespace text[], key, text, kind, tags jsonb, terms, search_tsv,
-             doc_len, embedding real[], created_at, updated_at, expires_at, context)
+             doc_len, embedding real[], embedder, created_at, updated_at, expires_at, context)
     summaries(tenant, user_id, session_id, version, text, covers_from, covers_to, model,
               content_hash, created_at)
     outbox(tenant, user_id, session_id, version -> summaries, enqueued_at, attempts)
@@ -21,6 +21,9 @@ fake clock drives expiry exactly as it does on the other backends. ``terms`` hol
 space-joined :func:`~synopsis.memory.ranking.indexed_terms` (BM25 counts its term frequencies
 there); ``search_tsv`` turns them into a tsvector lexeme for lexeme (``array_to_tsvector``, no
 parser or dictionary in between) and a GIN index on it finds the candidates of a keyword query.
+``embedder`` is the identity of the model that made ``embedding``
+(:mod:`synopsis.memory._identity`); NULL with an embedding stored before identities were
+recorded, which no store's embedder matches.
 """
 
 from __future__ import annotations
@@ -264,8 +267,15 @@ _V7: Final[tuple[LiteralString, ...]] = (
     " EXECUTE FUNCTION {s}.memories_totals()",
 )
 
+# Which model made each embedding. Embeddings stored before are of an unknown model (NULL):
+# they count as missing until ``reembed`` replaces them (see synopsis.memory._identity). A
+# nullable column without a default: no row is rewritten.
+_V8: Final[tuple[LiteralString, ...]] = ("ALTER TABLE {s}.memories ADD COLUMN embedder text",)
+
 #: Ordered migrations; migration ``n`` (1-based) brings the schema to version ``n``.
-MIGRATIONS: Final[tuple[tuple[LiteralString, ...], ...]] = (_V1, _V2, _V3, _V4, _V5, _V6, _V7)
+MIGRATIONS: Final[tuple[tuple[LiteralString, ...], ...]] = (
+    _V1, _V2, _V3, _V4, _V5, _V6, _V7, _V8,
+)  # fmt: skip
 
 
 def migration_lock(schema: str) -> Statement:

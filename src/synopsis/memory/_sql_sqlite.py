@@ -214,9 +214,9 @@ def upsert_memories(
     return statements
 
 
-def upsert_vectors(pairs: Sequence[tuple[int, bytes]]) -> Batch:
-    """:func:`upsert_vector` for many ``(memory_id, blob)`` pairs."""
-    return Batch(upsert_vector(0, b"").sql, list(pairs))
+def upsert_vectors(rows: Sequence[tuple[int, bytes, str | None]]) -> Batch:
+    """:func:`upsert_vector` for many ``(memory_id, blob, embedder_id)`` rows."""
+    return Batch(upsert_vector(0, b"", None).sql, list(rows))
 
 
 def delete_vectors(memory_ids: Sequence[int]) -> Batch:
@@ -224,11 +224,13 @@ def delete_vectors(memory_ids: Sequence[int]) -> Batch:
     return Batch(delete_vector(0).sql, [(memory_id,) for memory_id in memory_ids])
 
 
-def upsert_vector(memory_id: int, blob: bytes) -> Statement:
+def upsert_vector(memory_id: int, blob: bytes, embedder_id: str | None) -> Statement:
+    """Store the vector of an item, made by the embedder ``embedder_id``."""
     return Statement(
-        "INSERT INTO memory_vectors (memory_id, vector) VALUES (?, ?) "
-        "ON CONFLICT (memory_id) DO UPDATE SET vector = excluded.vector",
-        (memory_id, blob),
+        "INSERT INTO memory_vectors (memory_id, vector, embedder) VALUES (?, ?, ?) "
+        "ON CONFLICT (memory_id) DO UPDATE SET vector = excluded.vector,"
+        " embedder = excluded.embedder",
+        (memory_id, blob, embedder_id),
     )
 
 
@@ -373,13 +375,13 @@ def keyword_page(
     )
 
 
-def search_vectors(request: SearchRequest, now: float) -> Statement:
-    """Every item in scope that has a vector, with the vector as the last column."""
+def search_vectors(request: SearchRequest, now: float, embedder_id: str | None) -> Statement:
+    """Every item in scope with a vector of ``embedder_id``, the vector as the last column."""
     where, params = _scope(request, now)
     return Statement(
         f"SELECT {_MEMORY_COLUMNS}, v.vector FROM memories AS m "
-        f"JOIN memory_vectors AS v ON v.memory_id = m.id WHERE {where}",
-        params,
+        f"JOIN memory_vectors AS v ON v.memory_id = m.id AND v.embedder = ? WHERE {where}",
+        (embedder_id, *params),
     )
 
 

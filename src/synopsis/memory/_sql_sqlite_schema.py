@@ -7,13 +7,15 @@ Layout::
              expires_at, context)                                   unique (tenant, path, key)
     memories_fts(terms)                                    FTS5 over memories.terms
     tenant_totals(tenant, items, length)                   kept by triggers on memories
-    memory_vectors(memory_id -> memories, vector)
+    memory_vectors(memory_id -> memories, vector, embedder)
     summaries, outbox, user_generations, summary_jobs      (see migrations 1 and 2)
 
 ``terms`` holds the space-joined :func:`~synopsis.memory.ranking.indexed_terms` and
 ``doc_len`` their number (BM25's document length). ``memories_scope`` covers what BM25's scope
 statistics read (count and total length of the live items under a prefix) and what a small
-scope's keyword search reads (terms and the tie-breaking columns).
+scope's keyword search reads (terms and the tie-breaking columns). ``embedder`` is the identity
+of the model that made the vector (:mod:`synopsis.memory._identity`); NULL for a vector stored
+before identities were recorded, which no store's embedder matches.
 """
 
 from __future__ import annotations
@@ -226,6 +228,9 @@ MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (
             WHERE tenant = new.tenant;
         END""",
     ),
+    # 5: which model made each vector. Vectors stored before are of an unknown model (NULL):
+    # they count as missing until ``reembed`` replaces them (see synopsis.memory._identity).
+    ("ALTER TABLE memory_vectors ADD COLUMN embedder TEXT",),
 )
 
 CREATE_VERSION_TABLE: Final = (

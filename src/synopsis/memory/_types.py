@@ -44,7 +44,9 @@ Namespace = tuple[str, ...]
 #: ``keyword``: BM25 over CJK-aware terms (no model needed). ``vector`` and ``hybrid`` need a
 #: store built with an ``embedder``; ``hybrid`` fuses both rankings' scores (``memory.fusion``).
 SearchMode = Literal["keyword", "vector", "hybrid"]
-#: Turns texts into vectors. Any callable of this shape works; nothing downloads weights.
+#: Turns texts into vectors. Any callable of this shape works; nothing downloads weights. An
+#: ``embedder_id`` string attribute, if present, names its model and version (stored with every
+#: vector it makes: see ``synopsis.memory._identity``).
 Embedder = Callable[[Sequence[str]], Sequence[Sequence[float]]]
 #: Accepted at the edge: a tuple/list of labels, or a "/"-separated string ("user/u1").
 NamespaceLike = Sequence[str] | str
@@ -224,16 +226,40 @@ class MemoryStore(Protocol):
     def sweep_expired(self) -> int: ...
 
     def count_unembedded(self, tenant: str) -> int:
-        """How many live items of the tenant have no vector (written without an embedder)."""
+        """How many live items of the tenant have no vector of this store's embedder.
+
+        A vector another model made (another embedder identity, or an unknown one stored
+        before identities were recorded) counts as missing. A store without an embedder
+        counts the items without any vector.
+        """
         ...
 
     def reembed(self, tenant: str, *, batch: int = 100) -> int:
-        """Embed up to ``batch`` live items of the tenant that have no vector, oldest first.
+        """Embed up to ``batch`` live items of the tenant lacking a vector of this store's
+        embedder (``count_unembedded``), oldest first.
 
         Needs a store built with an embedder (ConfigError otherwise). Returns how many items
         got a vector, 0 when none is left: call it until then, and an interrupted run resumes
         where it stopped. An item whose text changed meanwhile waits for the next call.
         """
+        ...
+
+    def forget_vectors(self, tenant: str) -> int:
+        """Drop the vector of every item of the tenant, whatever model made it; how many.
+
+        The items stay (found by keyword) and count as unembedded until ``reembed``.
+        """
+        ...
+
+    def adopt_vectors(self, tenant: str) -> int:
+        """Record this store's embedder as the model of the tenant's vectors of unknown model
+        (stored before synopsis recorded models); how many. Only when you know it made them.
+        """
+        ...
+
+    @property
+    def embedder_id(self) -> str | None:
+        """The identity of the model its vectors are stored with; None without an embedder."""
         ...
 
     def close(self) -> None: ...
@@ -274,6 +300,13 @@ class AsyncMemoryStore(Protocol):
     async def count_unembedded(self, tenant: str) -> int: ...
 
     async def reembed(self, tenant: str, *, batch: int = 100) -> int: ...
+
+    async def forget_vectors(self, tenant: str) -> int: ...
+
+    async def adopt_vectors(self, tenant: str) -> int: ...
+
+    @property
+    def embedder_id(self) -> str | None: ...
 
     async def aclose(self) -> None: ...
     # fmt: on

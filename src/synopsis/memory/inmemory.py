@@ -43,6 +43,8 @@ class _Record:
     counts: Mapping[str, int]
     length: int
     vector: ops.Vector | None
+    #: The identity of the embedder that made ``vector`` (None with no vector).
+    embedder_id: str | None = None
 
     def live(self, now: float) -> bool:
         return self.expires is None or self.expires > now
@@ -78,17 +80,19 @@ class _Records:
     # --- memories ----------------------------------------------------------------------
 
     @ops.stepless
-    def put(self, request: PutRequest, vector: ops.Vector | None) -> _types.MemoryItem:
+    def put(
+        self, request: PutRequest, vector: ops.Vector | None, embedder_id: str | None
+    ) -> _types.MemoryItem:
         with self._lock:
-            return self._write(request, vector, self._clock())
+            return self._write(request, vector, embedder_id, self._clock())
 
     @ops.stepless
     def guarded_put(
-        self, request: PutRequest, vector: ops.Vector | None, guard: Guard
+        self, request: PutRequest, vector: ops.Vector | None, guard: Guard, embedder_id: str | None
     ) -> _types.MemoryItem:
         with self._lock:
             self._check(guard)
-            return self._write(request, vector, self._clock())
+            return self._write(request, vector, embedder_id, self._clock())
 
     def _check(self, guard: Guard) -> None:
         """Raise UserDeleted unless ``guard`` holds (the caller holds the lock)."""
@@ -98,16 +102,17 @@ class _Records:
 
     @ops.stepless
     def put_many(
-        self, requests: list[PutRequest], vectors: list[ops.Vector] | None
+        self, requests: list[PutRequest], vectors: list[ops.Vector] | None, embedder_id: str | None
     ) -> list[_types.MemoryItem]:
         """Write the batch under one lock: other callers see all of it or none."""
         slots: list[ops.Vector | None] = [None] * len(requests) if vectors is None else [*vectors]
         with self._lock:
             now = self._clock()
-            return [self._write(r, v, now) for r, v in zip(requests, slots, strict=True)]
+            pairs = zip(requests, slots, strict=True)
+            return [self._write(r, v, embedder_id, now) for r, v in pairs]
 
     def _write(
-        self, request: PutRequest, vector: ops.Vector | None, now: float
+        self, request: PutRequest, vector: ops.Vector | None, embedder_id: str | None, now: float
     ) -> _types.MemoryItem:
         """Write one checked item at ``now`` (the caller holds the lock)."""
         terms = indexed_terms(request.text, request.context)
@@ -125,31 +130,37 @@ class _Records:
             length=len(terms),
             # Round through float32, as the database backends store vectors.
             vector=None if vector is None else ops.float32(vector),
+            embedder_id=None if vector is None else embedder_id,
         )
         return item
 
     @ops.stepless
-    def count_unembedded(self, tenant: str) -> int:
-        return len(self._unembedded(tenant))
+    def count_unembedded(self, tenant: str, embedder_id: str | None) -> int:
+        return len(self._unembedded(tenant, embedder_id))
 
     @ops.stepless
-    def unembedded(self, tenant: str, limit: int) -> list[ops.Unembedded]:
-        return [(r.item.namespace, r.item.key, r.item.text) for r in self._unembedded(tenant)][
-            :limit
-        ]
+    def unembedded(self, tenant: str, limit: int, embedder_id: str) -> list[ops.Unembedded]:
+        pending = self._unembedded(tenant, embedder_id)[:limit]
+        return [(r.item.namespace, r.item.key, r.item.text) for r in pending]
 
-    def _unembedded(self, tenant: str) -> list[_Record]:
+    def _unembedded(self, tenant: str, embedder_id: str | None) -> list[_Record]:
+        """The tenant's live items without a vector of ``embedder_id`` (None: of any)."""
         with self._lock:
             now = self._clock()
             return [
                 r
                 for (owner, _, _), r in self._items.items()
-                if owner == tenant and r.vector is None and r.live(now)
+                if owner == tenant
+                and r.live(now)
+                and (r.vector is None or embedder_id not in (None, r.embedder_id))
             ]
 
     @ops.stepless
     def set_vectors(
-        self, tenant: str, rows: list[tuple[_types.Namespace, str, str, ops.Vector]]
+        self,
+        tenant: str,
+        rows: list[tuple[_types.Namespace, str, str, ops.Vector]],
+        embedder_id: str,
     ) -> int:
         written = 0
         with self._lock:
@@ -157,10 +168,30 @@ class _Records:
                 record = self._items.get((tenant, namespace, key))
                 if record is not None and record.item.text == text:
                     self._items[(tenant, namespace, key)] = replace(
-                        record, vector=ops.float32(vector)
+                        record, vector=ops.float32(vector), embedder_id=embedder_id
                     )
                     written += 1
         return written
+
+    @ops.stepless
+    def forget_vectors(self, tenant: str) -> int:
+        with self._lock:
+            held = [a for a, r in self._items.items() if a[0] == tenant and r.vector is not None]
+            for address in held:
+                self._items[address] = replace(self._items[address], vector=None, embedder_id=None)
+            return len(held)
+
+    @ops.stepless
+    def adopt_vectors(self, tenant: str, embedder_id: str) -> int:
+        with self._lock:
+            unknown = [
+                a
+                for a, r in self._items.items()
+                if a[0] == tenant and r.vector is not None and r.embedder_id is None
+            ]
+            for address in unknown:
+                self._items[address] = replace(self._items[address], embedder_id=embedder_id)
+            return len(unknown)
 
     @ops.stepless
     def get(self, tenant: str, namespace: _types.Namespace, key: str) -> _types.MemoryItem | None:
@@ -176,7 +207,7 @@ class _Records:
 
     @ops.stepless
     def search(
-        self, request: SearchRequest, query_vector: ops.Vector | None
+        self, request: SearchRequest, query_vector: ops.Vector | None, embedder_id: str | None
     ) -> list[_types.SearchHit]:
         with self._lock:
             records = list(self._scope(request, self._clock()))
@@ -186,7 +217,8 @@ class _Records:
             scored = list(_keyword(request, records))
         else:
             assert query_vector is not None
-            scored = list(_fused(request, records, ops.float32(query_vector)))
+            vector = ops.float32(query_vector)
+            scored = list(_fused(request, records, vector, embedder_id))
         scored.sort(key=lambda pair: _order(*pair))
         page = scored[request.offset : request.offset + request.limit]
         return [_types.SearchHit(item=record.item, score=score) for record, score in page]
@@ -365,14 +397,22 @@ def _keyword(request: SearchRequest, records: list[_Record]) -> Iterable[tuple[_
 
 
 def _fused(
-    request: SearchRequest, records: list[_Record], query_vector: ops.Vector
+    request: SearchRequest,
+    records: list[_Record],
+    query_vector: ops.Vector,
+    embedder_id: str | None,
 ) -> Iterable[tuple[_Record, float]]:
+    """Vector or hybrid scores; only vectors of ``embedder_id`` take part."""
     index = {_address(r): r for r in records}
     keyword = None
     if request.mode == "hybrid":
         ranked = sorted(_keyword(request, records), key=lambda pair: _order(*pair))
         keyword = [(_address(r), score) for r, score in ranked]
-    with_vectors = [(_address(r), r.vector) for r in records if r.vector is not None]
+    with_vectors = [
+        (_address(r), r.vector)
+        for r in records
+        if r.vector is not None and r.embedder_id == embedder_id
+    ]
     scores = ops.vector_scores(query_vector, with_vectors, keyword)
     return ((index[address], score) for address, score in scores.items())
 
@@ -389,16 +429,21 @@ class _InMemoryStores(ops.StoreOperations):
     """What both in-memory stores share: the constructor."""
 
     def __init__(
-        self, *, clock: Callable[[], float] | None = None, embedder: _types.Embedder | None = None
+        self,
+        *,
+        clock: Callable[[], float] | None = None,
+        embedder: _types.Embedder | None = None,
+        embedder_id: str | None = None,
     ) -> None:
-        super().__init__(_Records(clock), embedder)
+        super().__init__(_Records(clock), embedder, embedder_id)
 
 
 class InMemoryStore(ops.SyncDriver, _InMemoryStores):
     """A :class:`MemoryStore` and :class:`SummaryStore` kept in process memory.
 
     ``clock`` returns epoch seconds (default ``time.time``); ``embedder`` enables the
-    ``vector`` and ``hybrid`` search modes. ``close`` releases nothing; it is there for
+    ``vector`` and ``hybrid`` search modes; ``embedder_id`` overrides the identity its
+    vectors are stored with (see :attr:`embedder_id`). ``close`` releases nothing; it is there for
     parity with the database backends.
     """
 

@@ -56,6 +56,7 @@ def open_store(
     *,
     async_: Literal[False] = ...,
     embedder: Embedder | None = ...,
+    embedder_id: str | None = ...,
     schema: str | None = ...,
 ) -> SessionStore: ...
 
@@ -66,6 +67,7 @@ def open_store(
     *,
     async_: Literal[True],
     embedder: Embedder | None = ...,
+    embedder_id: str | None = ...,
     schema: str | None = ...,
 ) -> AsyncSessionStore: ...
 
@@ -75,28 +77,31 @@ def open_store(
     *,
     async_: bool = False,
     embedder: Embedder | None = None,
+    embedder_id: str | None = None,
     schema: str | None = None,
 ) -> SessionStore | AsyncSessionStore:
     """A memory + summary store for ``db`` (see the module docstring); the caller closes it.
 
-    ``embedder`` enables the ``vector`` and ``hybrid`` search modes. ``schema`` names the
-    PostgreSQL schema holding the tables (default ``synopsis``); a SQLite file has none, so
-    naming one there is a ConfigError rather than silently ignored.
+    ``embedder`` enables the ``vector`` and ``hybrid`` search modes; ``embedder_id``
+    overrides the identity stored with its vectors (see the stores' ``embedder_id``).
+    ``schema`` names the PostgreSQL schema holding the tables (default ``synopsis``); a SQLite
+    file has none, so naming one there is a ConfigError rather than silently ignored.
     """
     kind, target = parse_db(db)
     if kind == "postgres":
-        return _open_postgres(target, async_=async_, embedder=embedder, schema=schema)
+        return _open_postgres(
+            target, async_=async_, embedder=(embedder, embedder_id), schema=schema
+        )
     if schema is not None:
         raise ConfigError("schema applies to PostgreSQL only; a SQLite database has no schemas")
     from synopsis.memory.sqlite import AsyncSQLiteStore, SQLiteStore
 
-    if async_:
-        return AsyncSQLiteStore(target, embedder=embedder)
-    return SQLiteStore(target, embedder=embedder)
+    store = AsyncSQLiteStore if async_ else SQLiteStore
+    return store(target, embedder=embedder, embedder_id=embedder_id)
 
 
 def _open_postgres(
-    url: str, *, async_: bool, embedder: Embedder | None, schema: str | None
+    url: str, *, async_: bool, embedder: tuple[Embedder | None, str | None], schema: str | None
 ) -> SessionStore | AsyncSessionStore:
     try:
         from synopsis.memory.postgres import AsyncPostgresStore, PostgresStore
@@ -105,6 +110,7 @@ def _open_postgres(
             "PostgreSQL support needs the 'postgres' extra: pip install 'synopsis[postgres]'"
         ) from exc
     store = AsyncPostgresStore if async_ else PostgresStore
+    model, model_id = embedder
     if schema is None:
-        return store(url, embedder=embedder)
-    return store(url, embedder=embedder, schema=schema)
+        return store(url, embedder=model, embedder_id=model_id)
+    return store(url, embedder=model, embedder_id=model_id, schema=schema)

@@ -296,11 +296,12 @@ class _PostgresStores(ops.StoreOperations):
         max_size: int = 10,
         clock: Callable[[], float] | None = None,
         embedder: Embedder | None = None,
+        embedder_id: str | None = None,
         schema: str = "synopsis",
         pool_timeout: float = 30.0,
         connect_timeout: float | None = None,
     ) -> None:
-        super().__init__(plans.PostgresPlans(schema, clock), embedder)
+        super().__init__(plans.PostgresPlans(schema, clock), embedder, embedder_id)
         self._url = url
         self._target = _Target.of(url)
         if connect_timeout is None:
@@ -319,7 +320,9 @@ class PostgresStore(ops.SyncDriver, _PostgresStores):
 
     Construction opens the pool and brings ``schema`` up to date (migrations run once, under
     an advisory lock, however many replicas start together). ``clock`` returns epoch seconds
-    (default ``time.time``); ``embedder`` enables the ``vector`` and ``hybrid`` search modes;
+    (default ``time.time``); ``embedder`` enables the ``vector`` and ``hybrid`` search modes
+    (``embedder_id`` overrides the identity its vectors are stored with: see
+    :attr:`embedder_id`);
     ``pool_timeout`` bounds the wait for a pooled connection; ``connect_timeout`` the wait for
     the server when opening (and for each new connection of the pool): by default the URL's
     own ``connect_timeout``, else 10 seconds.

@@ -53,6 +53,7 @@ from synopsis.memory._checks import (
     to_datetime,
     to_expiry,
 )
+from synopsis.memory._identity import embedder_identity
 from synopsis.memory._sql_rows import read_outbox_entry, read_summary
 from synopsis.memory.ranking import indexed_terms, pack_vector
 
@@ -296,18 +297,19 @@ class _Database:
     # --- memories --------------------------------------------------------------------------
 
     @ops.stepless
-    def put(self, request: PutRequest, vector: ops.Vector | None) -> _types.MemoryItem:
-        return self._put(request, vector, None)
+    def put(
+        self, request: PutRequest, vector: ops.Vector | None, embedder_id: str | None
+    ) -> _types.MemoryItem:
+        return self._put(request, vector, None, embedder_id)
 
     @ops.stepless
     def guarded_put(
-        self, request: PutRequest, vector: ops.Vector | None, guard: Guard
+        self, request: PutRequest, vector: ops.Vector | None, guard: Guard, embedder_id: str | None
     ) -> _types.MemoryItem:
-        return self._put(request, vector, guard)
+        return self._put(request, vector, guard, embedder_id)
 
-    def _put(
-        self, request: PutRequest, vector: ops.Vector | None, guard: Guard | None
-    ) -> _types.MemoryItem:
+    def _put(self, request: PutRequest, vector: ops.Vector | None, guard: Guard | None,
+             embedder_id: str | None) -> _types.MemoryItem:  # fmt: skip
         terms = indexed_terms(request.text, request.context)
         with self._writing("store a memory") as conn:
             _check_guard(conn, guard)
@@ -317,7 +319,7 @@ class _Database:
             follow = (
                 sql.delete_vector(memory_id)
                 if vector is None
-                else sql.upsert_vector(memory_id, pack_vector(vector))
+                else sql.upsert_vector(memory_id, pack_vector(vector), embedder_id)
             )
             conn.execute(follow.sql, follow.params)
             # Built before the commit: should it fail, nothing is left behind.
@@ -325,7 +327,7 @@ class _Database:
 
     @ops.stepless
     def put_many(
-        self, requests: list[PutRequest], vectors: list[ops.Vector] | None
+        self, requests: list[PutRequest], vectors: list[ops.Vector] | None, embedder_id: str | None
     ) -> list[_types.MemoryItem]:
         terms = [indexed_terms(r.text, r.context) for r in requests]
         with self._writing("store memories") as conn:
@@ -335,7 +337,9 @@ class _Database:
             follow = (
                 sql.delete_vectors(ids)
                 if vectors is None
-                else sql.upsert_vectors(list(zip(ids, map(pack_vector, vectors), strict=True)))
+                else sql.upsert_vectors(
+                    [(i, pack_vector(v), embedder_id) for i, v in zip(ids, vectors, strict=True)]
+                )
             )
             conn.executemany(follow.sql, follow.rows)
             pairs = zip(requests, written, strict=True)
@@ -356,7 +360,7 @@ class _Database:
 
     @ops.stepless
     def search(
-        self, request: SearchRequest, query_vector: ops.Vector | None
+        self, request: SearchRequest, query_vector: ops.Vector | None, embedder_id: str | None
     ) -> list[_types.SearchHit]:
         now = self._clock()
         if request.query is None:
@@ -367,13 +371,12 @@ class _Database:
                 page = _keyword(conn, request, now, limit=request.limit, offset=request.offset)
             return [_types.SearchHit(item=_item(request.tenant, r), score=s) for r, s in page]
         assert query_vector is not None
-        return self._search_vectors(request, now, query_vector)
+        return self._search_vectors(request, now, query_vector, embedder_id)
 
-    def _search_vectors(
-        self, request: SearchRequest, now: float, query_vector: ops.Vector
-    ) -> list[_types.SearchHit]:
+    def _search_vectors(self, request: SearchRequest, now: float, query_vector: ops.Vector,
+                        embedder_id: str | None) -> list[_types.SearchHit]:  # fmt: skip
         with self._reading("search memories") as conn, _snapshot(conn):
-            statement = sql.search_vectors(request, now)
+            statement = sql.search_vectors(request, now, embedder_id)
             vector_rows = conn.execute(statement.sql, statement.params).fetchall()
             keyword_page: list[tuple[_Row, float]] = []
             if request.mode == "hybrid":
@@ -416,24 +419,35 @@ class _Database:
             return conn.execute(statement.sql, statement.params).rowcount
 
     @ops.stepless
-    def count_unembedded(self, tenant: str) -> int:
-        rows = self._fetch(vsql.sqlite_count_unembedded(tenant, self._clock()), "count memories")
-        return int(rows[0][0])
+    def count_unembedded(self, tenant: str, embedder_id: str | None) -> int:
+        statement = vsql.sqlite_count_unembedded(tenant, self._clock(), embedder_id)
+        return int(self._fetch(statement, "count memories")[0][0])
 
     @ops.stepless
-    def unembedded(self, tenant: str, limit: int) -> list[ops.Unembedded]:
-        statement = vsql.sqlite_unembedded(tenant, self._clock(), limit)
+    def unembedded(self, tenant: str, limit: int, embedder_id: str) -> list[ops.Unembedded]:
+        statement = vsql.sqlite_unembedded(tenant, self._clock(), limit, embedder_id)
         rows = self._fetch(statement, "read memories without vectors")
         return [(sql.decode_path(path), key, text) for path, key, text in rows]
 
     @ops.stepless
-    def set_vectors(
-        self, tenant: str, rows: list[tuple[_types.Namespace, str, str, ops.Vector]]
-    ) -> int:
+    def set_vectors(self, tenant: str, rows: list[tuple[_types.Namespace, str, str, ops.Vector]],
+                    embedder_id: str) -> int:  # fmt: skip
         packed = [(ns, key, text, pack_vector(vector)) for ns, key, text, vector in rows]
-        batch = vsql.sqlite_set_vectors(tenant, packed)
+        batch = vsql.sqlite_set_vectors(tenant, packed, embedder_id)
         with self._writing("store vectors") as conn:
             return conn.executemany(batch.sql, batch.rows).rowcount
+
+    @ops.stepless
+    def forget_vectors(self, tenant: str) -> int:
+        statement = vsql.sqlite_forget_vectors(tenant)
+        with self._writing("forget vectors") as conn:
+            return conn.execute(statement.sql, statement.params).rowcount
+
+    @ops.stepless
+    def adopt_vectors(self, tenant: str, embedder_id: str) -> int:
+        statement = vsql.sqlite_adopt_vectors(tenant, embedder_id)
+        with self._writing("adopt vectors") as conn:
+            return conn.execute(statement.sql, statement.params).rowcount
 
     # --- summaries -------------------------------------------------------------------------
 
@@ -543,20 +557,24 @@ class _SQLiteStores(ops.StoreOperations):
         *,
         clock: Callable[[], float] | None = None,
         embedder: _types.Embedder | None = None,
+        embedder_id: str | None = None,
         busy_timeout: float = 5.0,
         lock_timeout: float = 60.0,
     ) -> None:
-        super().__init__(_Database(path, clock, busy_timeout, lock_timeout), embedder)
+        identity = embedder_identity(embedder, embedder_id)  # checked before the file is opened
+        super().__init__(_Database(path, clock, busy_timeout, lock_timeout), embedder, identity)
 
 
 class SQLiteStore(ops.SyncDriver, _SQLiteStores):
     """A :class:`MemoryStore` and :class:`SummaryStore` in one SQLite database.
 
     ``path`` is a file path or ``":memory:"``; ``clock`` returns epoch seconds (default
-    ``time.time``); ``embedder`` enables the ``vector`` and ``hybrid`` search modes;
-    ``busy_timeout`` is how many seconds SQLite waits for another writer before it reports
-    the database locked, and ``lock_timeout`` how many seconds in all a call keeps retrying a
-    locked database (jittered backoff) before it raises StoreError, having written nothing.
+    ``time.time``); ``embedder`` enables the ``vector`` and ``hybrid`` search modes, and
+    ``embedder_id`` overrides the identity its vectors are stored with (see
+    :attr:`embedder_id`); ``busy_timeout`` is how many seconds SQLite waits for another
+    writer before it reports the database locked, and ``lock_timeout`` how many seconds in
+    all a call keeps retrying a locked database (jittered backoff) before it raises
+    StoreError, having written nothing.
     """
 
     def close(self) -> None:
