@@ -37,6 +37,17 @@ def test_kind_filter_runs_on_sqlite() -> None:
     assert "| sqlite |" in out and "| sqlite, kind in memories_scope |" in out
 
 
+def test_ingest_compares_two_trees_on_sqlite() -> None:
+    """bench_ingest runs each tree in its own process and prints one row per tree."""
+    src = str(BENCH.parent / "src")
+    out = run(
+        "bench_ingest.py", "--size", "1200", "--batch", "500", "--backends", "sqlite",
+        "--rounds", "1", "--trees", f"a={src},b={src}",
+    )  # fmt: skip
+    assert "| sqlite | a |" in out
+    assert "| sqlite | b |" in out
+
+
 def _tiny_locomo() -> list[dict[str, object]]:
     """Two sessions in the LoCoMo schema, with questions whose evidence is known."""
     talk = {

@@ -7,11 +7,13 @@ backend has (schemas, advisory locks, concurrent replicas, psycopg error transla
 from __future__ import annotations
 
 import logging
+import random
 import threading
 import uuid
 from collections import Counter
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime
 from typing import Any
 
 import psycopg
@@ -21,6 +23,7 @@ from hypothesis import strategies as st
 from psycopg import sql
 
 from synopsis.errors import ConfigError, MigrationError, StoreError
+from synopsis.memory import _pg_plans as pg_plans
 from synopsis.memory import _sql_postgres as q
 from synopsis.memory._types import NewMemory, SessionSummary
 from synopsis.memory.inmemory import InMemoryStore
@@ -487,6 +490,74 @@ def test_index_terms_are_the_shared_terms(
     terms = indexed_terms("Painting paints 用户喜欢", "the teacup")
     assert rows == [(" ".join(terms), len(terms))]
     assert query_terms("paint") == ["paint"]
+
+
+@pytest.mark.postgres
+def test_put_many_stores_every_time_and_value_exactly(
+    make: Callable[..., PostgresStore], postgres_url: str, schema: str, clock: FakeClock
+) -> None:
+    """The batch travels as JSON: each time is stored as the very same double, each text as is.
+
+    Odd fractions of a second (whose shortest decimal has 17 digits), restored times, TTLs,
+    tags and texts with quotes, escapes and control-free Unicode all come back bit for bit.
+    """
+    rng = random.Random(5)
+    clock.now = 1_723_456_789.123_456_7
+    texts = ['quote " back\\slash', "tab\there", "咖啡 ☕ \u2028 end", "{}[]", "", "null"]
+    batch = []
+    for i in range(300):
+        seconds = rng.uniform(0, 4e9)
+        restored = datetime.fromtimestamp(seconds, tz=UTC) if i % 3 == 0 else None
+        ttl = rng.uniform(1, 1e6) if i % 4 == 1 else None
+        tags = {"k": texts[i % len(texts)]} if i % 5 == 0 else None
+        batch.append(
+            NewMemory(("user", f"u{i % 7}"), f"k{i}", texts[i % len(texts)] + str(i),
+                      created_at=restored, ttl=ttl, tags=tags)
+        )  # fmt: skip
+    items = make().put_many(T, batch)
+    with psycopg.connect(postgres_url) as conn:
+        rows = conn.execute(
+            sql.SQL(
+                "SELECT key, text, tags, created_at, updated_at, expires_at FROM {}.memories"
+            ).format(sql.Identifier(schema))
+        ).fetchall()
+    stored = {row[0]: row[1:] for row in rows}
+    for memory, item in zip(batch, items, strict=True):
+        created = clock.now if memory.created_at is None else memory.created_at.timestamp()
+        expires = None if memory.ttl is None else clock.now + memory.ttl
+        want = (memory.text, dict(memory.tags or {}), created, clock.now, expires)
+        assert stored[memory.key] == want
+        assert item.created_at == datetime.fromtimestamp(created, tz=UTC)
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("bad_key", ["a-boom", "z-boom"])
+def test_a_large_batch_failing_in_any_chunk_writes_nothing(
+    make: Callable[..., PostgresStore], postgres_url: str, schema: str, bad_key: str
+) -> None:
+    """A batch sent in several pipelined chunks is still one transaction, wherever it fails.
+
+    "a-boom" sorts into the first chunk (sent deferred), "z-boom" into the last; the store
+    (and its pooled connection) works normally afterwards.
+    """
+    store = make(max_size=1)
+    before = store.put(T, NS, "k0000", "old text")
+    with psycopg.connect(postgres_url, autocommit=True) as conn:
+        conn.execute(
+            sql.SQL(
+                "CREATE FUNCTION {s}.boom() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
+                "IF NEW.key LIKE '%%boom' THEN RAISE EXCEPTION 'boom'; END IF; RETURN NEW; END $$;"
+                " CREATE TRIGGER boom BEFORE INSERT ON {s}.memories"
+                " FOR EACH ROW EXECUTE FUNCTION {s}.boom()"
+            ).format(s=sql.Identifier(schema))
+        )
+    batch = [NewMemory(NS, f"k{i:04}", f"new text {i}") for i in range(3 * pg_plans.UPSERT_CHUNK)]
+    with pytest.raises(StoreError):
+        store.put_many(T, [*batch, NewMemory(NS, bad_key, "x")])
+    assert store.get(T, NS, "k0000") == before
+    assert [hit.item.key for hit in store.search(T, limit=10)] == ["k0000"]
+    assert len(store.put_many(T, batch)) == len(batch)
+    assert len(store.search(T, query="new", limit=1000)) == len(batch)
 
 
 @pytest.mark.postgres

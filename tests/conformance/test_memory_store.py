@@ -21,6 +21,7 @@ from synopsis.memory._types import (
     MemoryStore,
     NewMemory,
     SummaryStore,
+    normalize_namespace,
 )
 from synopsis.testing import AsymmetricEmbedder, BigramEmbedder, FakeClock
 
@@ -337,6 +338,45 @@ async def test_put_many_embeds_the_batch_in_one_call(make_store: Callable[..., S
     assert embedder.calls == 1
     hits = await store.search(T, query="user drinks espresso", mode="vector")
     assert [h.item.key for h in hits] == ["near", "far"]
+
+
+async def test_a_large_batch_keeps_every_item_with_its_own_values(
+    make_store: Callable[..., Store], clock: FakeClock
+) -> None:
+    """A batch larger than one write statement: each item keeps its text, times and vector.
+
+    New, replaced, expired-then-replaced and restored items are mixed across namespaces, so a
+    backend that writes the batch in chunks must still match every returned row to its item.
+    """
+    store = make_store(embedder=BigramEmbedder())
+    await store.put(T, NS, "k7", "old seven", ttl=1)
+    eight = await store.put(T, ("user", "u2"), "k8", "old eight")
+    old = await store.put(T, NS, "k9", "old nine")
+    clock.advance(30)
+    restored = datetime(2001, 2, 3, 4, 5, 6, 789000, tzinfo=UTC)
+    batch = [
+        NewMemory(NS if i % 2 else ("user", "u2"), f"k{i}", f"item number {i} word{i}x")
+        for i in range(1_234)
+    ]
+    batch[9] = NewMemory(NS, "k9", "new nine word9x")
+    batch[10] = NewMemory(("user", "u2"), "k10", "restored ten word10x", created_at=restored)
+    items = await store.put_many(T, batch)
+    assert [(i.namespace, i.key, i.text) for i in items] == [
+        (normalize_namespace(m.namespace), m.key, m.text) for m in batch
+    ]
+    by_key = {item.key: item for item in items}
+    assert by_key["k9"].created_at == old.created_at  # replaced: keeps created_at
+    assert by_key["k7"].created_at == at(clock)  # the old one had expired
+    assert by_key["k10"].created_at == restored
+    assert by_key["k8"].created_at == eight.created_at
+    assert by_key["k11"].created_at == at(clock)
+    for index in (0, 1, 9, 10, 499, 500, 501, 777, 1_233):
+        item = items[index]
+        assert await store.get(T, item.namespace, item.key) == item
+        hits = await store.search(T, query=item.text, mode="vector", limit=1)
+        assert [(h.item.namespace, h.item.key) for h in hits] == [(item.namespace, item.key)]
+        assert await keys(store, T, query=f"word{index}x") == [item.key]
+    assert len(await store.search(T, limit=1_000)) == 1_000
 
 
 def _break_inserts_of_key_boom(

@@ -85,10 +85,11 @@ def _encodable(value: str, what: str) -> str:
     PostgreSQL text cannot hold NUL; refusing it on every backend keeps data portable
     between them (an export from SQLite always imports into PostgreSQL).
     """
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError as exc:
-        raise InvalidInput(f"{what} must be valid Unicode text (no lone surrogates)") from exc
+    if not value.isascii():  # ASCII (the common case) is valid UTF-8 without encoding it
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise InvalidInput(f"{what} must be valid Unicode text (no lone surrogates)") from exc
     if "\x00" in value:
         raise InvalidInput(f"{what} must not contain NUL characters")
     return value
@@ -239,11 +240,12 @@ def prepare_put(
     updated_at: object = None,
     expires_at: object = None,
     context: object = "",
+    namespaces: dict[object, Namespace] | None = None,
 ) -> PutRequest:
     """Check every argument of ``put`` (and the restored times of a batch item), normalized.
 
     Every time value is checked here, before any backend writes: a value no backend could
-    store or read back fails the call and leaves nothing behind.
+    store or read back fails the call and leaves nothing behind. ``namespaces``: a batch's.
     """
     if not isinstance(text, str):
         raise InvalidInput("text must be a string")
@@ -252,7 +254,7 @@ def prepare_put(
     times = _check_times(ttl, created_at, updated_at, expires_at)
     return PutRequest(
         tenant=check_tenant(tenant),
-        namespace=_check_namespace(namespace),
+        namespace=_batch_namespace(namespace, namespaces),
         key=_check_key(key),
         text=_encodable(text, "text"),
         kind=check_kind(kind),
@@ -260,6 +262,19 @@ def prepare_put(
         context=_encodable(context, "context"),
         **times,
     )
+
+
+def _batch_namespace(namespace: NamespaceLike, seen: dict[object, Namespace] | None) -> Namespace:
+    """Checked once per batch (``seen``); only a str or tuple is remembered (a list may change)."""
+    if seen is None or type(namespace) not in (str, tuple):
+        return _check_namespace(namespace)
+    try:
+        checked = seen.get(namespace)
+    except TypeError:  # a label is unhashable: not a valid namespace, say why
+        return _check_namespace(namespace)
+    if checked is None:
+        checked = seen[namespace] = _check_namespace(namespace)
+    return checked
 
 
 def item_error(
@@ -275,14 +290,16 @@ def item_error(
     return located
 
 
-def _prepare_item(tenant: str, index: int, item: object) -> PutRequest:
+def _prepare_item(
+    tenant: str, index: int, item: object, namespaces: dict[object, Namespace]
+) -> PutRequest:
     if not isinstance(item, NewMemory):
         raise item_error(index, InvalidInput(f"expected a NewMemory, got {type(item).__name__}"))
     try:
         request = prepare_put(
             tenant, item.namespace, item.key, item.text, kind=item.kind, tags=item.tags,
             ttl=item.ttl, created_at=item.created_at, updated_at=item.updated_at,
-            expires_at=item.expires_at, context=item.context,
+            expires_at=item.expires_at, context=item.context, namespaces=namespaces,
         )  # fmt: skip
     except (InvalidInput, InvalidNamespace) as exc:
         raise item_error(index, exc) from exc
@@ -299,8 +316,9 @@ def prepare_put_many(tenant: object, items: Iterable[object]) -> list[PutRequest
     if isinstance(items, str | bytes | Mapping) or not isinstance(items, Iterable):
         raise InvalidInput("items must be an iterable of NewMemory")
     batch: dict[tuple[Namespace, str], PutRequest] = {}
+    namespaces: dict[object, Namespace] = {}
     for index, item in enumerate(items):
-        request = _prepare_item(checked_tenant, index, item)
+        request = _prepare_item(checked_tenant, index, item, namespaces)
         batch[(request.namespace, request.key)] = request
     return list(batch.values())
 
@@ -422,6 +440,8 @@ def query_embedder(embedder: Embedder) -> Embedder:
 
 def stored_item(request: PutRequest, *, created: float, now: float) -> MemoryItem:
     """The item a put of ``request`` at ``now`` wrote; ``created`` survives a replace."""
+    updated = request.updated(now)
+    updated_at = to_datetime(updated)
     return MemoryItem(
         tenant=request.tenant,
         namespace=request.namespace,
@@ -429,8 +449,8 @@ def stored_item(request: PutRequest, *, created: float, now: float) -> MemoryIte
         text=request.text,
         kind=request.kind,
         tags=dict(request.tags),
-        created_at=to_datetime(created),
-        updated_at=to_datetime(request.updated(now)),
+        created_at=updated_at if created == updated else to_datetime(created),
+        updated_at=updated_at,
         expires_at=to_expiry(request.expiry(now)),
         context=request.context,
     )

@@ -135,18 +135,37 @@ def migrate(schema: str) -> Plan[int]:
     return have
 
 
+#: Rows per statement of a batch upsert: each chunk is sent (deferred) as soon as it is
+#: prepared, so the server writes one chunk while the plan prepares the next.
+UPSERT_CHUNK = 250
+
+
 def _put_many(
-    schema: str, requests: Sequence[PutRequest], rows: Sequence[q.ItemRow], now: float
+    schema: str,
+    requests: Sequence[PutRequest],
+    vectors: Sequence[Sequence[float] | None],
+    now: float,
+    embedder: str | None,
 ) -> Plan[list[MemoryItem]]:
-    """One upsert of the whole batch (a ``put`` is a batch of one).
+    """Upsert the whole batch in one transaction (a ``put`` is a batch of one).
 
     The rows go in (namespace, key) order, so every writer locks existing rows in one order
-    and two batches of the same keys, however shuffled, cannot deadlock.
+    and two batches of the same keys, however shuffled, cannot deadlock. Each chunk's rows
+    (their terms) are built only when it is sent: every chunk but the last is deferred.
     """
-    ordered = sorted(rows, key=lambda row: (row.namespace, row.key))
-    written = yield q.upsert_items(schema, requests[0].tenant, ordered, now)
-    created = {(tuple(ns), key): first for ns, key, first in written}
-    return [stored_item(r, created=created[(r.namespace, r.key)], now=now) for r in requests]
+    order = sorted(range(len(requests)), key=lambda i: (requests[i].namespace, requests[i].key))
+    written: Rows = []
+    for start in range(0, len(order), UPSERT_CHUNK):
+        chunk = order[start : start + UPSERT_CHUNK]
+        rows = [_item_row(requests[i], vectors[i], now, embedder) for i in chunk]
+        statement = q.upsert_items(schema, requests[0].tenant, rows, now)
+        last = start + UPSERT_CHUNK >= len(order)
+        written = yield statement if last else replace(statement, deferred=True)
+    created = {(path, key): first for path, key, first in written}
+    return [
+        stored_item(r, created=created[("\x1f".join(r.namespace), r.key)], now=now)
+        for r in requests
+    ]
 
 
 def _only(plan: Plan[list[T]]) -> Plan[T]:
@@ -263,10 +282,15 @@ def _check_guard(schema: str, guard: Guard) -> Plan[None]:
 
 
 def _guarded_put(
-    schema: str, guard: Guard, request: PutRequest, row: q.ItemRow, now: float
+    schema: str,
+    guard: Guard,
+    request: PutRequest,
+    vector: Sequence[float] | None,
+    now: float,
+    embedder: str | None,
 ) -> Plan[MemoryItem]:
     yield from _check_guard(schema, guard)
-    return (yield from _only(_put_many(schema, [request], [row], now)))
+    return (yield from _only(_put_many(schema, [request], [vector], now, embedder)))
 
 
 def _delete_summaries(schema: str, tenant: str, user_id: str) -> Plan[int]:
@@ -333,17 +357,14 @@ class PostgresPlans:
     ) -> Plan[MemoryItem]:
         now = self.clock()
         rounded = None if vector is None else ops.float32(vector)
-        row = _item_row(request, rounded, now, embedder_id)
-        return _guarded_put(self.schema, guard, request, row, now)
+        return _guarded_put(self.schema, guard, request, rounded, now, embedder_id)
 
     def put_many(
         self, requests: list[PutRequest], vectors: list[ops.Vector] | None, embedder_id: str | None
     ) -> Plan[list[MemoryItem]]:
         rounded = [None] * len(requests) if vectors is None else [*map(ops.float32, vectors)]
         now = self.clock()
-        pairs = zip(requests, rounded, strict=True)
-        rows = [_item_row(r, v, now, embedder_id) for r, v in pairs]
-        return _put_many(self.schema, requests, rows, now)
+        return _put_many(self.schema, requests, rounded, now, embedder_id)
 
     def get(self, tenant: str, namespace: Namespace, key: str) -> Plan[MemoryItem | None]:
         statement = q.get_item(self.schema, tenant, namespace, key, self.clock())

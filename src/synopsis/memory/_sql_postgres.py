@@ -109,18 +109,11 @@ def _real_text(value: float) -> str:
 _UPSERT_ITEMS: Final = (
     "INSERT INTO {s}.memories AS m (tenant, namespace, key, text, kind, tags, terms, doc_len,"
     " embedding, embedder, created_at, updated_at, expires_at, context)"
-    " SELECT %(tenant)s::text, string_to_array(u.path, chr(31)), u.key, u.text, u.kind,"
-    " u.tags::jsonb, u.terms, u.doc_len, u.embedding::real[], u.embedder, u.created_at,"
-    " u.updated_at,"
-    " u.expires_at, u.context"
-    " FROM unnest(%(paths)s::text[], %(keys)s::text[], %(texts)s::text[], %(kinds)s::text[],"
-    " %(tags)s::text[], %(terms)s::text[], %(doc_lens)s::integer[], %(embeddings)s::text[],"
-    " %(embedders)s::text[],"
-    " %(created)s::double precision[], %(updated)s::double precision[],"
-    " %(expires)s::double precision[], %(contexts)s::text[]) WITH ORDINALITY"
-    " AS u(path, key, text, kind, tags, terms, doc_len, embedding, embedder, created_at,"
-    " updated_at,"
-    " expires_at, context, position)"
+    " SELECT %(tenant)s::text, string_to_array(u.r->>0, chr(31)), u.r->>1, u.r->>2, u.r->>3,"
+    " u.r->4, u.r->>5, (u.r->>6)::integer, (u.r->>7)::real[], u.r->>12,"
+    " (u.r->>8)::double precision, (u.r->>9)::double precision, (u.r->>10)::double precision,"
+    " u.r->>11"
+    " FROM jsonb_array_elements(%(rows)s::jsonb) WITH ORDINALITY AS u(r, position)"
     " ORDER BY u.position"
     " ON CONFLICT (tenant, namespace, key) DO UPDATE SET text = excluded.text,"
     " kind = excluded.kind, tags = excluded.tags, terms = excluded.terms,"
@@ -130,8 +123,17 @@ _UPSERT_ITEMS: Final = (
     " created_at = CASE WHEN (m.expires_at IS NOT NULL AND m.expires_at <= %(now)s)"
     " OR array_to_string(excluded.namespace, chr(31)) || chr(30) || excluded.key"
     " = ANY(%(restored)s::text[]) THEN excluded.created_at ELSE m.created_at END"
-    " RETURNING m.namespace, m.key, m.created_at"
+    " RETURNING array_to_string(m.namespace, chr(31)), m.key, m.created_at"
 )
+
+
+def _row_values(row: ItemRow) -> list[object]:
+    """One row of the JSON batch, in the order ``_UPSERT_ITEMS`` reads it (``r->>0`` ...)."""
+    return [
+        "\x1f".join(row.namespace), row.key, row.text, row.kind, dict(row.tags),
+        " ".join(row.terms), len(row.terms), _array_literal(row.embedding),
+        row.created_at, row.updated_at, row.expires_at, row.context, row.embedder,
+    ]  # fmt: skip
 
 
 def upsert_items(schema: str, tenant: str, rows: Sequence[ItemRow], now: float) -> Statement:
@@ -139,27 +141,20 @@ def upsert_items(schema: str, tenant: str, rows: Sequence[ItemRow], now: float) 
 
     As ``put``: a replace keeps the id, and ``created_at`` unless the old item had expired
     by ``now`` or the row is ``restored``. Rows are written, and existing rows locked, in
-    the order given. Returns ``namespace, key, created_at`` of every row. Namespaces travel
-    as their labels joined by U+001F, which no label contains (control characters are
-    refused); a restored address adds U+001E and the key.
+    the order given. Returns ``path, key, created_at`` of every row, ``path`` being the
+    namespace's labels joined by U+001F (text reads back faster than an array).
+
+    The rows travel as one JSON array of arrays: one parameter, encoded by the json module
+    in C (ASCII-escaped, which encodes faster), rather than a dozen arrays the driver
+    encodes value by value. Times are JSON numbers: Python writes the shortest text that
+    reads back as the same double, jsonb keeps it as an exact decimal and ``double
+    precision`` reads it back, so no time changes on the way. Namespaces travel as their
+    labels joined by U+001F, which no label contains (control characters are refused); a
+    restored address adds U+001E and the key.
     """
-    params: dict[str, Any] = {"tenant": tenant, "now": now}
-    params.update(
-        paths=["\x1f".join(row.namespace) for row in rows],
-        keys=[row.key for row in rows],
-        texts=[row.text for row in rows],
-        kinds=[row.kind for row in rows],
-        tags=[json.dumps(dict(row.tags), ensure_ascii=False) for row in rows],
-        terms=[" ".join(row.terms) for row in rows],
-        doc_lens=[len(row.terms) for row in rows],
-        embeddings=[_array_literal(row.embedding) for row in rows],
-        embedders=[row.embedder for row in rows],
-        created=[row.created_at for row in rows],
-        updated=[row.updated_at for row in rows],
-        expires=[row.expires_at for row in rows],
-        contexts=[row.context for row in rows],
-        restored=["\x1f".join(row.namespace) + "\x1e" + row.key for row in rows if row.restored],
-    )
+    payload = json.dumps([_row_values(row) for row in rows], allow_nan=False)
+    restored = ["\x1f".join(row.namespace) + "\x1e" + row.key for row in rows if row.restored]
+    params = {"tenant": tenant, "now": now, "rows": payload, "restored": restored}
     return stmt(schema, _UPSERT_ITEMS, params)
 
 

@@ -49,10 +49,17 @@ __all__ = [
 
 @dataclass(frozen=True, slots=True)
 class Statement:
-    """One SQL statement and its bound parameters."""
+    """One SQL statement and its bound parameters.
+
+    A ``deferred`` statement is sent at once and its rows are not waited for: the driver
+    returns no rows for it, and hands them back (in order) ahead of the rows of the next
+    statement that is not deferred. The server works on it while the plan prepares what
+    comes next (a batch upsert's next chunk). A plan ends with a statement that is not.
+    """
 
     query: sql.Composed
     params: Mapping[str, Any] = field(default_factory=dict)
+    deferred: bool = False
 
 
 def _sql(schema: str, template: LiteralString, **parts: sql.Composable) -> sql.Composed:

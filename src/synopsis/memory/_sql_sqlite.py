@@ -150,61 +150,77 @@ def _scope(request: SearchRequest, now: float) -> tuple[str, tuple[object, ...]]
 # --- memories ----------------------------------------------------------------------------
 
 
-_UPSERT: Final = """INSERT INTO memories
+_UPSERT_COLUMNS: Final = """INSERT INTO memories
     (tenant, path, key, text, kind, tags, terms, doc_len, created_at, updated_at, expires_at,
     context)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+VALUES """
+_UPSERT_SET: Final = """
 ON CONFLICT (tenant, path, key) DO UPDATE SET
     text = excluded.text, kind = excluded.kind, tags = excluded.tags,
     context = excluded.context,
     terms = excluded.terms, doc_len = excluded.doc_len, updated_at = excluded.updated_at,
     expires_at = excluded.expires_at,
     created_at = CASE
-        WHEN ? OR (memories.expires_at IS NOT NULL AND memories.expires_at <= ?)
+        WHEN {restored} OR (memories.expires_at IS NOT NULL AND memories.expires_at <= ?)
         THEN excluded.created_at ELSE memories.created_at END"""
+_ROW: Final = "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+#: Bound values per row of :func:`upsert_memories` (the statement adds two of its own).
+UPSERT_ROW_VALUES: Final = 12
+_UPSERT: Final = _UPSERT_COLUMNS + _ROW + _UPSERT_SET.format(restored="?")
+#: Whether an upserted row is restored: its address is in a JSON list of ``path \x1e key``.
+_RESTORED_IN: Final = (
+    "excluded.path || char(30) || excluded.key IN (SELECT value FROM json_each(?))"
+)
 
 
-def _memory_row(request: PutRequest, terms: Sequence[str], now: float) -> tuple[object, ...]:
-    """The values a put of ``request`` at ``now`` writes (``terms``: its indexed terms).
-
-    The last two fill the ``created_at`` rule: a restored ``created_at`` replaces the old
-    one; otherwise it survives unless the old item had expired by ``now``.
-    """
-    restored = request.created_at is not None
-    created = request.created_at if restored else now
-    tags = json.dumps(request.tags, ensure_ascii=False, sort_keys=True)
-    address = (request.tenant, encode_path(request.namespace), request.key)
-    times = (created, request.updated(now), request.expiry(now))
-    values = (*address, request.text, request.kind, tags, " ".join(terms), len(terms), *times)
-    return (*values, request.context, restored, now)
+def _memory_values(request: PutRequest, terms: Sequence[str], now: float) -> tuple[object, ...]:
+    """The column values a put of ``request`` at ``now`` writes (``terms``: its indexed terms)."""
+    created = now if request.created_at is None else request.created_at
+    return (
+        request.tenant, encode_path(request.namespace), request.key, request.text, request.kind,
+        json.dumps(request.tags, ensure_ascii=False, sort_keys=True) if request.tags else "{}",
+        " ".join(terms), len(terms), created, request.updated(now), request.expiry(now),
+        request.context,
+    )  # fmt: skip
 
 
 def upsert_memory(request: PutRequest, terms: Sequence[str], now: float) -> Statement:
-    """Insert or replace one item; ``created_at`` survives a replace unless the old expired."""
-    return Statement(_UPSERT + " RETURNING id, created_at", _memory_row(request, terms, now))
+    """Insert or replace one item; ``created_at`` survives a replace unless the old expired.
+
+    A restored ``created_at`` (the request has one) replaces the old one.
+    """
+    values = _memory_values(request, terms, now)
+    restored = request.created_at is not None
+    return Statement(_UPSERT + " RETURNING id, created_at", (*values, restored, now))
 
 
 def upsert_memories(
-    requests: Sequence[PutRequest], terms: Sequence[Sequence[str]], now: float
-) -> Batch:
-    """:func:`upsert_memory` for many items (``executemany``; the FTS triggers fire per row)."""
-    pairs = zip(requests, terms, strict=True)
-    return Batch(_UPSERT, [_memory_row(request, item_terms, now) for request, item_terms in pairs])
+    requests: Sequence[PutRequest], terms: Sequence[Sequence[str]], now: float, *, max_rows: int
+) -> list[Statement]:
+    """:func:`upsert_memory` for many items (distinct addresses): one statement per ``max_rows``.
 
-
-def select_written(tenant: str, addresses: Sequence[tuple[object, object]]) -> Statement:
-    """``index, id, created_at`` of the items at ``(path, key)`` addresses (one query).
-
-    ``index`` is the address's position in ``addresses``. ``CROSS JOIN`` keeps the address
-    list as the outer loop, so each address is one lookup in the unique (tenant, path, key)
-    index rather than a scan of the tenant's items.
+    Each statement returns ``path, key, id, created_at`` of its rows. One statement per chunk,
+    not one per row: the FTS5 insert trigger then costs a third (each statement that fires it
+    makes FTS5 flush its pending terms).
     """
-    return Statement(
-        "SELECT a.key, m.id, m.created_at FROM json_each(?) AS a"
-        " CROSS JOIN memories AS m ON m.tenant = ? AND m.path = a.value ->> 0"
-        " AND m.key = a.value ->> 1",
-        (json.dumps(addresses, ensure_ascii=False), tenant),
-    )
+    statements = []
+    for start in range(0, len(requests), max_rows):
+        chunk = range(start, min(len(requests), start + max_rows))
+        values = [v for i in chunk for v in _memory_values(requests[i], terms[i], now)]
+        restored = [
+            encode_path(requests[i].namespace) + "\x1e" + requests[i].key
+            for i in chunk
+            if requests[i].created_at is not None
+        ]
+        sql = (
+            _UPSERT_COLUMNS
+            + ", ".join([_ROW] * len(chunk))
+            + _UPSERT_SET.format(restored=_RESTORED_IN)
+            + " RETURNING path, key, id, created_at"
+        )
+        params = (*values, json.dumps(restored, ensure_ascii=False), now)
+        statements.append(Statement(sql, params))
+    return statements
 
 
 def upsert_vectors(rows: Sequence[tuple[int, bytes, str | None]]) -> Batch:

@@ -213,6 +213,54 @@ async def _aexecute(conn: psycopg.AsyncConnection[Any], statement: Statement) ->
     return await cursor.fetchall() if cursor.description else []
 
 
+@dataclass(slots=True)
+class _Deferred:
+    """The deferred statements of one attempt (see :class:`Statement`) sent so far.
+
+    The first one puts the connection in pipeline mode (until the attempt ends), so it is
+    sent without waiting; the next statement that is not deferred syncs the pipeline and
+    collects their rows ahead of its own.
+    """
+
+    cursors: list[Any]
+    pipeline: Any = None
+
+
+def _pipelined(
+    conn: psycopg.Connection[Any], stack: ExitStack, sent: _Deferred, statement: Statement
+) -> plans.Rows:
+    if statement.deferred and sent.pipeline is None:
+        sent.pipeline = stack.enter_context(conn.pipeline())
+    cursor = conn.execute(statement.query, statement.params)
+    if statement.deferred:
+        sent.cursors.append(cursor)
+        return []
+    if sent.pipeline is not None:
+        sent.pipeline.sync()
+    rows = [row for earlier in sent.cursors for row in earlier.fetchall()]
+    sent.cursors.clear()
+    return rows + (cursor.fetchall() if cursor.description else [])
+
+
+async def _apipelined(
+    conn: psycopg.AsyncConnection[Any],
+    stack: AsyncExitStack,
+    sent: _Deferred,
+    statement: Statement,
+) -> plans.Rows:
+    if statement.deferred and sent.pipeline is None:
+        sent.pipeline = await stack.enter_async_context(conn.pipeline())
+    cursor = await conn.execute(statement.query, statement.params)
+    if statement.deferred:
+        sent.cursors.append(cursor)
+        return []
+    if sent.pipeline is not None:
+        await sent.pipeline.sync()
+    rows = [row for earlier in sent.cursors for row in await earlier.fetchall()]
+    sent.cursors.clear()
+    return rows + (await cursor.fetchall() if cursor.description else [])
+
+
 def _pool_kwargs(
     min_size: int, max_size: int, timeout: float, connect_timeout: float
 ) -> dict[str, Any]:
@@ -317,6 +365,7 @@ class PostgresStore(ops.SyncDriver, _PostgresStores):
         """Run a fresh flow of the operation; its statements share one new transaction."""
         with ExitStack() as stack:
             conn: psycopg.Connection[Any] | None = None
+            sent = _Deferred([])
 
             def perform(step: Any) -> Any:
                 nonlocal conn
@@ -324,7 +373,7 @@ class PostgresStore(ops.SyncDriver, _PostgresStores):
                     return perform_other(step)
                 if conn is None:  # taken at the first statement, after any embedding
                     conn = stack.enter_context(self._pool.connection())
-                return _execute(conn, step)
+                return _pipelined(conn, stack, sent, step)
 
             return drive(start(), perform)
 
@@ -406,6 +455,7 @@ class AsyncPostgresStore(ops.AsyncDriver, _PostgresStores):
         """Run a fresh flow of the operation; its statements share one new transaction."""
         async with AsyncExitStack() as stack:
             conn: psycopg.AsyncConnection[Any] | None = None
+            sent = _Deferred([])
 
             async def perform(step: Any) -> Any:
                 nonlocal conn
@@ -415,7 +465,7 @@ class AsyncPostgresStore(ops.AsyncDriver, _PostgresStores):
                     pool = self._pool or (await self.open())._pool
                     assert pool is not None
                     conn = await stack.enter_async_context(pool.connection())
-                return await _aexecute(conn, step)
+                return await _apipelined(conn, stack, sent, step)
 
             return await adrive(start(), perform)
 

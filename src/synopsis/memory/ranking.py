@@ -116,6 +116,8 @@ K = TypeVar("K", bound=Hashable)
 # --- terms -----------------------------------------------------------------------------------
 
 _TOKEN: Final = re.compile(rf"[{CJK}]+|[^\W{CJK}_]+(?:['’][^\W{CJK}_]+)*")
+#: ``_TOKEN`` on lower-cased ASCII text, where a word character is a letter or a digit.
+_ASCII_TOKEN: Final = re.compile("[a-z0-9]+(?:'[a-z0-9]+)*")
 #: One Snowball stemmer per thread: a stemmer keeps the word it works on in itself, so two
 #: threads sharing one garble each other's words (or raise IndexError).
 _stemmers = threading.local()
@@ -139,6 +141,13 @@ def _stem(word: str) -> str:
     return str(_stemmer().stemWord(word))
 
 
+@lru_cache(maxsize=65536)
+def _word_term(word: str) -> str:
+    """The term indexed for a (case-folded, non-CJK) word; "" when none is (too long, empty)."""
+    stem = _stem(word)
+    return stem if len(stem) <= MAX_TERM_CHARS else ""
+
+
 def _is_stop(word: str, stop_words: Collection[str]) -> bool:
     """``word`` (case-folded) is one of ``stop_words``, possibly with a possessive ("what's")."""
     word = word.replace("’", "'")
@@ -153,17 +162,27 @@ def _pairs(run: str) -> list[str]:
     return [run[i : i + 2] for i in range(len(run) - 1)]
 
 
+#: Below the first CJK letter: a token starting below it is a word, not a CJK run.
+_FIRST_CJK: Final = "\u3040"
+
+
 def document_terms(text: str) -> list[str]:
-    """The terms to index for ``text`` (with repeats, so term frequency is kept)."""
+    """The terms to index for ``text`` (with repeats, so term frequency is kept).
+
+    The hot path of every write: ASCII text (no CJK possible, already NFKC) skips the
+    normalization and the CJK test, and each word's term is looked up in a cache.
+    """
+    if text.isascii():
+        return [term for term in map(_word_term, _ASCII_TOKEN.findall(text.lower())) if term]
     terms: list[str] = []
     for token in _tokens(text):
-        if is_cjk(token):
+        if token >= _FIRST_CJK and is_cjk(token):
             terms.extend(token)
             terms.extend(_pairs(token))
         else:
-            stem = _stem(token)
-            if stem and len(stem) <= MAX_TERM_CHARS:
-                terms.append(stem)
+            term = _word_term(token)
+            if term:
+                terms.append(term)
     return terms
 
 

@@ -63,6 +63,8 @@ T = TypeVar("T")
 _Row = tuple[Any, ...]
 #: A keyword search reads every item of a scope this small instead of asking the FTS5 index.
 SCAN_SCOPE = 4_000
+#: Rows per statement of a batched upsert (also bounded by SQLite's limit on bound values).
+_UPSERT_CHUNK = 500
 
 
 @contextmanager
@@ -181,14 +183,14 @@ def _upsert_batch(
     terms: Sequence[Sequence[str]],
     now: float,
 ) -> list[tuple[int, float]]:
-    """Upsert the rows (one ``executemany``); ``(id, created_at)`` of each, in order."""
-    upsert = sql.upsert_memories(requests, terms, now)
-    conn.executemany(upsert.sql, upsert.rows)
-    select = sql.select_written(requests[0].tenant, [(row[1], row[2]) for row in upsert.rows])
-    written: list[tuple[int, float]] = [(0, now)] * len(requests)
-    for index, memory_id, created in conn.execute(select.sql, select.params):
-        written[index] = (memory_id, created)
-    return written
+    """Upsert the rows (a few multi-row statements); ``(id, created_at)`` of each, in order."""
+    room = conn.getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER) - 2
+    max_rows = max(1, min(_UPSERT_CHUNK, room // sql.UPSERT_ROW_VALUES))
+    written: dict[tuple[str, str], tuple[int, float]] = {}
+    for upsert in sql.upsert_memories(requests, terms, now, max_rows=max_rows):
+        for path, key, memory_id, created in conn.execute(upsert.sql, upsert.params):
+            written[(path, key)] = (memory_id, created)
+    return [written[(sql.encode_path(r.namespace), r.key)] for r in requests]
 
 
 @contextmanager
