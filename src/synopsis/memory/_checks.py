@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Final, Literal
 
-from synopsis.errors import ConfigError, InvalidInput, InvalidNamespace, StoreError, UserDeleted
+from synopsis.errors import ConfigError, InvalidInput, InvalidNamespace, StoreError
 from synopsis.memory._kinds import check_kind, check_kind_filter
 from synopsis.memory._types import (
     Embedder,
@@ -32,16 +32,13 @@ from synopsis.memory._types import (
 from synopsis.memory.ranking import query_terms
 
 __all__ = [
+    "MAX_INT",
     "MAX_KEY_CHARS",
     "MAX_LIMIT",
     "MAX_TTL_SECONDS",
-    "Claim",
-    "Guard",
     "PutRequest",
     "SearchRequest",
-    "check_claim",
     "check_embeddings",
-    "check_generation",
     "check_outbox_address",
     "check_owner",
     "check_page",
@@ -49,7 +46,6 @@ __all__ = [
     "check_summary",
     "check_tenant",
     "check_user_id",
-    "guard_put",
     "hit_order",
     "item_error",
     "page_namespaces",
@@ -526,85 +522,8 @@ def summary_save_action(
     return "insert"
 
 
-# --- deletion generations and job claims ------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class Guard:
-    """A write's condition: user ``user_id`` of ``tenant`` still has deletion ``generation``."""
-
-    tenant: str
-    user_id: str
-    generation: int
-
-    def refused(self, current: int) -> UserDeleted | None:
-        """The error of a write made when the generation is ``current``; None if it may go."""
-        if current == self.generation:
-            return None
-        return UserDeleted(self.tenant, self.user_id, expected=self.generation, current=current)
-
-
-def _count(value: object, name: str) -> int:
-    """``value`` if it is a plain int from 0 to MAX_INT, else InvalidInput naming ``name``."""
-    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_INT:
-        raise InvalidInput(f"{name} must be an integer from 0 to 2**63 - 1")
-    return value
-
-
-def check_generation(generation: object) -> int:
-    """A deletion generation: an integer from 0."""
-    return _count(generation, "generation")
-
-
-def guard_put(request: PutRequest, generation: object) -> Guard:
-    """The guard of a ``put`` with ``generation``: its namespace must be a user's."""
-    if len(request.namespace) < 2 or request.namespace[0] != "user":
-        raise InvalidInput('a put with a generation needs a ("user", user_id, ...) namespace')
-    return Guard(request.tenant, request.namespace[1], check_generation(generation))
-
-
 def check_owner(owner: object) -> str:
     """The name of a job claim's owner: non-empty text."""
     if not isinstance(owner, str) or not owner:
         raise InvalidInput("owner must be a non-empty string")
     return _encodable(owner, "owner")
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Claim:
-    """A checked ``claim_summary_job`` call."""
-
-    tenant: str
-    user_id: str
-    session_id: str
-    covers_to: int
-    owner: str
-    lease_seconds: float
-
-
-def check_claim(
-    tenant: object,
-    user_id: object,
-    session_id: object,
-    *,
-    covers_to: object,
-    owner: object,
-    lease_seconds: object,
-) -> Claim:
-    """Check a claim: a session, ``covers_to`` >= 0, an owner name and a positive lease."""
-    if (
-        isinstance(lease_seconds, bool)
-        or not isinstance(lease_seconds, int | float)
-        or not math.isfinite(lease_seconds)
-        or lease_seconds <= 0
-    ):
-        raise InvalidInput("lease_seconds must be a positive number of seconds")
-    tenant, user, session = check_session(tenant, user_id, session_id)
-    return Claim(
-        tenant=tenant,
-        user_id=user,
-        session_id=session,
-        covers_to=_count(covers_to, "covers_to"),
-        owner=check_owner(owner),
-        lease_seconds=float(lease_seconds),
-    )

@@ -33,13 +33,9 @@ from synopsis.errors import ConfigError
 from synopsis.memory import _types
 from synopsis.memory._checks import (
     MAX_LIMIT,
-    Claim,
-    Guard,
     PutRequest,
     SearchRequest,
-    check_claim,
     check_embeddings,
-    check_generation,
     check_outbox_address,
     check_owner,
     check_page,
@@ -47,7 +43,6 @@ from synopsis.memory._checks import (
     check_summary,
     check_tenant,
     check_user_id,
-    guard_put,
     prepare_address,
     prepare_prefix,
     prepare_put,
@@ -55,6 +50,7 @@ from synopsis.memory._checks import (
     prepare_search,
     query_embedder,
 )
+from synopsis.memory._guards import Claim, Guard, check_claim, check_generation, guard_put
 from synopsis.memory._identity import embedder_identity
 from synopsis.memory.fusion import convex_fusion
 from synopsis.memory.ranking import pack_vector, rank_by_vector, unpack_vector

@@ -27,8 +27,6 @@ from synopsis.memory import _sql_postgres_summaries as qs
 from synopsis.memory import _sql_postgres_vectors as vq
 from synopsis.memory._checks import (
     MAX_LIMIT,
-    Claim,
-    Guard,
     PutRequest,
     SearchRequest,
     hit_order,
@@ -37,6 +35,7 @@ from synopsis.memory._checks import (
     to_datetime,
     to_expiry,
 )
+from synopsis.memory._guards import Claim, Guard
 from synopsis.memory._sql_rows import read_outbox_entry, read_summary
 from synopsis.memory._types import MemoryItem, Namespace, OutboxEntry, SearchHit, SessionSummary
 from synopsis.memory.ranking import indexed_terms

@@ -17,7 +17,7 @@ from typing import Any, Final, LiteralString
 
 from psycopg import sql
 
-from synopsis.memory._checks import Claim
+from synopsis.memory._guards import Claim
 from synopsis.memory._sql_postgres_schema import Statement, advisory_key, stmt
 from synopsis.memory._types import SessionSummary
 

@@ -30,7 +30,11 @@ from dataclasses import dataclass
 from typing import Final
 
 from synopsis.errors import InvalidNamespace
-from synopsis.memory._checks import Claim, PutRequest, SearchRequest
+from synopsis.memory._checks import (
+    PutRequest,
+    SearchRequest,
+)
+from synopsis.memory._guards import Claim
 from synopsis.memory._sql_sqlite_schema import (
     CREATE_VERSION_TABLE,
     MIGRATIONS,

@@ -16,8 +16,6 @@ from dataclasses import dataclass, replace
 from synopsis.memory import _operations as ops
 from synopsis.memory import _types
 from synopsis.memory._checks import (
-    Claim,
-    Guard,
     PutRequest,
     SearchRequest,
     hit_order,
@@ -26,6 +24,7 @@ from synopsis.memory._checks import (
     summary_save_action,
     to_datetime,
 )
+from synopsis.memory._guards import Claim, Guard
 from synopsis.memory.ranking import bm25_scores, indexed_terms
 
 __all__ = ["AsyncInMemoryStore", "InMemoryStore"]

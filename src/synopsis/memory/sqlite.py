@@ -42,8 +42,6 @@ from synopsis.memory import _sql_sqlite_vectors as vsql
 from synopsis.memory import _types
 from synopsis.memory._checks import (
     MAX_LIMIT,
-    Claim,
-    Guard,
     PutRequest,
     SearchRequest,
     hit_order,
@@ -53,6 +51,7 @@ from synopsis.memory._checks import (
     to_datetime,
     to_expiry,
 )
+from synopsis.memory._guards import Claim, Guard
 from synopsis.memory._identity import embedder_identity
 from synopsis.memory._sql_rows import read_outbox_entry, read_summary
 from synopsis.memory.ranking import indexed_terms, pack_vector
