@@ -12,8 +12,9 @@ Layout::
 
 ``terms`` holds the space-joined :func:`~synopsis.memory.ranking.indexed_terms` and
 ``doc_len`` their number (BM25's document length). ``memories_scope`` covers what BM25's scope
-statistics read (count and total length of the live items under a prefix) and what a small
-scope's keyword search reads (terms and the tie-breaking columns). ``embedder`` is the identity
+statistics read (count and total length of the live items under a prefix, of a kind or not of
+excluded kinds) and what a small scope's keyword search reads (terms and the tie-breaking
+columns). ``embedder`` is the identity
 of the model that made the vector (:mod:`synopsis.memory._identity`); NULL for a vector stored
 before identities were recorded, which no store's embedder matches.
 """
@@ -231,6 +232,14 @@ MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (
     # 5: which model made each vector. Vectors stored before are of an unknown model (NULL):
     # they count as missing until ``reembed`` replaces them (see synopsis.memory._identity).
     ("ALTER TABLE memory_vectors ADD COLUMN embedder TEXT",),
+    # 6: ``kind`` in the covering scope index. Session recall leaves transcript kinds out of
+    # every search, and without it counting the filtered scope read each of the user's rows
+    # from the table (2x a user's search at 1M memories; free with it, docs/benchmarks.md).
+    (
+        "DROP INDEX memories_scope",
+        "CREATE INDEX memories_scope ON memories"
+        " (tenant, path, expires_at, doc_len, updated_at, key, kind, terms)",
+    ),
 )
 
 CREATE_VERSION_TABLE: Final = (
