@@ -42,6 +42,7 @@ __all__ = [
     "delete_user_memories",
     "get_item",
     "keyword_page",
+    "lexemes_query_text",
     "list_namespaces",
     "migration",
     "migration_lock",
@@ -289,10 +290,21 @@ def tenant_stats(schema: str, tenant: str, now: float) -> Statement:
     )
 
 
+def _quoted(lexeme: str) -> str:
+    return "'" + lexeme.replace("\\", "\\\\").replace("'", "''") + "'"
+
+
 def tsquery_text(terms: Sequence[str]) -> str:
-    """An OR tsquery of quoted lexemes: user syntax (``&``, ``!``, ``:*``) stays inert."""
-    quoted = ("'" + term.replace("\\", "\\\\").replace("'", "''") + "'" for term in terms)
-    return " | ".join(quoted)
+    """An OR tsquery of every tier lexeme (``'term/':*``) of each term.
+
+    Quoted, so user syntax (``&``, ``!``, ``:*``) stays inert; a term never holds ``/``.
+    """
+    return " | ".join(_quoted(term + "/") + ":*" for term in terms)
+
+
+def lexemes_query_text(lexemes: Sequence[str]) -> str:
+    """An OR tsquery of exactly these (tier) lexemes."""
+    return " | ".join(_quoted(lexeme) for lexeme in lexemes)
 
 
 # BM25 in the database, with the arithmetic of ``ranking.bm25_scope_scores`` in the same order

@@ -1,0 +1,118 @@
+"""Impact tiers: exact top-k BM25 over a whole tenant without scoring every candidate (pure).
+
+PostgreSQL indexes each distinct term of an item as a *tier lexeme* ``term/F/L``: ``F`` is
+the term's frequency class in the item and ``L`` the item's length class
+(:data:`TF_CEILINGS`, :data:`LENGTH_FLOORS`; the schema's ``memory_lexemes`` function assigns
+them, in SQL). BM25's per-term factor ``tf * (k1 + 1) / (tf + k1 * (1 - b + b * len / avg))``
+rises with ``tf`` and falls with ``len`` whatever ``avg`` is, so every item of a tier scores
+at most :func:`tier_bound` for that term: the factor at the class's highest frequency and
+lowest length, times the term's IDF.
+
+A tenant-wide search then reads tiers best bound first (:func:`tier_plan`), scores the items
+it fetches exactly (from their own terms, as every search does) and stops once the k-th best
+score is strictly above what any unfetched item could reach: the sum, over the query's terms,
+of each term's best unfetched tier (:func:`unseen_bound`). An item with no fetched tier has
+each term's contribution below that term's best unfetched tier, or none at all, so nothing
+it could score is missed, ties included (a tie needs an equal score, and the bound is
+strictly below the k-th).
+"""
+
+from __future__ import annotations
+
+import math
+from bisect import bisect_right
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Final
+
+from synopsis.memory.ranking import BM25_B, BM25_K1
+
+__all__ = [
+    "LENGTH_FLOORS",
+    "TF_CEILINGS",
+    "Tier",
+    "length_class",
+    "parse_lexeme",
+    "tf_class",
+    "tier_bound",
+    "tier_plan",
+    "unseen_bound",
+]
+
+#: Highest term frequency of each frequency class (class ``c`` is index ``c - 1``): one class
+#: per frequency up to 8, then by powers of two; the last has no ceiling.
+TF_CEILINGS: Final = (1, 2, 3, 4, 5, 6, 7, 8, 15, 31, 63, math.inf)
+#: Lowest length of each length class (class ``c`` is index ``c - 1``): half octaves.
+LENGTH_FLOORS: Final = (
+    1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512, 768, 1024, 1536,
+    2048, 3072, 4096, 6144, 8192, 12288, 16384, 24576, 32768, 49152, 65536, 98304, 131072,
+    196608, 262144, 393216, 524288, 786432, 1048576,
+)  # fmt: skip
+#: Relative slack on every bound, far above the rounding of the few operations in a score.
+_SLACK: Final = 1e-9
+
+
+def tf_class(tf: int) -> int:
+    """The frequency class of ``tf`` >= 1 (as the schema's ``memory_lexemes`` assigns it)."""
+    for number, ceiling in enumerate(TF_CEILINGS, start=1):
+        if tf <= ceiling:
+            return number
+    raise AssertionError("the last class has no ceiling")  # pragma: no cover
+
+
+def length_class(length: int) -> int:
+    """The length class of an item of ``length`` >= 1 indexed terms."""
+    return bisect_right(LENGTH_FLOORS, length)
+
+
+def parse_lexeme(lexeme: str) -> tuple[str, int, int]:
+    """``term/F/L`` -> ``(term, F, L)``; a term never holds ``/`` (only word characters)."""
+    term, tf, length = lexeme.rsplit("/", 2)
+    return term, int(tf), int(length)
+
+
+def tier_bound(idf: float, tf_class_: int, length_class_: int, average: float) -> float:
+    """The most one term of IDF ``idf`` adds to the BM25 of an item in the given tier."""
+    tf = TF_CEILINGS[tf_class_ - 1]
+    if math.isinf(tf):
+        return idf * (BM25_K1 + 1) * (1 + _SLACK)
+    length = LENGTH_FLOORS[length_class_ - 1]
+    norm = BM25_K1 * (1 - BM25_B + BM25_B * length / average)
+    return idf * tf * (BM25_K1 + 1) / (tf + norm) * (1 + _SLACK)
+
+
+@dataclass(frozen=True, slots=True)
+class Tier:
+    """One tier lexeme of a query term: which term (its position), its bound, its size."""
+
+    lexeme: str
+    term: int
+    bound: float
+    items: int
+
+
+def tier_plan(
+    lexemes: Sequence[tuple[str, int]], terms: Sequence[str], idf: Sequence[float], average: float
+) -> list[Tier]:
+    """The query terms' tiers (``(lexeme, items)`` pairs), best bound first.
+
+    A lexeme of a term not in ``terms`` is left out, and so are empty tiers.
+    """
+    position = {term: number for number, term in enumerate(terms)}
+    tiers = []
+    for lexeme, items in lexemes:
+        term, tf, length = parse_lexeme(lexeme)
+        number = position.get(term)
+        if number is None or items <= 0:
+            continue
+        tiers.append(Tier(lexeme, number, tier_bound(idf[number], tf, length, average), items))
+    tiers.sort(key=lambda tier: (-tier.bound, tier.lexeme))
+    return tiers
+
+
+def unseen_bound(rest: Sequence[Tier], width: int) -> float:
+    """The best score an item outside every fetched tier can have: ``rest`` is unfetched."""
+    best = [0.0] * width
+    for tier in rest:
+        best[tier.term] = max(best[tier.term], tier.bound)
+    return math.fsum(best) * (1 + _SLACK)
