@@ -15,6 +15,7 @@ back only the requested page.
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass, replace
@@ -39,6 +40,7 @@ from synopsis.memory._checks import (
 )
 from synopsis.memory._sql_rows import read_outbox_entry, read_summary
 from synopsis.memory._types import MemoryItem, Namespace, OutboxEntry, SearchHit, SessionSummary
+from synopsis.memory._tiers import parse_lexeme, tier_plan, unseen_bound
 from synopsis.memory.ranking import indexed_terms
 
 __all__ = ["Plan", "PostgresPlans", "Rows", "migrate"]
@@ -169,11 +171,63 @@ def _keyword(
     if size == 0:
         return []
     yield q.without_jit()
+    if whole_tenant and size > q.SCAN_SCOPE:
+        stats_ = (int(size), int(length))
+        return (yield from _tiered(schema, request, now, stats_, limit=limit, offset=offset))
     rows = yield q.keyword_page(
         schema, terms=request.terms, scope_size=size, average=(length / size) or 1.0,
         limit=limit, offset=offset, **scope,
     )  # fmt: skip
     return [(_item(row), row[10]) for row in rows]
+
+
+def _tiered(
+    schema: str,
+    request: SearchRequest,
+    now: float,
+    stats: tuple[int, int],
+    *,
+    limit: int,
+    offset: int,
+) -> Plan[list[tuple[_Found, float]]]:
+    """A whole tenant's page of keyword hits, reading impact tiers best first (``_tiers``).
+
+    BM25's n of each term is the sum of its tiers' counts less its expired items not yet
+    swept; each step fetches the next tiers (at least ``target`` items, 4x more each step),
+    keeps the best ``offset + limit`` items scored exactly, and the search stops once the
+    last of them scores strictly above every unfetched item's bound.
+    """
+    size, length = stats
+    terms, wanted = request.terms, offset + limit
+    rows = yield q.term_tiers(schema, request.tenant, terms)
+    expired = (yield q.expired_with_terms(schema, request.tenant, terms, now))[0]
+    found = {term: 0 for term in terms}
+    for lexeme, items in rows:
+        found[parse_lexeme(lexeme)[0]] += int(items)
+    counts = [found[term] - int(gone) for term, gone in zip(terms, expired, strict=True)]
+    idf = [max(math.log((size - n + 0.5) / (n + 0.5)), 1e-6) for n in counts]
+    average = (length / size) or 1.0
+    tiers = tier_plan([(lexeme, int(items)) for lexeme, items in rows], terms, idf, average)
+    best: dict[tuple[Namespace, str], tuple[_Found, float]] = {}
+    at, target, top = 0, max(4 * wanted, 256), []
+    while at < len(tiers):
+        chunk, items = [], 0
+        while at < len(tiers) and (not chunk or items < target):
+            chunk.append(tiers[at].lexeme)
+            items, at = items + tiers[at].items, at + 1
+        page = yield q.tier_page(
+            schema, tenant=request.tenant, now=now, terms=terms, lexemes=chunk, idf=idf,
+            average=average, limit=wanted,
+        )  # fmt: skip
+        for row in page:
+            hit = _item(row)
+            best[_address(hit)] = (hit, row[10])
+        top = sorted(best.values(), key=lambda pair: _order(*pair))[:wanted]
+        best = {_address(hit): (hit, score) for hit, score in top}
+        if len(top) == wanted and top[-1][1] > unseen_bound(tiers[at:], len(terms)):
+            break
+        target *= 4
+    return top[offset:]
 
 
 def _fused(

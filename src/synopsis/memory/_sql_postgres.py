@@ -40,6 +40,7 @@ __all__ = [
     "current_version",
     "delete_item",
     "delete_user_memories",
+    "expired_with_terms",
     "get_item",
     "keyword_page",
     "lexemes_query_text",
@@ -53,6 +54,8 @@ __all__ = [
     "stmt",
     "sweep_expired",
     "tenant_stats",
+    "term_tiers",
+    "tier_page",
     "tsquery_text",
     "upsert_items",
     "vector_candidates",
@@ -319,7 +322,7 @@ def lexemes_query_text(lexemes: Sequence[str]) -> str:
 _KEYWORD_PAGE: Final = (
     "WITH c AS MATERIALIZED (SELECT x.id, x.doc_len, x.updated_at, x.key, x.namespace,"
     "   ARRAY[{tfs}]::integer[] AS tfs FROM ({source}) x),"
-    " d AS MATERIALIZED (SELECT ARRAY[{idfs}]::float8[] AS idf FROM c),"
+    " d AS MATERIALIZED ({idfs}),"
     " page AS (SELECT c.id, {score} AS score FROM c CROSS JOIN d"
     '   ORDER BY score DESC, c.updated_at DESC, c.key COLLATE "C", c.namespace COLLATE "C"'
     "   LIMIT %(limit)s OFFSET %(offset)s)"
@@ -387,7 +390,9 @@ def keyword_page(
         "tfs": sql.SQL(", ").join(
             sql.SQL(_TF).format(term=sql.Placeholder(f"t{i}")) for i in range(len(terms))
         ),
-        "idfs": sql.SQL(", ").join(sql.SQL(_IDF).format(i=i) for i in positions),
+        "idfs": sql.SQL("SELECT ARRAY[{}]::float8[] AS idf FROM c").format(
+            sql.SQL(", ").join(sql.SQL(_IDF).format(i=i) for i in positions)
+        ),
         "score": sql.SQL(" + ").join(
             [sql.SQL("0::float8"), *(sql.SQL(_TERM_SCORE).format(i=i) for i in positions)]
         ),
@@ -399,6 +404,83 @@ def keyword_page(
         limit=limit, offset=offset,
     )  # fmt: skip
     return stmt(schema, _KEYWORD_PAGE, params, **parts)
+
+
+_FROM_TIERS: Final = (
+    _WORDS + " FROM {s}.memories m WHERE m.tenant = %(tenant)s AND " + _LIVE
+    + " AND m.search_tsv @@ %(tsq)s::tsquery"
+)  # fmt: skip
+
+
+def tier_page(
+    schema: str,
+    *,
+    tenant: str,
+    now: float,
+    terms: Sequence[str],
+    lexemes: Sequence[str],
+    idf: Sequence[float],
+    average: float,
+    limit: int,
+) -> Statement:
+    """The best ``limit`` live items of ``tenant`` holding one of the tier ``lexemes``.
+
+    Scored exactly as :func:`keyword_page` scores them (every query term counted in the
+    item's own terms), with each term's IDF given (BM25 over the whole tenant).
+    """
+    positions = [sql.Literal(i) for i in range(1, len(terms) + 1)]
+    parts = {
+        "source": sql.SQL(_FROM_TIERS).format(s=sql.Identifier(schema)),
+        "tfs": sql.SQL(", ").join(
+            sql.SQL(_TF).format(term=sql.Placeholder(f"t{i}")) for i in range(len(terms))
+        ),
+        "idfs": sql.SQL("SELECT %(idf)s::float8[] AS idf"),
+        "score": sql.SQL(" + ").join(
+            [sql.SQL("0::float8"), *(sql.SQL(_TERM_SCORE).format(i=i) for i in positions)]
+        ),
+    }
+    params: dict[str, Any] = {f"t{i}": term for i, term in enumerate(terms)}
+    params.update(
+        tenant=tenant, now=now, tsq=lexemes_query_text(lexemes), idf=list(idf), average=average,
+        k1=BM25_K1, b=BM25_B, k1_plus_1=BM25_K1 + 1, one_minus_b=1 - BM25_B,
+        limit=limit, offset=0,
+    )  # fmt: skip
+    return stmt(schema, _KEYWORD_PAGE, params, **parts)
+
+
+def term_tiers(schema: str, tenant: str, terms: Sequence[str]) -> Statement:
+    """Each tier lexeme (``term/F/L``) of the query ``terms`` in ``tenant``, with its items.
+
+    Expired items not yet swept are counted (see :func:`expired_with_terms`).
+    """
+    return stmt(
+        schema,
+        "SELECT x.lexeme, sum(x.items) FROM unnest(%(low)s::text[], %(high)s::text[]) AS r(lo, hi),"
+        ' LATERAL (SELECT t.lexeme, t.items FROM {s}.term_tiers t WHERE t.tenant = %(tenant)s'
+        ' AND t.lexeme >= r.lo COLLATE "C" AND t.lexeme < r.hi COLLATE "C") x'
+        " GROUP BY x.lexeme",
+        # A term never holds "/" (U+002F); "0" (U+0030) sorts right after it.
+        {"tenant": tenant, "low": [t + "/" for t in terms], "high": [t + "0" for t in terms]},
+    )
+
+
+def expired_with_terms(schema: str, tenant: str, terms: Sequence[str], now: float) -> Statement:
+    """How many expired items of ``tenant`` not yet swept hold each of ``terms`` (one row)."""
+    counts = sql.SQL(", ").join(
+        sql.SQL("count(*) FILTER (WHERE m.search_tsv @@ {}::tsquery)").format(
+            sql.Placeholder(f"q{i}")
+        )
+        for i in range(len(terms))
+    )
+    params: dict[str, Any] = {f"q{i}": tsquery_text([term]) for i, term in enumerate(terms)}
+    params.update(tenant=tenant, now=now)
+    return stmt(
+        schema,
+        "SELECT {counts} FROM {s}.memories m WHERE m.expires_at <= %(now)s"
+        " AND m.tenant = %(tenant)s",
+        params,
+        counts=counts,
+    )
 
 
 def vector_candidates(schema: str, **scope: Unpack[Scope]) -> Statement:
