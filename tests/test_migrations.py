@@ -219,7 +219,7 @@ def test_a_version_4_postgres_schema_is_migrated_with_its_data(
             " ORDER BY conname",
             (schema, "%outbox"),
         ).fetchall()
-    assert versions == (len(q.MIGRATIONS),) == (7,)
+    assert versions == (len(q.MIGRATIONS),) == (9,)
     assert [name for name, _ in keys] == ["outbox_pkey", "outbox_summary"]
     assert "(tenant, user_id, session_id, version)" in keys[1][1]
     assert "ON DELETE CASCADE" in keys[1][1]

@@ -49,6 +49,8 @@ T = TypeVar("T")
 Rows = list[tuple[Any, ...]]
 #: A pure operation: yields statements, is sent each statement's rows, returns its result.
 Plan = Generator[q.Statement, Rows, T]
+#: The fewest items the first step of a tiered search fetches (see ``_tiered``).
+FIRST_STEP = 256
 
 
 # --- rows --------------------------------------------------------------------------------------
@@ -209,7 +211,7 @@ def _tiered(
     average = (length / size) or 1.0
     tiers = tier_plan([(lexeme, int(items)) for lexeme, items in rows], terms, idf, average)
     best: dict[tuple[Namespace, str], tuple[_Found, float]] = {}
-    at, target, top = 0, max(4 * wanted, 256), []
+    at, target, top = 0, max(4 * wanted, FIRST_STEP), []
     while at < len(tiers):
         chunk, items = [], 0
         while at < len(tiers) and (not chunk or items < target):
