@@ -39,8 +39,8 @@ from synopsis.memory._checks import (
     to_expiry,
 )
 from synopsis.memory._sql_rows import read_outbox_entry, read_summary
+from synopsis.memory._tiers import TierWalk, parse_lexeme, tier_plan
 from synopsis.memory._types import MemoryItem, Namespace, OutboxEntry, SearchHit, SessionSummary
-from synopsis.memory._tiers import parse_lexeme, tier_plan, unseen_bound
 from synopsis.memory.ranking import indexed_terms
 
 __all__ = ["Plan", "PostgresPlans", "Rows", "migrate"]
@@ -195,7 +195,8 @@ def _tiered(
     """A whole tenant's page of keyword hits, reading impact tiers best first (``_tiers``).
 
     BM25's n of each term is the sum of its tiers' counts less its expired items not yet
-    swept; each step fetches the next tiers (at least ``target`` items, 4x more each step),
+    swept; each step fetches the tiers :class:`TierWalk` picks (at least ``target`` items,
+    2x more each step),
     keeps the best ``offset + limit`` items scored exactly, and the search stops once the
     last of them scores strictly above every unfetched item's bound.
     """
@@ -203,20 +204,18 @@ def _tiered(
     terms, wanted = request.terms, offset + limit
     rows = yield q.term_tiers(schema, request.tenant, terms)
     expired = (yield q.expired_with_terms(schema, request.tenant, terms, now))[0]
-    found = {term: 0 for term in terms}
+    found = dict.fromkeys(terms, 0)
     for lexeme, items in rows:
         found[parse_lexeme(lexeme)[0]] += int(items)
     counts = [found[term] - int(gone) for term, gone in zip(terms, expired, strict=True)]
     idf = [max(math.log((size - n + 0.5) / (n + 0.5)), 1e-6) for n in counts]
     average = (length / size) or 1.0
     tiers = tier_plan([(lexeme, int(items)) for lexeme, items in rows], terms, idf, average)
+    walk = TierWalk(tiers, len(terms))
     best: dict[tuple[Namespace, str], tuple[_Found, float]] = {}
-    at, target, top = 0, max(4 * wanted, FIRST_STEP), []
-    while at < len(tiers):
-        chunk, items = [], 0
-        while at < len(tiers) and (not chunk or items < target):
-            chunk.append(tiers[at].lexeme)
-            items, at = items + tiers[at].items, at + 1
+    target, top = max(4 * wanted, FIRST_STEP), []
+    while not walk.done():
+        chunk = walk.step(target)
         page = yield q.tier_page(
             schema, tenant=request.tenant, now=now, terms=terms, lexemes=chunk, idf=idf,
             average=average, limit=wanted,
@@ -226,9 +225,9 @@ def _tiered(
             best[_address(hit)] = (hit, row[10])
         top = sorted(best.values(), key=lambda pair: _order(*pair))[:wanted]
         best = {_address(hit): (hit, score) for hit, score in top}
-        if len(top) == wanted and top[-1][1] > unseen_bound(tiers[at:], len(terms)):
+        if len(top) == wanted and top[-1][1] > walk.unseen():
             break
-        target *= 4
+        target *= 2
     return top[offset:]
 
 

@@ -456,7 +456,7 @@ def term_tiers(schema: str, tenant: str, terms: Sequence[str]) -> Statement:
     return stmt(
         schema,
         "SELECT x.lexeme, sum(x.items) FROM unnest(%(low)s::text[], %(high)s::text[]) AS r(lo, hi),"
-        ' LATERAL (SELECT t.lexeme, t.items FROM {s}.term_tiers t WHERE t.tenant = %(tenant)s'
+        " LATERAL (SELECT t.lexeme, t.items FROM {s}.term_tiers t WHERE t.tenant = %(tenant)s"
         ' AND t.lexeme >= r.lo COLLATE "C" AND t.lexeme < r.hi COLLATE "C") x'
         " GROUP BY x.lexeme",
         # A term never holds "/" (U+002F); "0" (U+0030) sorts right after it.

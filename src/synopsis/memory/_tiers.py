@@ -31,6 +31,7 @@ __all__ = [
     "LENGTH_FLOORS",
     "TF_CEILINGS",
     "Tier",
+    "TierWalk",
     "length_class",
     "parse_lexeme",
     "tf_class",
@@ -116,3 +117,58 @@ def unseen_bound(rest: Sequence[Tier], width: int) -> float:
     for tier in rest:
         best[tier.term] = max(best[tier.term], tier.bound)
     return math.fsum(best) * (1 + _SLACK)
+
+
+class TierWalk:
+    """Which tiers to fetch next, and the bound of every item not fetched yet (MaxScore).
+
+    Each term's tiers are fetched in order of bound, so the term adds at most its first
+    unfetched tier's bound to an unfetched item. Between terms, the walk picks the run of
+    equal-bound tiers that lowers the sum of those bounds most per item fetched: a rare
+    term's last few tiers (which take its whole bound away) go before a common term's large
+    tiers, so a query of a common and a rare word reads little of the common one.
+    """
+
+    def __init__(self, tiers: Sequence[Tier], width: int) -> None:
+        self._queues: list[list[Tier]] = [[] for _ in range(width)]
+        for tier in sorted(tiers, key=lambda tier: (-tier.bound, tier.lexeme)):
+            self._queues[tier.term].append(tier)
+        self._next = [0] * width
+
+    def _top(self, term: int) -> float:
+        queue, at = self._queues[term], self._next[term]
+        return queue[at].bound if at < len(queue) else 0.0
+
+    def _run(self, term: int) -> tuple[int, int]:
+        """End (exclusive) and item count of the term's next run of equal-bound tiers."""
+        queue, at = self._queues[term], self._next[term]
+        end, items = at, 0
+        while end < len(queue) and queue[end].bound == queue[at].bound:
+            end, items = end + 1, items + queue[end].items
+        return end, items
+
+    def _gain(self, term: int) -> float:
+        end, items = self._run(term)
+        queue = self._queues[term]
+        after = queue[end].bound if end < len(queue) else 0.0
+        return (self._top(term) - after) / max(items, 1)
+
+    def done(self) -> bool:
+        """Every tier fetched."""
+        return all(at >= len(q) for q, at in zip(self._queues, self._next, strict=True))
+
+    def unseen(self) -> float:
+        """The best score of an item in no fetched tier."""
+        return math.fsum(self._top(term) for term in range(len(self._queues))) * (1 + _SLACK)
+
+    def step(self, target: int) -> list[str]:
+        """The lexemes of the next tiers to fetch: at least ``target`` items, or what is left."""
+        chosen: list[str] = []
+        items = 0
+        while not self.done() and (not chosen or items < target):
+            open_terms = [t for t in range(len(self._queues)) if self._top(t) > 0.0]
+            term = max(open_terms, key=lambda t: (self._gain(t), -t))
+            end, run = self._run(term)
+            chosen += [tier.lexeme for tier in self._queues[term][self._next[term] : end]]
+            items, self._next[term] = items + run, end
+        return chosen
