@@ -25,12 +25,12 @@ from synopsis.memory import _sql_postgres as pq
 from synopsis.memory._tiers import (
     LENGTH_FLOORS,
     TF_CEILINGS,
+    TierWalk,
     length_class,
     parse_lexeme,
     tf_class,
     tier_bound,
     tier_plan,
-    unseen_bound,
 )
 from synopsis.memory.inmemory import InMemoryStore
 from synopsis.memory.postgres import PostgresStore
@@ -67,9 +67,22 @@ def test_tier_plan_orders_by_bound_and_the_unseen_bound_sums_each_terms_best() -
     tiers = tier_plan(rows, ["tea", "cat"], [2.0, 1.0], 20.0)
     assert [tier.lexeme for tier in tiers] == ["tea/8/1", "tea/2/8", "cat/2/8"]
     assert tiers[0].bound > tiers[1].bound > tiers[2].bound
-    assert math.isclose(unseen_bound(tiers[1:], 2), tiers[1].bound + tiers[2].bound, rel_tol=1e-6)
-    assert unseen_bound([], 2) == 0.0
+    walk = TierWalk(tiers, 2)
+    assert math.isclose(walk.unseen(), tiers[0].bound + tiers[2].bound, rel_tol=1e-6)
+    assert walk.step(1) == ["tea/8/1"]  # the most bound taken away per item
+    assert math.isclose(walk.unseen(), tiers[1].bound + tiers[2].bound, rel_tol=1e-6)
+    assert sorted(walk.step(100)) == ["cat/2/8", "tea/2/8"] and walk.done()
+    assert walk.unseen() == 0.0
     assert parse_lexeme("咖啡/12/40") == ("咖啡", 12, 40)
+
+
+def test_the_walk_takes_a_rare_terms_last_tiers_before_a_common_terms_large_ones() -> None:
+    """A rare term's small tiers (its whole bound) go before a common term's big tier."""
+    rows = [("rare/2/8", 3), ("rare/2/9", 4), ("common/4/8", 2), ("common/2/8", 5000)]
+    walk = TierWalk(tier_plan(rows, ["common", "rare"], [1.5, 6.0], 20.0), 2)
+    first = walk.step(8)
+    assert "common/2/8" not in first and {"rare/2/8", "rare/2/9"} <= set(first)
+    assert not walk.done()
 
 
 # --- the schema -------------------------------------------------------------------------------

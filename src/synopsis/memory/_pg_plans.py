@@ -10,7 +10,10 @@ the searched scope (tenant, prefix, kind, tags): the database counts the scope a
 lengths, finds the items sharing a query term (among the scope's items when the scope is small,
 ``SCAN_SCOPE``, else through the GIN index), and scores them with
 the arithmetic of :func:`~synopsis.memory.ranking.bm25_scores`, in the same order, sending
-back only the requested page.
+back only the requested page. A search of a whole large tenant (no prefix, kind or tags) reads
+impact tiers instead (``_tiered``, :mod:`synopsis.memory._tiers`): each term's document
+frequency from ``term_tiers``, then the best tiers first, until no unread item can reach the
+page.
 """
 
 from __future__ import annotations

@@ -8,10 +8,11 @@ rises with ``tf`` and falls with ``len`` whatever ``avg`` is, so every item of a
 at most :func:`tier_bound` for that term: the factor at the class's highest frequency and
 lowest length, times the term's IDF.
 
-A tenant-wide search then reads tiers best bound first (:func:`tier_plan`), scores the items
-it fetches exactly (from their own terms, as every search does) and stops once the k-th best
-score is strictly above what any unfetched item could reach: the sum, over the query's terms,
-of each term's best unfetched tier (:func:`unseen_bound`). An item with no fetched tier has
+A tenant-wide search then reads each term's tiers best bound first (:class:`TierWalk` picks
+which term's next, MaxScore-style), scores the items it fetches exactly (from their own
+terms, as every search does) and stops once the k-th best score is strictly above what any
+unfetched item could reach: the sum, over the query's terms, of each term's best unfetched
+tier (:meth:`TierWalk.unseen`). An item with no fetched tier has
 each term's contribution below that term's best unfetched tier, or none at all, so nothing
 it could score is missed, ties included (a tie needs an equal score, and the bound is
 strictly below the k-th).
@@ -37,7 +38,6 @@ __all__ = [
     "tf_class",
     "tier_bound",
     "tier_plan",
-    "unseen_bound",
 ]
 
 #: Highest term frequency of each frequency class (class ``c`` is index ``c - 1``): one class
@@ -109,14 +109,6 @@ def tier_plan(
         tiers.append(Tier(lexeme, number, tier_bound(idf[number], tf, length, average), items))
     tiers.sort(key=lambda tier: (-tier.bound, tier.lexeme))
     return tiers
-
-
-def unseen_bound(rest: Sequence[Tier], width: int) -> float:
-    """The best score an item outside every fetched tier can have: ``rest`` is unfetched."""
-    best = [0.0] * width
-    for tier in rest:
-        best[tier.term] = max(best[tier.term], tier.bound)
-    return math.fsum(best) * (1 + _SLACK)
 
 
 class TierWalk:
