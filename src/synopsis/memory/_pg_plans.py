@@ -168,17 +168,22 @@ def _scope(request: SearchRequest, now: float) -> q.Scope:
 def _keyword(
     schema: str, request: SearchRequest, now: float, *, limit: int = MAX_LIMIT, offset: int = 0
 ) -> Plan[list[tuple[_Found, float]]]:
-    """A page of keyword hits, best first, scored in the database (see ``keyword_page``)."""
+    """A page of keyword hits, best first, scored in the database (see ``keyword_page``).
+
+    A whole tenant larger than ``SCAN_SCOPE`` is searched tier by tier (``_tiered``).
+    """
     scope = _scope(request, now)
-    whole_tenant = not (request.prefix or request.kind is not None or request.tags)
-    stats = q.tenant_stats(schema, request.tenant, now) if whole_tenant else None
-    size, length = (yield stats or q.scope_stats(schema, **scope))[0]
+    if not (request.prefix or request.kind is not None or request.tags):
+        plan = (yield q.tenant_terms(schema, request.tenant, request.terms, now))[0]
+        size, length = int(plan[1]), int(plan[2])
+        if size > q.SCAN_SCOPE:
+            return (yield from _tiered(schema, request, now, plan, limit=limit, offset=offset))
+    else:
+        size, length = (yield q.scope_stats(schema, **scope))[0]
+        if size:
+            yield q.without_jit()
     if size == 0:
         return []
-    yield q.without_jit()
-    if whole_tenant and size > q.SCAN_SCOPE:
-        stats_ = (int(size), int(length))
-        return (yield from _tiered(schema, request, now, stats_, limit=limit, offset=offset))
     rows = yield q.keyword_page(
         schema, terms=request.terms, scope_size=size, average=(length / size) or 1.0,
         limit=limit, offset=offset, **scope,
@@ -190,38 +195,35 @@ def _tiered(
     schema: str,
     request: SearchRequest,
     now: float,
-    stats: tuple[int, int],
+    plan: Sequence[Any],
     *,
     limit: int,
     offset: int,
 ) -> Plan[list[tuple[_Found, float]]]:
     """A whole tenant's page of keyword hits, reading impact tiers best first (``_tiers``).
 
-    BM25's n of each term is the sum of its tiers' counts less its expired items not yet
-    swept; each step fetches the tiers :class:`TierWalk` picks (at least ``target`` items,
-    2x more each step),
-    keeps the best ``offset + limit`` items scored exactly, and the search stops once the
-    last of them scores strictly above every unfetched item's bound.
+    ``plan`` is the row of ``tenant_terms``. BM25's n of each term is the sum of its tiers'
+    counts less its expired items not yet swept; each step fetches the tiers
+    :class:`TierWalk` picks (at least ``target`` items, 2x more each step), keeps the best
+    ``offset + limit`` items scored exactly, and the search stops once the last of them
+    scores strictly above every unfetched item's bound.
     """
-    size, length = stats
+    size, length, lexemes, items, expired = int(plan[1]), int(plan[2]), *plan[3:6]
     terms, wanted = request.terms, offset + limit
-    rows = yield q.term_tiers(schema, request.tenant, terms)
-    expired = (yield q.expired_with_terms(schema, request.tenant, terms, now))[0]
     found = dict.fromkeys(terms, 0)
-    for lexeme, items in rows:
-        found[parse_lexeme(lexeme)[0]] += int(items)
+    for lexeme, count in zip(lexemes, items, strict=True):
+        found[parse_lexeme(lexeme)[0]] += int(count)
     counts = [found[term] - int(gone) for term, gone in zip(terms, expired, strict=True)]
     idf = [max(math.log((size - n + 0.5) / (n + 0.5)), 1e-6) for n in counts]
     average = (length / size) or 1.0
-    tiers = tier_plan([(lexeme, int(items)) for lexeme, items in rows], terms, idf, average)
-    walk = TierWalk(tiers, len(terms))
+    tiers = [(lexeme, int(count)) for lexeme, count in zip(lexemes, items, strict=True)]
+    walk = TierWalk(tier_plan(tiers, terms, idf, average), len(terms))
     best: dict[tuple[Namespace, str], tuple[_Found, float]] = {}
     target, top = max(4 * wanted, FIRST_STEP), []
     while not walk.done():
-        chunk = walk.step(target)
         page = yield q.tier_page(
-            schema, tenant=request.tenant, now=now, terms=terms, lexemes=chunk, idf=idf,
-            average=average, limit=wanted,
+            schema, tenant=request.tenant, now=now, terms=terms, lexemes=walk.step(target),
+            idf=idf, average=average, limit=wanted,
         )  # fmt: skip
         for row in page:
             hit = _item(row)

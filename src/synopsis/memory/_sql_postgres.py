@@ -40,7 +40,6 @@ __all__ = [
     "current_version",
     "delete_item",
     "delete_user_memories",
-    "expired_with_terms",
     "get_item",
     "keyword_page",
     "lexemes_query_text",
@@ -54,7 +53,7 @@ __all__ = [
     "stmt",
     "sweep_expired",
     "tenant_stats",
-    "term_tiers",
+    "tenant_terms",
     "tier_page",
     "tsquery_text",
     "upsert_items",
@@ -448,39 +447,38 @@ def tier_page(
     return stmt(schema, _KEYWORD_PAGE, params, **parts)
 
 
-def term_tiers(schema: str, tenant: str, terms: Sequence[str]) -> Statement:
-    """Each tier lexeme (``term/F/L``) of the query ``terms`` in ``tenant``, with its items.
+_TENANT_TERMS: Final = (
+    "SELECT set_config('jit', 'off', true), s.items, s.length, t.lexemes, t.counts, e.counts"
+    " FROM ({stats}) AS s(items, length),"
+    " (SELECT coalesce(array_agg(x.lexeme), '{{}}') AS lexemes,"
+    "  coalesce(array_agg(x.items), '{{}}') AS counts FROM (SELECT x.lexeme, sum(x.items) AS items"
+    "  FROM unnest(%(low)s::text[], %(high)s::text[]) AS r(lo, hi),"
+    "  LATERAL (SELECT t.lexeme, t.items FROM {s}.term_tiers t WHERE t.tenant = %(tenant)s"
+    '   AND t.lexeme >= r.lo COLLATE "C" AND t.lexeme < r.hi COLLATE "C") x'
+    "  GROUP BY x.lexeme) x) t,"
+    " (SELECT ARRAY[{expired}]::bigint[] AS counts FROM {s}.memories m"
+    "  WHERE m.expires_at <= %(now)s AND m.tenant = %(tenant)s) e"
+)
 
-    Expired items not yet swept are counted (see :func:`expired_with_terms`).
+
+def tenant_terms(schema: str, tenant: str, terms: Sequence[str], now: float) -> Statement:
+    """Everything a whole-tenant search plans with, in one row (and JIT off, as ``without_jit``).
+
+    The tenant's item count and total length (:func:`tenant_stats`); each tier lexeme
+    (``term/F/L``) of ``terms`` with its items (expired ones not yet swept included), as two
+    arrays; and, per term, how many expired items not yet swept hold it.
     """
-    return stmt(
-        schema,
-        "SELECT x.lexeme, sum(x.items) FROM unnest(%(low)s::text[], %(high)s::text[]) AS r(lo, hi),"
-        " LATERAL (SELECT t.lexeme, t.items FROM {s}.term_tiers t WHERE t.tenant = %(tenant)s"
-        ' AND t.lexeme >= r.lo COLLATE "C" AND t.lexeme < r.hi COLLATE "C") x'
-        " GROUP BY x.lexeme",
-        # A term never holds "/" (U+002F); "0" (U+0030) sorts right after it.
-        {"tenant": tenant, "low": [t + "/" for t in terms], "high": [t + "0" for t in terms]},
-    )
-
-
-def expired_with_terms(schema: str, tenant: str, terms: Sequence[str], now: float) -> Statement:
-    """How many expired items of ``tenant`` not yet swept hold each of ``terms`` (one row)."""
-    counts = sql.SQL(", ").join(
+    stats = tenant_stats(schema, tenant, now)
+    expired = sql.SQL(", ").join(
         sql.SQL("count(*) FILTER (WHERE m.search_tsv @@ {}::tsquery)").format(
             sql.Placeholder(f"q{i}")
         )
         for i in range(len(terms))
     )
     params: dict[str, Any] = {f"q{i}": tsquery_text([term]) for i, term in enumerate(terms)}
-    params.update(tenant=tenant, now=now)
-    return stmt(
-        schema,
-        "SELECT {counts} FROM {s}.memories m WHERE m.expires_at <= %(now)s"
-        " AND m.tenant = %(tenant)s",
-        params,
-        counts=counts,
-    )
+    # A term never holds "/" (U+002F); "0" (U+0030) sorts right after it.
+    params.update(stats.params, low=[t + "/" for t in terms], high=[t + "0" for t in terms])
+    return stmt(schema, _TENANT_TERMS, params, stats=stats.query, expired=expired)
 
 
 def vector_candidates(schema: str, **scope: Unpack[Scope]) -> Statement:
