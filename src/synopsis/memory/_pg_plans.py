@@ -175,13 +175,13 @@ def _keyword(
     scope = _scope(request, now)
     if not (request.prefix or request.kind is not None or request.tags):
         plan = (yield q.tenant_terms(schema, request.tenant, request.terms, now))[0]
-        size, length = int(plan[1]), int(plan[2])
+        size, length = int(plan[2]), int(plan[3])
         if size > q.SCAN_SCOPE:
             return (yield from _tiered(schema, request, now, plan, limit=limit, offset=offset))
     else:
         size, length = (yield q.scope_stats(schema, **scope))[0]
         if size:
-            yield q.without_jit()
+            yield q.search_settings()
     if size == 0:
         return []
     rows = yield q.keyword_page(
@@ -208,7 +208,7 @@ def _tiered(
     ``offset + limit`` items scored exactly, and the search stops once the last of them
     scores strictly above every unfetched item's bound.
     """
-    size, length, lexemes, items, expired = int(plan[1]), int(plan[2]), *plan[3:6]
+    size, length, lexemes, items, expired = int(plan[2]), int(plan[3]), *plan[4:7]
     terms, wanted = request.terms, offset + limit
     found = dict.fromkeys(terms, 0)
     for lexeme, count in zip(lexemes, items, strict=True):
