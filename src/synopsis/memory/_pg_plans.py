@@ -173,15 +173,14 @@ def _keyword(
     A whole tenant larger than ``SCAN_SCOPE`` is searched tier by tier (``_tiered``).
     """
     scope = _scope(request, now)
+    yield q.search_settings()
     if not (request.prefix or request.kind is not None or request.tags):
         plan = (yield q.tenant_terms(schema, request.tenant, request.terms, now))[0]
-        size, length = int(plan[2]), int(plan[3])
+        size, length = int(plan[0]), int(plan[1])
         if size > q.SCAN_SCOPE:
             return (yield from _tiered(schema, request, now, plan, limit=limit, offset=offset))
     else:
         size, length = (yield q.scope_stats(schema, **scope))[0]
-        if size:
-            yield q.search_settings()
     if size == 0:
         return []
     rows = yield q.keyword_page(
@@ -208,7 +207,7 @@ def _tiered(
     ``offset + limit`` items scored exactly, and the search stops once the last of them
     scores strictly above every unfetched item's bound.
     """
-    size, length, lexemes, items, expired = int(plan[2]), int(plan[3]), *plan[4:7]
+    size, length, lexemes, items, expired = int(plan[0]), int(plan[1]), *plan[2:5]
     terms, wanted = request.terms, offset + limit
     found = dict.fromkeys(terms, 0)
     for lexeme, count in zip(lexemes, items, strict=True):

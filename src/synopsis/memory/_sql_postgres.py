@@ -356,12 +356,6 @@ _TERM_SCORE: Final = (
 )
 
 
-#: Settings of a keyword search's transaction (the value of :func:`search_settings`).
-_SEARCH_SETTINGS: Final = (
-    "set_config('jit', 'off', true), set_config('plan_cache_mode', 'force_custom_plan', true)"
-)
-
-
 def search_settings() -> Statement:
     """Turn JIT compilation and generic plans off for the rest of the transaction.
 
@@ -371,7 +365,11 @@ def search_settings() -> Statement:
     once for any parameters: blind to the tsquery, that plan filters every item of the tenant
     (a search of 2 ms took 40-55 ms from the 11th run on, at 1,000,000 memories).
     """
-    return Statement(sql.Composed([sql.SQL("SELECT " + _SEARCH_SETTINGS)]))
+    return Statement(
+        sql.Composed(
+            [sql.SQL("SET LOCAL jit = off; SET LOCAL plan_cache_mode = force_custom_plan")]
+        )
+    )
 
 
 def keyword_page(
@@ -457,7 +455,7 @@ def tier_page(
 
 
 _TENANT_TERMS: Final = (
-    "SELECT " + _SEARCH_SETTINGS + ", s.items, s.length, t.lexemes, t.counts, e.counts"
+    "SELECT s.items, s.length, t.lexemes, t.counts, e.counts"
     " FROM ({stats}) AS s(items, length),"
     " (SELECT coalesce(array_agg(x.lexeme), '{{}}') AS lexemes,"
     "  coalesce(array_agg(x.items), '{{}}') AS counts FROM (SELECT x.lexeme, sum(x.items) AS items"
@@ -471,7 +469,7 @@ _TENANT_TERMS: Final = (
 
 
 def tenant_terms(schema: str, tenant: str, terms: Sequence[str], now: float) -> Statement:
-    """Everything a whole-tenant search plans with, in one row, after ``search_settings``.
+    """Everything a whole-tenant search plans with, in one row (run after ``search_settings``).
 
     The tenant's item count and total length (:func:`tenant_stats`); each tier lexeme
     (``term/F/L``) of ``terms`` with its items (expired ones not yet swept included), as two
