@@ -77,8 +77,9 @@ def test_schema_name_is_quoted_as_an_identifier() -> None:
 
 
 def test_tsquery_quotes_every_lexeme() -> None:
-    """Query syntax characters are inert: each term is one quoted lexeme, ORed."""
-    assert q.tsquery_text(["a", "b'c", "d\\e"]) == "'a' | 'b''c' | 'd\\\\e'"
+    """Query syntax characters are inert: each term is one quoted prefix of its tiers, ORed."""
+    assert q.tsquery_text(["a", "b'c", "d\\e"]) == "'a/':* | 'b''c/':* | 'd\\\\e/':*"
+    assert q.lexemes_query_text(["a/1/2", "b'c/3/4"]) == "'a/1/2' | 'b''c/3/4'"
 
 
 def test_migrations_are_ordered_and_versioned() -> None:

@@ -200,3 +200,102 @@ def test_postgres_ranks_like_in_memory(
     for store in _postgres_store(postgres_url, clock):
         _fill(store, clock)
         assert _rankings(store) == _reference()
+
+
+# --- a whole tenant through PostgreSQL's impact tiers ---------------------------------------------
+
+TIER_WORDS = ("coffee", "tea", "garden", "budget", "tokyo", "launch")
+TIER_QUERIES = ("coffee", "tea coffee", "garden budget tokyo", "launch", "咖啡", "喝咖啡 tea",
+                "nothing-matches", "coffee the")  # fmt: skip
+TIER_PAGES = ({"limit": 10}, {"limit": 3, "offset": 7}, {"limit": 1}, {"limit": 1000})
+
+
+def _tier_memory(rng: random.Random, index: int) -> NewMemory:
+    """Items over every frequency class and many length classes (up to ~3,000 terms)."""
+    word = rng.choice(TIER_WORDS)
+    repeats = rng.choice((1, 1, 1, 2, 3, 4, 6, 9, 20, 40))
+    filler = " ".join(rng.choice(WORDS) for _ in range(rng.choice((0, 1, 3, 10, 40, 200, 1500))))
+    text = " ".join([word] * repeats) + " " + filler
+    if rng.random() < 0.2:
+        text += " " + "".join(rng.choice(HANZI) for _ in range(rng.randint(2, 30)))
+    context = " ".join(rng.choice(TIER_WORDS) for _ in range(rng.randint(0, 3)))
+    return NewMemory(
+        ("user", rng.choice(USERS)), f"t{index % 700}", text, context=context,
+        ttl=50.0 if rng.random() < 0.05 else None,
+    )  # fmt: skip
+
+
+def _fill_tiers(store: Any, clock: FakeClock) -> None:
+    rng = random.Random(99)
+    for start in range(0, 900, 100):
+        store.put_many("acme", [_tier_memory(rng, i) for i in range(start, start + 100)])
+        clock.advance(10.0 * rng.choice((0, 1)))  # same times: ties on score break by time
+    store.delete("acme", ("user", "u1"), "t5")
+    clock.advance(60.0)  # some items expired, not swept
+
+
+def _tier_rankings(store: Any) -> dict[tuple[Any, ...], list[Hit]]:
+    found = {}
+    for query in TIER_QUERIES:
+        for number, options in enumerate(TIER_PAGES):
+            hits = store.search("acme", query=query, **options)
+            found[(query, number)] = [(h.item.namespace, h.item.key, h.score) for h in hits]
+    return found
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("first_step", [1, 256])
+def test_postgres_tenant_tiers_rank_like_in_memory(
+    postgres_url: str, monkeypatch: pytest.MonkeyPatch, first_step: int
+) -> None:
+    """A whole tenant searched tier by tier ranks as in memory, bit for bit, stopping early.
+
+    Every frequency class is fetched by some search, and some searches stop before their
+    last tier (the first step is made tiny to walk many steps).
+    """
+    from synopsis.memory import _pg_plans
+    from synopsis.memory._tiers import TF_CEILINGS, parse_lexeme
+
+    monkeypatch.setattr(q, "SCAN_SCOPE", 0)
+    monkeypatch.setattr(_pg_plans, "FIRST_STEP", first_step)
+    fetched: list[list[str]] = []
+    tier_page = q.tier_page
+
+    def recording(*args: Any, **kwargs: Any) -> q.Statement:
+        fetched.append(list(kwargs["lexemes"]))
+        return tier_page(*args, **kwargs)
+
+    monkeypatch.setattr(q, "tier_page", recording)
+    clock = FakeClock()
+    reference = InMemoryStore(clock=clock)
+    _fill_tiers(reference, clock)
+    expected = _tier_rankings(reference)
+    assert max(len(page) for page in expected.values()) > 300
+    clock = FakeClock()
+    for store in _postgres_store(postgres_url, clock):
+        _fill_tiers(store, clock)
+        assert _tier_rankings(store) == expected
+        classes = {parse_lexeme(lexeme)[1] for step in fetched for lexeme in step}
+        assert classes == set(range(1, len(TF_CEILINGS) + 1))
+        fetched.clear()
+        best = store.search("acme", query="coffee", limit=1)
+        assert [(h.item.key, h.score) for h in best] == [
+            (h.item.key, h.score) for h in reference.search("acme", query="coffee", limit=1)
+        ]
+        tiers = {parse_lexeme(lexeme) for lexeme in _tier_lexemes(postgres_url, store, "coffe")}
+        assert len(tiers) > 20
+        read = [lexeme for step in fetched for lexeme in step]
+        assert 0 < len(read) < len(tiers)  # stopped early
+
+
+def _tier_lexemes(url: str, store: Any, term: str) -> list[str]:
+    """The tier lexemes of ``term`` that the tenant's counts hold (items > 0)."""
+    import psycopg
+    from psycopg import sql
+
+    query = sql.SQL(
+        "SELECT lexeme FROM {}.term_tiers WHERE tenant = 'acme' AND lexeme LIKE %s"
+        " GROUP BY lexeme HAVING sum(items) > 0"
+    ).format(sql.Identifier(store._backend.schema))
+    with psycopg.connect(url) as conn:
+        return [row[0] for row in conn.execute(query, (term + "/%",))]

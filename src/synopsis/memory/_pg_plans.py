@@ -10,11 +10,15 @@ the searched scope (tenant, prefix, kinds, tags): the database counts the scope 
 lengths, finds the items sharing a query term (among the scope's items when the scope is small,
 ``SCAN_SCOPE``, else through the GIN index), and scores them with
 the arithmetic of :func:`~synopsis.memory.ranking.bm25_scores`, in the same order, sending
-back only the requested page.
+back only the requested page. A search of a whole large tenant (no prefix, kind or tags) reads
+impact tiers instead (``_tiered``, :mod:`synopsis.memory._tiers`): each term's document
+frequency from ``term_tiers``, then the best tiers first, until no unread item can reach the
+page.
 """
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass, replace
@@ -37,6 +41,7 @@ from synopsis.memory._checks import (
 )
 from synopsis.memory._guards import Claim, Guard
 from synopsis.memory._sql_rows import read_outbox_entry, read_summary
+from synopsis.memory._tiers import TierWalk, parse_lexeme, tier_plan
 from synopsis.memory._types import MemoryItem, Namespace, OutboxEntry, SearchHit, SessionSummary
 from synopsis.memory.ranking import indexed_terms
 
@@ -46,6 +51,8 @@ T = TypeVar("T")
 Rows = list[tuple[Any, ...]]
 #: A pure operation: yields statements, is sent each statement's rows, returns its result.
 Plan = Generator[q.Statement, Rows, T]
+#: The fewest items the first step of a tiered search fetches (see ``_tiered``).
+FIRST_STEP = 256
 
 
 # --- rows --------------------------------------------------------------------------------------
@@ -183,18 +190,71 @@ def _scope(request: SearchRequest, now: float) -> q.Scope:
 def _keyword(
     schema: str, request: SearchRequest, now: float, *, limit: int = MAX_LIMIT, offset: int = 0
 ) -> Plan[list[tuple[_Found, float]]]:
-    """A page of keyword hits, best first, scored in the database (see ``keyword_page``)."""
+    """A page of keyword hits, best first, scored in the database (see ``keyword_page``).
+
+    A whole tenant larger than ``SCAN_SCOPE`` is searched tier by tier (``_tiered``).
+    """
     scope = _scope(request, now)
-    stats = q.tenant_stats(schema, request.tenant, now) if request.whole_tenant else None
-    size, length = (yield stats or q.scope_stats(schema, **scope))[0]
+    yield q.search_settings()
+    if request.whole_tenant:
+        plan = (yield q.tenant_terms(schema, request.tenant, request.terms, now))[0]
+        size, length = int(plan[0]), int(plan[1])
+        if size > q.SCAN_SCOPE:
+            return (yield from _tiered(schema, request, now, plan, limit=limit, offset=offset))
+    else:
+        size, length = (yield q.scope_stats(schema, **scope))[0]
     if size == 0:
         return []
-    yield q.without_jit()
     rows = yield q.keyword_page(
         schema, terms=request.terms, scope_size=size, average=(length / size) or 1.0,
         limit=limit, offset=offset, **scope,
     )  # fmt: skip
     return [(_item(row), row[10]) for row in rows]
+
+
+def _tiered(
+    schema: str,
+    request: SearchRequest,
+    now: float,
+    plan: Sequence[Any],
+    *,
+    limit: int,
+    offset: int,
+) -> Plan[list[tuple[_Found, float]]]:
+    """A whole tenant's page of keyword hits, reading impact tiers best first (``_tiers``).
+
+    ``plan`` is the row of ``tenant_terms``. BM25's n of each term is the sum of its tiers'
+    counts less its expired items not yet swept; each step fetches the tiers
+    :class:`TierWalk` picks (at least ``target`` items, 2x more each step), keeps the best
+    ``offset + limit`` items scored exactly, and the search stops once the last of them
+    scores strictly above every unfetched item's bound.
+    """
+    size, length, lexemes, items, expired = int(plan[0]), int(plan[1]), *plan[2:5]
+    terms, wanted = request.terms, offset + limit
+    found = dict.fromkeys(terms, 0)
+    for lexeme, count in zip(lexemes, items, strict=True):
+        found[parse_lexeme(lexeme)[0]] += int(count)
+    counts = [found[term] - int(gone) for term, gone in zip(terms, expired, strict=True)]
+    idf = [max(math.log((size - n + 0.5) / (n + 0.5)), 1e-6) for n in counts]
+    average = (length / size) or 1.0
+    tiers = [(lexeme, int(count)) for lexeme, count in zip(lexemes, items, strict=True)]
+    walk = TierWalk(tier_plan(tiers, terms, idf, average), len(terms))
+    best: dict[tuple[Namespace, str], tuple[_Found, float]] = {}
+    target, top = max(4 * wanted, FIRST_STEP), []
+    while not walk.done():
+        page = yield q.tier_page(
+            schema, tenant=request.tenant, now=now, terms=terms, lexemes=walk.step(target),
+            idf=idf, average=average, limit=wanted,
+        )  # fmt: skip
+        for row in page:
+            hit = _item(row)
+            best[_address(hit)] = (hit, row[10])
+        top = sorted(best.values(), key=lambda pair: _order(*pair))[:wanted]
+        best = {_address(hit): (hit, score) for hit, score in top}
+        if len(top) == wanted and top[-1][1] > walk.unseen():
+            break
+        target *= 2
+    return top[offset:]
 
 
 def _fused(

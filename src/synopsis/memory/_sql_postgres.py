@@ -42,6 +42,7 @@ __all__ = [
     "delete_user_memories",
     "get_item",
     "keyword_page",
+    "lexemes_query_text",
     "list_namespaces",
     "migration",
     "migration_lock",
@@ -49,13 +50,15 @@ __all__ = [
     "prefix_range",
     "scope_stats",
     "search_newest",
+    "search_settings",
     "stmt",
     "sweep_expired",
     "tenant_stats",
+    "tenant_terms",
+    "tier_page",
     "tsquery_text",
     "upsert_items",
     "vector_candidates",
-    "without_jit",
 ]
 
 
@@ -295,10 +298,21 @@ def tenant_stats(schema: str, tenant: str, now: float) -> Statement:
     )
 
 
+def _quoted(lexeme: str) -> str:
+    return "'" + lexeme.replace("\\", "\\\\").replace("'", "''") + "'"
+
+
 def tsquery_text(terms: Sequence[str]) -> str:
-    """An OR tsquery of quoted lexemes: user syntax (``&``, ``!``, ``:*``) stays inert."""
-    quoted = ("'" + term.replace("\\", "\\\\").replace("'", "''") + "'" for term in terms)
-    return " | ".join(quoted)
+    """An OR tsquery of every tier lexeme (``'term/':*``) of each term.
+
+    Quoted, so user syntax (``&``, ``!``, ``:*``) stays inert; a term never holds ``/``.
+    """
+    return " | ".join(_quoted(term + "/") + ":*" for term in terms)
+
+
+def lexemes_query_text(lexemes: Sequence[str]) -> str:
+    """An OR tsquery of exactly these (tier) lexemes."""
+    return " | ".join(_quoted(lexeme) for lexeme in lexemes)
 
 
 # BM25 in the database, with the arithmetic of ``ranking.bm25_scope_scores`` in the same order
@@ -313,7 +327,7 @@ def tsquery_text(terms: Sequence[str]) -> str:
 _KEYWORD_PAGE: Final = (
     "WITH c AS MATERIALIZED (SELECT x.id, x.doc_len, x.updated_at, x.key, x.namespace,"
     "   ARRAY[{tfs}]::integer[] AS tfs FROM ({source}) x),"
-    " d AS MATERIALIZED (SELECT ARRAY[{idfs}]::float8[] AS idf FROM c),"
+    " d AS MATERIALIZED ({idfs}),"
     " page AS (SELECT c.id, {score} AS score FROM c CROSS JOIN d"
     '   ORDER BY score DESC, c.updated_at DESC, c.key COLLATE "C", c.namespace COLLATE "C"'
     "   LIMIT %(limit)s OFFSET %(offset)s)"
@@ -348,13 +362,20 @@ _TERM_SCORE: Final = (
 )
 
 
-def without_jit() -> Statement:
-    """Turn JIT compilation off for the rest of the transaction.
+def search_settings() -> Statement:
+    """Turn JIT compilation and generic plans off for the rest of the transaction.
 
     A keyword search over many candidates looks expensive to the planner, which then spends
-    100-350 ms compiling a query that runs about a second; it never pays off here.
+    100-350 ms compiling a query that runs about a second; it never pays off here. And psycopg
+    prepares a statement run five times on a connection, after which PostgreSQL may plan it
+    once for any parameters: blind to the tsquery, that plan filters every item of the tenant
+    (a search of 2 ms took 40-55 ms from the 11th run on, at 1,000,000 memories).
     """
-    return Statement(sql.Composed([sql.SQL("SET LOCAL jit = off")]))
+    return Statement(
+        sql.Composed(
+            [sql.SQL("SET LOCAL jit = off; SET LOCAL plan_cache_mode = force_custom_plan")]
+        )
+    )
 
 
 def keyword_page(
@@ -381,7 +402,9 @@ def keyword_page(
         "tfs": sql.SQL(", ").join(
             sql.SQL(_TF).format(term=sql.Placeholder(f"t{i}")) for i in range(len(terms))
         ),
-        "idfs": sql.SQL(", ").join(sql.SQL(_IDF).format(i=i) for i in positions),
+        "idfs": sql.SQL("SELECT ARRAY[{}]::float8[] AS idf FROM c").format(
+            sql.SQL(", ").join(sql.SQL(_IDF).format(i=i) for i in positions)
+        ),
         "score": sql.SQL(" + ").join(
             [sql.SQL("0::float8"), *(sql.SQL(_TERM_SCORE).format(i=i) for i in positions)]
         ),
@@ -393,6 +416,82 @@ def keyword_page(
         limit=limit, offset=offset,
     )  # fmt: skip
     return stmt(schema, _KEYWORD_PAGE, params, **parts)
+
+
+_FROM_TIERS: Final = (
+    _WORDS + " FROM {s}.memories m WHERE m.tenant = %(tenant)s AND " + _LIVE
+    + " AND m.search_tsv @@ %(tsq)s::tsquery"
+)  # fmt: skip
+
+
+def tier_page(
+    schema: str,
+    *,
+    tenant: str,
+    now: float,
+    terms: Sequence[str],
+    lexemes: Sequence[str],
+    idf: Sequence[float],
+    average: float,
+    limit: int,
+) -> Statement:
+    """The best ``limit`` live items of ``tenant`` holding one of the tier ``lexemes``.
+
+    Scored exactly as :func:`keyword_page` scores them (every query term counted in the
+    item's own terms), with each term's IDF given (BM25 over the whole tenant).
+    """
+    positions = [sql.Literal(i) for i in range(1, len(terms) + 1)]
+    parts = {
+        "source": sql.SQL(_FROM_TIERS).format(s=sql.Identifier(schema)),
+        "tfs": sql.SQL(", ").join(
+            sql.SQL(_TF).format(term=sql.Placeholder(f"t{i}")) for i in range(len(terms))
+        ),
+        "idfs": sql.SQL("SELECT %(idf)s::float8[] AS idf"),
+        "score": sql.SQL(" + ").join(
+            [sql.SQL("0::float8"), *(sql.SQL(_TERM_SCORE).format(i=i) for i in positions)]
+        ),
+    }
+    params: dict[str, Any] = {f"t{i}": term for i, term in enumerate(terms)}
+    params.update(
+        tenant=tenant, now=now, tsq=lexemes_query_text(lexemes), idf=list(idf), average=average,
+        k1=BM25_K1, b=BM25_B, k1_plus_1=BM25_K1 + 1, one_minus_b=1 - BM25_B,
+        limit=limit, offset=0,
+    )  # fmt: skip
+    return stmt(schema, _KEYWORD_PAGE, params, **parts)
+
+
+_TENANT_TERMS: Final = (
+    "SELECT s.items, s.length, t.lexemes, t.counts, e.counts"
+    " FROM ({stats}) AS s(items, length),"
+    " (SELECT coalesce(array_agg(x.lexeme), '{{}}') AS lexemes,"
+    "  coalesce(array_agg(x.items), '{{}}') AS counts FROM (SELECT x.lexeme, sum(x.items) AS items"
+    "  FROM unnest(%(low)s::text[], %(high)s::text[]) AS r(lo, hi),"
+    "  LATERAL (SELECT t.lexeme, t.items FROM {s}.term_tiers t WHERE t.tenant = %(tenant)s"
+    '   AND t.lexeme >= r.lo COLLATE "C" AND t.lexeme < r.hi COLLATE "C") x'
+    "  GROUP BY x.lexeme) x) t,"
+    " (SELECT ARRAY[{expired}]::bigint[] AS counts FROM {s}.memories m"
+    "  WHERE m.expires_at <= %(now)s AND m.tenant = %(tenant)s) e"
+)
+
+
+def tenant_terms(schema: str, tenant: str, terms: Sequence[str], now: float) -> Statement:
+    """Everything a whole-tenant search plans with, in one row (run after ``search_settings``).
+
+    The tenant's item count and total length (:func:`tenant_stats`); each tier lexeme
+    (``term/F/L``) of ``terms`` with its items (expired ones not yet swept included), as two
+    arrays; and, per term, how many expired items not yet swept hold it.
+    """
+    stats = tenant_stats(schema, tenant, now)
+    expired = sql.SQL(", ").join(
+        sql.SQL("count(*) FILTER (WHERE m.search_tsv @@ {}::tsquery)").format(
+            sql.Placeholder(f"q{i}")
+        )
+        for i in range(len(terms))
+    )
+    params: dict[str, Any] = {f"q{i}": tsquery_text([term]) for i, term in enumerate(terms)}
+    # A term never holds "/" (U+002F); "0" (U+0030) sorts right after it.
+    params.update(stats.params, low=[t + "/" for t in terms], high=[t + "0" for t in terms])
+    return stmt(schema, _TENANT_TERMS, params, stats=stats.query, expired=expired)
 
 
 def vector_candidates(schema: str, embedder: str | None, **scope: Unpack[Scope]) -> Statement:

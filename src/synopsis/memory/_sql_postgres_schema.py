@@ -15,15 +15,16 @@ Layout (schema ``synopsis`` by default)::
     user_generations(tenant, user_id, generation)           deletions of each user
     summary_jobs(tenant, user_id, session_id, owner, covers_to, expires_at)   job claims
     tenant_totals(id, tenant, items, length)      deltas of each tenant's count and length
+    term_tiers(tenant, lexeme, shard, items)      items per tenant and tier lexeme
 
 Times are epoch seconds (``double precision``) computed from the store's injected clock, so a
 fake clock drives expiry exactly as it does on the other backends. ``terms`` holds the
 space-joined :func:`~synopsis.memory.ranking.indexed_terms` (BM25 counts its term frequencies
-there); ``search_tsv`` turns them into a tsvector lexeme for lexeme (``array_to_tsvector``, no
-parser or dictionary in between) and a GIN index on it finds the candidates of a keyword query.
-``embedder`` is the identity of the model that made ``embedding``
-(:mod:`synopsis.memory._identity`); NULL with an embedding stored before identities were
-recorded, which no store's embedder matches.
+there); ``search_tsv`` holds each distinct term once, as a tier lexeme ``term/F/L``
+(``memory_lexemes``, no parser or dictionary in between; see :mod:`synopsis.memory._tiers`),
+and a GIN index on it finds the candidates of a keyword query. ``embedder`` is the identity of
+the model that made ``embedding`` (:mod:`synopsis.memory._identity`); NULL with an embedding
+stored before identities were recorded, which no store's embedder matches.
 """
 
 from __future__ import annotations
@@ -272,9 +273,82 @@ _V7: Final[tuple[LiteralString, ...]] = (
 # nullable column without a default: no row is rewritten.
 _V8: Final[tuple[LiteralString, ...]] = ("ALTER TABLE {s}.memories ADD COLUMN embedder text",)
 
+# Impact tiers for exact tenant-wide search (see ``synopsis.memory._tiers``). The GIN index
+# holds each distinct term of an item as ``term/F/L`` (its frequency class and the item's
+# length class), so a search can read a term's best tiers first; a plain term query becomes a
+# prefix query ``'term/':*``. ``term_tiers`` counts each tenant's items per tier lexeme (the
+# sum over a term's tiers is its document frequency, BM25's n, without reading postings),
+# kept by statement-level triggers: each statement adds its per-lexeme deltas to one of 16
+# counter rows picked by the backend's pid, in lexeme order, so concurrent writers seldom
+# share a row and never deadlock over one; nothing grows beyond 16 rows per tenant and tier.
+_V9: Final[tuple[LiteralString, ...]] = (
+    """CREATE FUNCTION {s}.memory_lexemes(terms text, doc_len integer) RETURNS tsvector
+    LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$
+        SELECT array_to_tsvector(coalesce(array_agg(t.w || '/' || CASE
+            WHEN t.tf <= 8 THEN t.tf WHEN t.tf <= 15 THEN 9 WHEN t.tf <= 31 THEN 10
+            WHEN t.tf <= 63 THEN 11 ELSE 12 END || '/' || width_bucket(doc_len,
+            '{{1,2,3,4,6,8,12,16,24,32,48,64,96,128,192,256,384,512,768,1024,1536,2048,3072,
+            4096,6144,8192,12288,16384,24576,32768,49152,65536,98304,131072,196608,262144,
+            393216,524288,786432,1048576}}'::integer[])), '{{}}'::text[]))
+        FROM (SELECT w, count(*) AS tf FROM unnest(string_to_array(terms, ' ')) AS w
+              GROUP BY w) t
+    $$""",
+    "ALTER TABLE {s}.memories DROP COLUMN search_tsv",
+    "ALTER TABLE {s}.memories ADD COLUMN search_tsv tsvector"
+    " GENERATED ALWAYS AS ({s}.memory_lexemes(terms, doc_len)) STORED",
+    "CREATE INDEX memories_search ON {s}.memories USING gin (search_tsv)",
+    """CREATE TABLE {s}.term_tiers (
+        tenant text NOT NULL,
+        lexeme text COLLATE "C" NOT NULL,
+        shard integer NOT NULL,
+        items bigint NOT NULL,
+        PRIMARY KEY (tenant, lexeme, shard)
+    ) WITH (fillfactor = 80)""",
+    "INSERT INTO {s}.term_tiers (tenant, lexeme, shard, items)"
+    " SELECT m.tenant, l.lexeme, 0, count(*) FROM {s}.memories m,"
+    " unnest(tsvector_to_array(m.search_tsv)) AS l(lexeme) GROUP BY m.tenant, l.lexeme",
+    """CREATE FUNCTION {s}.memories_term_tiers() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN
+        IF TG_OP = 'INSERT' THEN
+            INSERT INTO {s}.term_tiers AS t (tenant, lexeme, shard, items)
+            SELECT n.tenant, l.lexeme, mod(pg_backend_pid(), 16), count(*)
+            FROM new_rows n, unnest(tsvector_to_array(n.search_tsv)) AS l(lexeme)
+            GROUP BY n.tenant, l.lexeme ORDER BY n.tenant, l.lexeme
+            ON CONFLICT (tenant, lexeme, shard) DO UPDATE SET items = t.items + excluded.items;
+        ELSIF TG_OP = 'DELETE' THEN
+            INSERT INTO {s}.term_tiers AS t (tenant, lexeme, shard, items)
+            SELECT o.tenant, l.lexeme, mod(pg_backend_pid(), 16), -count(*)
+            FROM old_rows o, unnest(tsvector_to_array(o.search_tsv)) AS l(lexeme)
+            GROUP BY o.tenant, l.lexeme ORDER BY o.tenant, l.lexeme
+            ON CONFLICT (tenant, lexeme, shard) DO UPDATE SET items = t.items + excluded.items;
+        ELSE
+            INSERT INTO {s}.term_tiers AS t (tenant, lexeme, shard, items)
+            SELECT c.tenant, c.lexeme, mod(pg_backend_pid(), 16), sum(c.items) FROM (
+                SELECT n.tenant, l.lexeme, 1 AS items
+                FROM new_rows n, unnest(tsvector_to_array(n.search_tsv)) AS l(lexeme)
+                UNION ALL SELECT o.tenant, l.lexeme, -1
+                FROM old_rows o, unnest(tsvector_to_array(o.search_tsv)) AS l(lexeme)
+            ) c GROUP BY c.tenant, c.lexeme HAVING sum(c.items) <> 0
+            ORDER BY c.tenant, c.lexeme
+            ON CONFLICT (tenant, lexeme, shard) DO UPDATE SET items = t.items + excluded.items;
+        END IF;
+        RETURN NULL;
+    END
+    $$""",
+    "CREATE TRIGGER memories_term_tiers_insert AFTER INSERT ON {s}.memories"
+    " REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT"
+    " EXECUTE FUNCTION {s}.memories_term_tiers()",
+    "CREATE TRIGGER memories_term_tiers_update AFTER UPDATE ON {s}.memories"
+    " REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows FOR EACH STATEMENT"
+    " EXECUTE FUNCTION {s}.memories_term_tiers()",
+    "CREATE TRIGGER memories_term_tiers_delete AFTER DELETE ON {s}.memories"
+    " REFERENCING OLD TABLE AS old_rows FOR EACH STATEMENT"
+    " EXECUTE FUNCTION {s}.memories_term_tiers()",
+)
+
 #: Ordered migrations; migration ``n`` (1-based) brings the schema to version ``n``.
 MIGRATIONS: Final[tuple[tuple[LiteralString, ...], ...]] = (
-    _V1, _V2, _V3, _V4, _V5, _V6, _V7, _V8,
+    _V1, _V2, _V3, _V4, _V5, _V6, _V7, _V8, _V9,
 )  # fmt: skip
 
 
