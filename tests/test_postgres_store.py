@@ -558,7 +558,8 @@ def test_a_large_batch_failing_in_any_chunk_writes_nothing(
     assert store.get(T, NS, "k0000") == before
     assert [hit.item.key for hit in store.search(T, limit=10)] == ["k0000"]
     assert len(store.put_many(T, batch)) == len(batch)
-    assert len(store.search(T, query="new", limit=1000)) == len(batch)
+    pages = range(0, len(batch), 1000)
+    assert sum(len(store.search(T, query="new", limit=1000, offset=o)) for o in pages) == len(batch)
 
 
 @pytest.mark.postgres
