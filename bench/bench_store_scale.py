@@ -449,10 +449,18 @@ def ingest_table(results: Sequence[Result]) -> Iterator[str]:
     for r in results:
         ours, base = r.rate.get("ours", math.nan), r.rate.get("baseline", math.nan)
         disk = {side: r.disk.get(side, math.nan) / 2**20 for side in ("ours", "baseline")}
-        yield (
-            f"| {r.backend} | {r.size:,} | {ours:,.0f}/s | {base:,.0f}/s | {ours / base:.2f}x "
-            f"| {disk['ours']:,.0f} MiB | {disk['baseline']:,.0f} MiB |"
-        )
+        cells = [
+            _shown(ours, f"{ours:,.0f}/s"), _shown(base, f"{base:,.0f}/s"),
+            _shown(ours / base, f"{ours / base:.2f}x"),
+            _shown(disk["ours"], f"{disk['ours']:,.0f} MiB"),
+            _shown(disk["baseline"], f"{disk['baseline']:,.0f} MiB"),
+        ]  # fmt: skip
+        yield f"| {r.backend} | {r.size:,} | " + " | ".join(cells) + " |"
+
+
+def _shown(value: float, text: str) -> str:
+    """``text``, or n/a for a side that did not run (``--sides``)."""
+    return "n/a" if math.isnan(value) else text
 
 
 def search_table(results: Sequence[Result], kinds: Sequence[str | None]) -> Iterator[str]:
@@ -471,7 +479,8 @@ def search_table(results: Sequence[Result], kinds: Sequence[str | None]) -> Iter
                 yield (
                     f"| {r.backend} | {r.size:,} | {scope} | {kind or 'all'} ({len(ours)}) "
                     f"| {fmt_time(o50)} | {fmt_time(o95)} | {fmt_time(b50)} | {fmt_time(b95)} "
-                    f"| {o50 / b50:.2f}x | {o95 / b95:.2f}x |"
+                    f"| {_shown(o50 / b50, f'{o50 / b50:.2f}x')} "
+                    f"| {_shown(o95 / b95, f'{o95 / b95:.2f}x')} |"
                 )
 
 
