@@ -166,14 +166,17 @@ def _feed(url_a: str, url_b: str, key: str, sessions: list[str], *, start: int) 
 
 
 def _settled(url: str, schema: str, sessions: list[str], *, covers: int) -> bool:
+    """Every session's summary covers ``covers`` turns, and then no memory copy is pending.
+
+    In this order: a summary and its outbox entry are saved together, so an empty outbox
+    read before the last summaries were saved would let a pending copy through."""
     with PostgresStore(url, schema=schema) as store:
-        if store.pending_outbox(None, limit=1):
-            return False
-        return all(
+        summarized = all(
             (latest := store.latest_summary("acme", f"user-{s}", s)) is not None
             and latest.covers_to == covers
             for s in sessions
         )
+        return summarized and not store.pending_outbox(None, limit=1)
 
 
 def _check_exactly_once(url: str, schema: str, sessions: list[str]) -> None:
