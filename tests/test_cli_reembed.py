@@ -152,3 +152,17 @@ def test_reembed_can_adopt_the_vectors_of_a_database_from_before_models_were_rec
     assert report(result) == {"embedded": 0, "left": 0, "adopted": len(ITEMS)}
     refused = run(path, "reembed", "--embedder", "static", "--adopt-unknown", "--all")
     assert refused.exit_code == 2 and "--adopt-unknown" in refused.stderr
+
+
+def test_a_vector_search_names_the_memories_it_cannot_rank_and_the_fix(db: Path) -> None:
+    """Memories without a vector of the chosen model are left out of vector ranking: the
+    search says how many and which command gives them one; after it, nothing to say."""
+    before = run(db, "search", "--embedder", "static", "--mode", "vector", "pet")
+    assert before.exit_code == 0
+    assert "5 memories have no static vector" in before.stderr
+    assert "synopsis memory reembed --embedder static" in before.stderr
+    assert run(db, "reembed", "--embedder", "static").exit_code == 0
+    after = run(db, "search", "--json", "--embedder", "static", "--mode", "vector", "pet")
+    assert after.exit_code == 0 and "reembed" not in after.stderr
+    keyword = run(db, "search", "pet")
+    assert "reembed" not in keyword.stderr

@@ -342,12 +342,16 @@ def search(
             tenant, prefix, query=query, kind=kind or None, exclude_kinds=exclude_kind,
             limit=limit, mode=mode,
         )  # fmt: skip
+        missing = 0 if mode == "keyword" else store.count_unembedded(tenant)
     if as_json:
         _echo_json([_hit_dict(hit) for hit in hits])
     elif hits:
         _print_table(hits)
     else:
         click.echo("no memories found", err=True)
+    if missing:  # written without an embedder, or by another model: vector ranking skips them
+        click.echo(f"note: {missing} memories have no {embedder} vector and rank by keyword only;"
+                   f" run: synopsis memory reembed --embedder {embedder}", err=True)  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
