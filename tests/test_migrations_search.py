@@ -28,6 +28,7 @@ from synopsis.memory.postgres import PostgresStore
 from synopsis.memory.ranking import indexed_terms
 from synopsis.memory.sqlite import SQLiteStore
 from synopsis.testing import FakeClock
+from tests.postgres_history import build_postgres_at
 
 #: (tenant, namespace, key, text) of what an old release stored.
 ITEMS = [
@@ -133,34 +134,13 @@ def schema(postgres_url: str) -> Iterator[str]:
         conn.execute(pgsql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(pgsql.Identifier(name)))
 
 
-def build_postgres_v6(url: str, schema: str, clock: FakeClock) -> None:
-    """A schema as the previous release left it: version 6, holding ``ITEMS``."""
-    with psycopg.connect(url) as conn:
-        steps = [*pq.migration_prelude(schema)]
-        for version in range(1, 7):
-            steps += pq.migration(schema, version)
-        for statement in steps:
-            conn.execute(statement.query, statement.params)
-        for tenant, namespace, key, text in ITEMS:
-            terms = indexed_terms(text)
-            conn.execute(
-                pgsql.SQL(
-                    "INSERT INTO {}.memories (tenant, namespace, key, text, kind, tags, terms,"
-                    " doc_len, created_at, updated_at) VALUES (%s, %s, %s, %s, 'note', '{{}}',"
-                    " %s, %s, %s, %s)"
-                ).format(pgsql.Identifier(schema)),
-                (tenant, list(namespace), key, text, " ".join(terms), len(terms), clock.now,
-                 clock.now),
-            )  # fmt: skip
-
-
 @pytest.mark.postgres
 def test_a_version_6_postgres_schema_is_migrated_with_its_data(
     postgres_url: str, schema: str
 ) -> None:
     """Version 6 -> 7: every item kept, tenant totals filled, searches rank as in memory."""
     clock = FakeClock()
-    build_postgres_v6(postgres_url, schema, clock)
+    build_postgres_at(postgres_url, schema, 6, ITEMS, clock)
     reference = _reference(clock)
     with PostgresStore(postgres_url, schema=schema, clock=clock) as store:
         for tenant, namespace, key, text in ITEMS:

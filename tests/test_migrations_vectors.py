@@ -18,13 +18,13 @@ import psycopg
 import pytest
 from psycopg import sql as pgsql
 
-from synopsis.memory import _sql_postgres as pq
 from synopsis.memory import _sql_sqlite as lite
 from synopsis.memory.inmemory import InMemoryStore
 from synopsis.memory.postgres import PostgresStore
 from synopsis.memory.ranking import indexed_terms, pack_vector
 from synopsis.memory.sqlite import SQLiteStore
 from synopsis.testing import BigramEmbedder, FakeClock
+from tests.postgres_history import build_postgres_at
 
 T = "acme"
 #: (namespace, key, text) of what an old release stored, each with a vector.
@@ -122,25 +122,12 @@ def test_a_version_4_sqlite_database_keeps_its_vectors_as_of_an_unknown_model(
 # --- PostgreSQL 7 -> 8 ---------------------------------------------------------------------------
 
 
-def build_postgres_v7(url: str, schema: str, clock: FakeClock) -> None:
-    """A schema as the previous release left it: version 7, items with embeddings."""
-    with psycopg.connect(url) as conn:
-        steps = [*pq.migration_prelude(schema)]
-        for version in range(1, 8):
-            steps += pq.migration(schema, version)
-        for statement in steps:
-            conn.execute(statement.query, statement.params)
-        for namespace, key, text in ITEMS:
-            terms = indexed_terms(text)
-            conn.execute(
-                pgsql.SQL(
-                    "INSERT INTO {}.memories (tenant, namespace, key, text, kind, tags, terms,"
-                    " doc_len, embedding, created_at, updated_at) VALUES (%s, %s, %s, %s, 'note',"
-                    " '{{}}', %s, %s, %s, %s, %s)"
-                ).format(pgsql.Identifier(schema)),
-                (T, list(namespace), key, text, " ".join(terms), len(terms),
-                 list(EMBEDDER([text])[0]), clock.now, clock.now),
-            )  # fmt: skip
+def _as_written() -> list[tuple[str, tuple[str, ...], str, str]]:
+    return [(T, namespace, key, text) for namespace, key, text in ITEMS]
+
+
+def _embedding(text: str) -> list[float]:
+    return list(EMBEDDER([text])[0])
 
 
 def _postgres_vectors(url: str, schema: str, *, migrated: bool) -> dict[str, tuple[object, ...]]:
@@ -158,7 +145,7 @@ def test_a_version_7_postgres_schema_keeps_its_vectors_as_of_an_unknown_model(
     postgres_url: str, pg_schema: str
 ) -> None:
     clock = FakeClock()
-    build_postgres_v7(postgres_url, pg_schema, clock)
+    build_postgres_at(postgres_url, pg_schema, 7, _as_written(), clock, embed=_embedding)
     before = _postgres_vectors(postgres_url, pg_schema, migrated=False)
     assert len(before) == len(ITEMS)
     with PostgresStore(postgres_url, schema=pg_schema, clock=clock) as plain:
@@ -210,7 +197,7 @@ def test_a_migrated_postgres_schema_can_adopt_its_old_vectors(
     postgres_url: str, pg_schema: str
 ) -> None:
     clock = FakeClock()
-    build_postgres_v7(postgres_url, pg_schema, clock)
+    build_postgres_at(postgres_url, pg_schema, 7, _as_written(), clock, embed=_embedding)
     with PostgresStore(
         postgres_url, schema=pg_schema, clock=clock, embedder=Refusing(), embedder_id="bigram"
     ) as store:

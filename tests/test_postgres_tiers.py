@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import math
 import random
-import threading
 import uuid
 from collections import Counter
 from collections.abc import Iterator
@@ -34,8 +33,9 @@ from synopsis.memory._tiers import (
 )
 from synopsis.memory.inmemory import InMemoryStore
 from synopsis.memory.postgres import PostgresStore
-from synopsis.memory.ranking import BM25_B, BM25_K1, indexed_terms
+from synopsis.memory.ranking import BM25_B, BM25_K1
 from synopsis.testing import FakeClock
+from tests.postgres_history import build_postgres_at, write_concurrently
 
 # --- pure -----------------------------------------------------------------------------------
 
@@ -164,22 +164,7 @@ def test_tier_counts_follow_every_kind_of_write(postgres_url: str, schema: str) 
 @pytest.mark.postgres
 def test_concurrent_writers_keep_exact_tier_counts(postgres_url: str, schema: str) -> None:
     """Four writers on one tenant's words at once: no deadlock, exact counts."""
-    PostgresStore(postgres_url, schema=schema).close()
-
-    def write(worker: int) -> None:
-        with PostgresStore(postgres_url, schema=schema, max_size=1) as store:
-            for batch in range(15):
-                items = [
-                    NewMemory(("user", f"w{worker % 2}"), f"k{(batch * 7 + i) % 40}", "x y " * i)
-                    for i in range(10)
-                ]
-                store.put_many("acme", items)
-
-    threads = [threading.Thread(target=write, args=(worker,)) for worker in range(4)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    write_concurrently(postgres_url, schema, users=2)
     kept, counted = _kept_and_counted(postgres_url, schema)
     assert kept == counted
 
@@ -203,23 +188,7 @@ def test_a_version_7_schema_is_migrated_with_its_data(
 ) -> None:
     """Version 7 -> 9: items kept, tier lexemes and counts built, tenant-wide ranks as in memory."""
     clock = FakeClock()
-    with psycopg.connect(postgres_url) as conn:
-        steps = [*pq.migration_prelude(schema)]
-        for version in range(1, 8):
-            steps += pq.migration(schema, version)
-        for statement in steps:
-            conn.execute(statement.query, statement.params)
-        for tenant, namespace, key, text in ITEMS:
-            terms = indexed_terms(text)
-            conn.execute(
-                sql.SQL(
-                    "INSERT INTO {}.memories (tenant, namespace, key, text, kind, tags, terms,"
-                    " doc_len, created_at, updated_at) VALUES (%s, %s, %s, %s, 'note', '{{}}',"
-                    " %s, %s, %s, %s)"
-                ).format(sql.Identifier(schema)),
-                (tenant, list(namespace), key, text, " ".join(terms), len(terms), clock.now,
-                 clock.now),
-            )  # fmt: skip
+    build_postgres_at(postgres_url, schema, 7, ITEMS, clock)
     reference = InMemoryStore(clock=clock)
     for tenant, namespace, key, text in ITEMS:
         reference.put(tenant, namespace, key, text)

@@ -7,7 +7,6 @@ replaces, deletes and concurrent writers.
 
 from __future__ import annotations
 
-import threading
 import uuid
 from collections.abc import Iterator
 
@@ -17,6 +16,7 @@ from psycopg import sql
 
 from synopsis.memory import NewMemory
 from synopsis.memory.postgres import PostgresStore
+from tests.postgres_history import write_concurrently
 
 pytestmark = pytest.mark.postgres
 
@@ -74,21 +74,6 @@ def test_totals_follow_puts_replaces_and_deletes_and_stay_compact(
 
 def test_concurrent_writers_keep_exact_totals(postgres_url: str, schema: str) -> None:
     """Writers on one tenant at once: none waits on a shared totals row, the sums stay exact."""
-    PostgresStore(postgres_url, schema=schema).close()  # migrate once
-
-    def write(worker: int) -> None:
-        with PostgresStore(postgres_url, schema=schema, max_size=1) as store:
-            for batch in range(15):
-                items = [
-                    NewMemory(("user", f"w{worker}"), f"k{(batch * 7 + i) % 40}", "x y " * i)
-                    for i in range(10)
-                ]
-                store.put_many("acme", items)
-
-    threads = [threading.Thread(target=write, args=(worker,)) for worker in range(4)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    write_concurrently(postgres_url, schema, users=4)
     kept, counted, _ = _totals(postgres_url, schema)
     assert kept == counted
