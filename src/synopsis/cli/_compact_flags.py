@@ -18,8 +18,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import click
 
 from synopsis.cli._errors import fail
-from synopsis.compaction.clear import ToolClearing
-from synopsis.compaction.options import CompactionOptions
+from synopsis.compaction.options import CompactionOptions, ToolClearing
 from synopsis.compaction.redaction import redact_history
 from synopsis.config import Settings
 from synopsis.errors import ConfigError
