@@ -29,13 +29,15 @@ from synopsis.compaction._flow import (
     compaction,
 )
 from synopsis.compaction.archive import MemoryArchive
-from synopsis.compaction.compactor import (
+from synopsis.compaction.compactor import AsyncCompactor, Compactor
+from synopsis.compaction.model import (
     AsyncCompactingModel,
-    AsyncCompactor,
+    CallModel,
+    CompactForModel,
     CompactingModel,
-    Compactor,
+    CompactOverflow,
+    compacting_call,
 )
-from synopsis.compaction.model import CallModel, CompactForModel, CompactOverflow, compacting_call
 from synopsis.compaction.options import CompactionOptions
 from synopsis.errors import (
     AllModelsFailed,

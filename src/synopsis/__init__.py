@@ -6,13 +6,8 @@ The curated public API. Everything else is importable from its module but not pr
 import logging as _logging
 
 from synopsis.compaction.archive import Archive, JsonlArchive, MemoryArchive
-from synopsis.compaction.compactor import (
-    AsyncCompactingModel,
-    AsyncCompactor,
-    CompactingModel,
-    CompactionResult,
-    Compactor,
-)
+from synopsis.compaction.compactor import AsyncCompactor, CompactionResult, Compactor
+from synopsis.compaction.model import AsyncCompactingModel, CompactingModel
 from synopsis.compaction.options import CompactionOptions
 from synopsis.compaction.plan import KeepTail
 from synopsis.compaction.skills import SkillConfig

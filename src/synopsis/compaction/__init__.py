@@ -10,13 +10,8 @@ text (:mod:`synopsis.messages`), so its output can go to a provider as it is.
 """
 
 from synopsis.compaction.archive import Archive, JsonlArchive, MemoryArchive
-from synopsis.compaction.compactor import (
-    AsyncCompactingModel,
-    AsyncCompactor,
-    CompactingModel,
-    CompactionResult,
-    Compactor,
-)
+from synopsis.compaction.compactor import AsyncCompactor, CompactionResult, Compactor
+from synopsis.compaction.model import AsyncCompactingModel, CompactingModel
 from synopsis.compaction.options import CompactionOptions
 from synopsis.compaction.plan import CompactionPlan, KeepTail, plan_compaction
 from synopsis.compaction.skills import SkillConfig

@@ -3,12 +3,13 @@
 ``Compactor`` (sync) and ``AsyncCompactor`` are thin drivers of one pure flow
 (:mod:`synopsis.compaction._flow`): they only call the summarizer, write the archive and
 deliver events when the flow asks. Use either as a before-model hook
-(``messages = compactor(messages)``), call ``compact()`` on demand, or wrap a model in
-:class:`CompactingModel` to also compact and retry when the provider says the context is too
-long. The result is ``[leading system messages] + [preserved skills] + [summary] + [tail]``,
-always a new list; the caller's history is never mutated. When summarizing fails the history
-comes back unchanged (or degraded as configured), an event says why, and the agent goes on.
-With ``redact=`` a compaction works on the redacted history, so no value the redactor finds
+(``messages = compactor(messages)``), call ``compact()`` on demand, or wrap a model in a
+:class:`~synopsis.compaction.model.CompactingModel` to also compact and retry when the
+provider says the context is too long. The result is
+``[leading system messages] + [preserved skills] + [summary] + [tail]``, always a new list;
+the caller's history is never mutated. When summarizing fails the history comes back
+unchanged (or degraded as configured), an event says why, and the agent goes on. With
+``redact=`` a compaction works on the redacted history, so no value the redactor finds
 reaches the summarizer, the archive or the result (:mod:`synopsis.compaction.redaction`).
 
 Options come as one :class:`CompactionOptions` (``options=``) or as the same keyword
@@ -36,7 +37,6 @@ from synopsis.compaction._flow import (
     decide,
 )
 from synopsis.compaction.archive import Archive, JsonlArchive
-from synopsis.compaction.model import AsyncCompactingModel, CompactingModel
 from synopsis.compaction.options import (
     CompactionKeywords,
     CompactionOptions,
@@ -50,9 +50,7 @@ from synopsis.summarizer import AsyncSummarizer, AsyncSummarizerLike, Summarizer
 from synopsis.tokens import TokenCounter
 
 __all__ = [
-    "AsyncCompactingModel",
     "AsyncCompactor",
-    "CompactingModel",
     "CompactionOptions",
     "CompactionPreview",
     "CompactionResult",
