@@ -16,20 +16,20 @@ import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from typing import Annotated, Any
+from typing import Any
 
 import httpx
-from fastapi import Depends, FastAPI, Request
+from fastapi import FastAPI, Request
 from fastapi.responses import Response
-from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
-from synopsis import AsyncCompactor, AsyncSessionMemory, AsyncSummarizer, Redactor, __version__
-from synopsis.errors import MigrationError, StoreError, Unauthorized
+from synopsis import AsyncCompactor, AsyncSessionMemory, AsyncSummarizer, __version__
+from synopsis.errors import MigrationError
 from synopsis.memory import AsyncPostgresStore, AsyncSessionStore, AsyncSQLiteStore
 from synopsis.memory.open import parse_db
 from synopsis.server import errors
 from synopsis.server._sql import MIGRATIONS
 from synopsis.server.db import AsyncDatabase
+from synopsis.server.deps import Services, services
 from synopsis.server.jobs import JobQueue, SummaryWorkers
 from synopsis.server.keys import AsyncKeyRing
 from synopsis.server.metrics import CONTENT_TYPE, Metrics, MetricsMiddleware
@@ -39,7 +39,7 @@ from synopsis.server.sessions import AsyncSessionHistories
 from synopsis.server.summary_cache import SummaryCache
 from synopsis.tokens import TokenCounter, default_estimate
 
-__all__ = ["Services", "Tenant", "create_app", "current_services", "services"]
+__all__ = ["create_app"]
 
 _log = logging.getLogger("synopsis.server")
 #: Idle upstream connections are dropped after 4 s: servers commonly close them at 5 s
@@ -77,66 +77,6 @@ def _remembered_estimate(entries: int = 8192, longest: int = 8192) -> Callable[[
         return remembered(text) if len(text) <= longest else default_estimate(text)
 
     return estimate
-
-
-@dataclass(slots=True, kw_only=True)
-class Services:
-    """What the routes use; built at start-up, closed at shutdown."""
-
-    options: ServerOptions
-    metrics: Metrics
-    db: AsyncDatabase
-    store: AsyncSessionStore
-    keys: AsyncKeyRing
-    histories: AsyncSessionHistories
-    queue: JobQueue
-    workers: SummaryWorkers
-    #: Context building, recall and deletion (``hybrid`` as configured).
-    memory: AsyncSessionMemory
-    #: The proxy's: always recalls (summary and memories are injected for a named session).
-    proxy_memory: AsyncSessionMemory
-    compactor: AsyncCompactor
-    #: The proxy's summaries of stateless histories, for reuse by the same conversation.
-    summary_cache: SummaryCache
-    summarizer: AsyncSummarizer
-    http: httpx.AsyncClient
-    #: This process's redactor (one hash key for every request), for ``/v1/compact``'s
-    #: per-request ``redact`` too.
-    redactor: Redactor
-    #: The server-wide policy: ``redactor`` when ``options.redact`` is on, else None.
-    redact: Redactor | None
-
-
-def services(request: Request) -> Services:
-    found: Services | None = getattr(request.app.state, "services", None)
-    if found is None:  # only between start and a failed start-up
-        raise StoreError("the server is not started")
-    return found
-
-
-async def current_services(request: Request) -> Services:
-    """:func:`services` as a route dependency (async: FastAPI runs a sync one in a thread)."""
-    return services(request)
-
-
-_bearer = HTTPBearer(auto_error=False, description="An API key from `synopsis keys create`.")
-
-
-async def tenant_of(
-    request: Request,
-    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
-) -> str:
-    """The tenant of the request's API key; 401 without a valid, unrevoked key."""
-    if credentials is None:
-        raise Unauthorized("missing API key: send Authorization: Bearer <key>")
-    key = await services(request).keys.authenticate(credentials.credentials)
-    if key is None:
-        raise Unauthorized("invalid or revoked API key")
-    return key.tenant
-
-
-#: The authenticated tenant, as a route parameter.
-Tenant = Annotated[str, Depends(tenant_of)]
 
 
 async def _open_store(options: ServerOptions) -> AsyncSessionStore:

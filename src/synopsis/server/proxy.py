@@ -36,11 +36,11 @@ from synopsis.errors import (
     ProviderUnavailable,
     UpstreamNotConfigured,
 )
-from synopsis.server.api import PRIVATE_KEYS, Svc, public_messages, record_turn
-from synopsis.server.app import Services, Tenant
+from synopsis.server.deps import Services, Svc, Tenant
 from synopsis.server.errors import ERRORS
 from synopsis.server.schemas import ChatCompletionRequest, ErrorBody
 from synopsis.server.summary_cache import compact_stateless
+from synopsis.server.turns import PRIVATE_KEYS, public_messages, record_turn
 
 __all__ = ["router"]
 
