@@ -8,7 +8,6 @@ what a dry run found: a rich table, or JSON with ``--json``.
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
@@ -18,6 +17,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import click
 
 from synopsis.cli._errors import fail
+from synopsis.cli._terminal import emit_json
 from synopsis.compaction.options import CompactionOptions, ToolClearing
 from synopsis.compaction.redaction import redact_history
 from synopsis.config import Settings
@@ -187,7 +187,7 @@ def show_preview(
 ) -> None:
     """Print a dry run's findings on standard output."""
     if as_json:
-        click.echo(json.dumps(preview.to_dict(), ensure_ascii=False, indent=2))
+        emit_json(preview.to_dict())
         return
     from rich.console import Console
 

@@ -31,8 +31,8 @@ from collections.abc import Callable
 import click
 
 from synopsis.cli._errors import OneLineCommand
-from synopsis.cli._terminal import advancer, count_columns, counted, terminal
-from synopsis.cli.memory import _common, _echo_json, _embedding, _fail, _opened
+from synopsis.cli._terminal import advancer, count_columns, counted, emit_json, terminal
+from synopsis.cli.memory import _common, _embedding, _fail, _opened
 from synopsis.memory._checks import MAX_LIMIT
 from synopsis.memory._types import MemoryStore
 
@@ -93,7 +93,7 @@ def reembed(
         left = store.count_unembedded(tenant)
     if as_json:
         found = {"embedded": embedded, "left": left, "embedder": store.embedder_id}
-        _echo_json(found | ({"adopted": adopted} if adopt else {}))
+        emit_json(found | ({"adopted": adopted} if adopt else {}))
     else:
         if adopt:
             click.echo(f"adopted the vectors of {counted(adopted, 'memory', 'memories')}")

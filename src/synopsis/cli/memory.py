@@ -60,7 +60,7 @@ from typing import Any, NoReturn, TypeVar
 import click
 
 from synopsis.cli._errors import BadInput, OneLineCommand, OneLineGroup, cli_error
-from synopsis.cli._terminal import advancer, count_columns, counted, terminal
+from synopsis.cli._terminal import advancer, count_columns, counted, emit_json, terminal
 from synopsis.config import EMBEDDERS, Settings
 from synopsis.errors import ConfigError, InvalidInput, InvalidNamespace, StoreError, SynopsisError
 from synopsis.memory._checks import MAX_TTL_SECONDS, check_tenant, prepare_put
@@ -196,10 +196,6 @@ def _opened(db: str, embedder: str = "none", *, create: bool = True) -> Iterator
             store.close()
 
 
-def _echo_json(data: Any) -> None:
-    click.echo(json.dumps(data, ensure_ascii=False, indent=2))
-
-
 def default_key(kind: str, text: str) -> str:
     """A key derived from the content, so the same memory put twice is one memory."""
     digest = hashlib.sha256(f"{kind}\x00{text}".encode()).hexdigest()
@@ -272,7 +268,7 @@ def put(
     with _opened(db, embedder) as store:
         item = store.put(tenant, labels, item_key, body, kind=kind, tags=parsed_tags, ttl=ttl)
     if as_json:
-        _echo_json({"key": item.key, "namespace": list(item.namespace), "kind": item.kind})
+        emit_json({"key": item.key, "namespace": list(item.namespace), "kind": item.kind})
     else:
         click.echo(item.key)
 
@@ -344,7 +340,7 @@ def search(
         )  # fmt: skip
         missing = 0 if mode == "keyword" else store.count_unembedded(tenant)
     if as_json:
-        _echo_json([_hit_dict(hit) for hit in hits])
+        emit_json([_hit_dict(hit) for hit in hits])
     elif hits:
         _print_table(hits)
     else:
@@ -540,7 +536,7 @@ def import_(db: str, tenant: str, as_json: bool, embedder: str, quiet: bool, fil
         advance = advancer(bar, "importing", total=len(records))
         _write_batches(store, checked_tenant, file, records, advance)
     if as_json:
-        _echo_json({"imported": len(records), **({"skipped_expired": expired} if expired else {})})
+        emit_json({"imported": len(records), **({"skipped_expired": expired} if expired else {})})
     else:
         skipped = f" ({expired} expired, skipped)" if expired else ""
         click.echo(f"imported {counted(len(records), 'memory', 'memories')}{skipped}")
@@ -589,6 +585,6 @@ def delete_user(db: str, tenant: str, as_json: bool, user_id: str) -> None:
     with _opened(db, create=False) as store:
         deleted = store.delete_user(tenant, user_id)
     if as_json:
-        _echo_json({"user_id": user_id, "deleted": deleted})
+        emit_json({"user_id": user_id, "deleted": deleted})
     else:
         click.echo(f"deleted {counted(deleted, 'record')} of user {user_id}")

@@ -15,8 +15,8 @@ from typing import Any, TypeVar
 import click
 
 from synopsis import KeepTail, Trigger
-from synopsis.cli import emit_json
 from synopsis.cli._errors import fail, guarded
+from synopsis.cli._terminal import emit_json
 from synopsis.config import LOG_LEVELS, REDACT_MODES, VARIABLES, Settings
 from synopsis.server.options import UVICORN_HTTP, ServerOptions
 
