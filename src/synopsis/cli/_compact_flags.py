@@ -19,10 +19,9 @@ import click
 from synopsis.cli._errors import fail
 from synopsis.cli._terminal import emit_json
 from synopsis.compaction.options import CompactionOptions, ToolClearing
-from synopsis.compaction.redaction import redact_history
 from synopsis.config import Settings
 from synopsis.errors import ConfigError
-from synopsis.redact import Mode, Redactor
+from synopsis.redact import Mode, Redactor, redact_history
 
 if TYPE_CHECKING:  # imported by the command when it runs, not by ``synopsis --help``
     from synopsis.compaction.compactor import Compactor

@@ -42,7 +42,7 @@ from synopsis.compaction.clear import (
 )
 from synopsis.compaction.options import CompactionOptions
 from synopsis.compaction.plan import CompactionPlan, plan_compaction
-from synopsis.compaction.redaction import merged_counts, redact_history, redact_summary
+from synopsis.compaction.redaction import merged_counts, redact_summary
 from synopsis.compaction.summary import SUMMARY_KIND
 from synopsis.compaction.trigger import TriggerDecision
 from synopsis.errors import CompactionError, ModelError, describe_error
@@ -57,6 +57,7 @@ from synopsis.events import (
 )
 from synopsis.messages import marked_body, marker_of, without_meta
 from synopsis.models._base import Usage
+from synopsis.redact import redact_history
 from synopsis.summarizer import SummaryResult, strip_summary_wrapping
 from synopsis.tokens import TokenCounter
 from synopsis.validation import require_mappings, validate_messages

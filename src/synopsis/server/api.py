@@ -23,9 +23,9 @@ from synopsis import (
     Redactor,
     Trigger,
 )
-from synopsis.compaction.redaction import redact_history
 from synopsis.memory import MemoryItem, normalize_namespace
 from synopsis.memory._kinds import MAX_FILTER_KINDS
+from synopsis.redact import redact_history
 from synopsis.server.deps import Services, Svc, Tenant
 from synopsis.server.errors import ERRORS
 from synopsis.server.schemas import (

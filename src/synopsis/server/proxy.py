@@ -29,13 +29,13 @@ from fastapi import APIRouter, Header, Request
 from fastapi.responses import Response, StreamingResponse
 from starlette.background import BackgroundTask
 
-from synopsis.compaction.redaction import redact_history
 from synopsis.errors import (
     InvalidInput,
     ModelTimeout,
     ProviderUnavailable,
     UpstreamNotConfigured,
 )
+from synopsis.redact import redact_history
 from synopsis.server.deps import Services, Svc, Tenant
 from synopsis.server.errors import ERRORS
 from synopsis.server.schemas import ChatCompletionRequest, ErrorBody
