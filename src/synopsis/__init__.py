@@ -62,6 +62,7 @@ from synopsis.models.retry import Cooldown, RetryPolicy
 from synopsis.prompts import CHINESE, ENGLISH, PromptSet
 from synopsis.redact import Redactor
 from synopsis.session.memory import AsyncSessionMemory, ScheduleResult, SessionMemory
+from synopsis.session.options import SessionOptions
 from synopsis.summarizer import AsyncSummarizer, Summarizer, SummaryResult
 from synopsis.tokens import TokenCount, TokenCounter
 from synopsis.transcripts import Transcript, dump_transcript, load_transcript
@@ -127,6 +128,7 @@ __all__ = [
     "SessionConflict",
     "SessionMemory",
     "SessionMemoryFailed",
+    "SessionOptions",
     "SessionSummarySaved",
     "SessionSummaryStarted",
     "SkillConfig",

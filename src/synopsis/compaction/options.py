@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any, Final, Literal, TypedDict, Unpack, get_args
 
+from synopsis._options import chosen_options, keyword_values
 from synopsis.compaction.archive import Archive
 from synopsis.compaction.plan import KeepTail
 from synopsis.compaction.skills import SkillConfig
@@ -166,10 +167,7 @@ class CompactionOptions:
         :class:`ToolClearing`) or False (off), and ``redact`` True (a default
         :class:`~synopsis.redact.Redactor`: every kind, masked) or False (off).
         """
-        values: dict[str, Any] = dict(keywords)
-        unknown = sorted(set(values) - CompactionKeywords.__optional_keys__)
-        if unknown:
-            raise TypeError(f"unexpected keyword argument {unknown[0]!r}")
+        values = keyword_values(keywords, CompactionKeywords.__optional_keys__)
         _fold_trigger(values)
         if "keep_tail" in values:
             values["keep_tail"] = KeepTail.coerce(values["keep_tail"])
@@ -218,15 +216,7 @@ def options_from(
     options: CompactionOptions | None, keywords: Mapping[str, Any]
 ) -> CompactionOptions:
     """``options`` as given, or built from ``keywords``; both at once is a ConfigError."""
-    if options is None:
-        return CompactionOptions.from_keywords(**keywords)
-    if keywords:
-        raise ConfigError(
-            f"pass either options= or keyword options ({', '.join(sorted(keywords))}), not both"
-        )
-    if not isinstance(options, CompactionOptions):
-        raise ConfigError(f"options must be a CompactionOptions, got {type(options).__name__}")
-    return options
+    return chosen_options(CompactionOptions, options, keywords, CompactionOptions.from_keywords)
 
 
 #: Keyword -> Trigger field, for the clause-by-clause way of giving a trigger.
