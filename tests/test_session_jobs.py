@@ -8,18 +8,16 @@ from typing import Any
 
 import pytest
 
-from synopsis._flow import Flow, drive
+from synopsis._flow import Emit, Flow, drive
 from synopsis.errors import ProviderUnavailable, StoreError
 from synopsis.events import SessionEvent, SessionMemoryFailed
 from synopsis.memory import TRANSCRIPT_KINDS
 from synopsis.memory.inmemory import InMemoryStore
 from synopsis.models.retry import RetryPolicy
 from synopsis.session._jobs import (
-    Emit,
     Runtime,
     Step,
     StoreCall,
-    Summarize,
     admit_turn,
     build_context,
     delete_user,
@@ -27,10 +25,11 @@ from synopsis.session._jobs import (
     recall_kinds,
     recover,
     run_job,
+    timed_out,
 )
 from synopsis.session._state import Job, Registry, ScheduleResult
 from synopsis.session.options import SessionOptions
-from synopsis.summarizer import Summarizer, SummaryResult
+from synopsis.summarizer import Summarize, Summarizer, SummaryResult
 from synopsis.testing import BigramEmbedder, FakeClock, FakeModel, Reply
 
 T, U, S = "acme", "u1", "s1"
@@ -240,13 +239,13 @@ def test_a_failing_model_fails_the_job_and_cools_the_session_down() -> None:
 
 
 def test_the_summarize_step_carries_the_time_limit_and_a_timeout_fails_the_job() -> None:
-    """A driver throws ``timed_out()`` into the flow: a summarize failure, then a cooldown."""
+    """A driver throws ``timed_out(step)`` into the flow: a summarize failure, then a cooldown."""
     harness, asks = Harness(), []
 
     def perform(step: Step) -> Any:
         if isinstance(step, Summarize):
             asks.append(step)
-            raise step.timed_out()
+            raise timed_out(step)
         return harness.perform(step)
 
     assert drive(run_job(harness.runtime, harness.job(turns(10))), perform) == "failed"

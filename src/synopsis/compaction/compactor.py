@@ -25,12 +25,10 @@ import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, Unpack
 
-from synopsis._flow import Flow, adrive, drive
+from synopsis._flow import Emit, Flow, adrive, drive
 from synopsis.compaction._flow import (
     CompactionResult,
     CompactionStep,
-    Emit,
-    Summarize,
     SummarizeOffline,
     WriteArchive,
     compaction,
@@ -46,7 +44,13 @@ from synopsis.compaction.options import (
 from synopsis.compaction.preview import CompactionPreview, preview_compaction
 from synopsis.compaction.trigger import TriggerDecision
 from synopsis.events import aemit, check_sync_handlers, emit
-from synopsis.summarizer import AsyncSummarizer, AsyncSummarizerLike, Summarizer, SummarizerLike
+from synopsis.summarizer import (
+    AsyncSummarizer,
+    AsyncSummarizerLike,
+    Summarize,
+    Summarizer,
+    SummarizerLike,
+)
 from synopsis.tokens import TokenCounter
 
 __all__ = [
@@ -165,10 +169,8 @@ class Compactor(_Driver):
 
     def _perform(self, step: CompactionStep) -> Any:
         match step:
-            case Summarize(context, previous, session_id):
-                return self.summarizer.summarize(
-                    context, previous_summary=previous, session_id=session_id
-                )
+            case Summarize():
+                return step.on(self.summarizer)
             case SummarizeOffline(context, previous):
                 return self._offline_summarizer().summarize(context, previous_summary=previous)
             case WriteArchive(messages, session_id):
@@ -223,10 +225,8 @@ class AsyncCompactor(_Driver):
 
     async def _perform(self, step: CompactionStep) -> Any:
         match step:
-            case Summarize(context, previous, session_id):
-                return await self.summarizer.summarize(
-                    context, previous_summary=previous, session_id=session_id
-                )
+            case Summarize():
+                return await step.on(self.summarizer)
             case SummarizeOffline(context, previous):
                 return await self._offline_summarizer().summarize(
                     context, previous_summary=previous

@@ -20,7 +20,6 @@ from synopsis._flow import drive
 from synopsis.compaction._flow import (
     CompactionResult,
     CompactionStep,
-    Summarize,
     SummarizeOffline,
     Tier,
     WriteArchive,
@@ -35,7 +34,7 @@ from synopsis.compaction.summary import (
 )
 from synopsis.messages import content_type, is_real_user_message, marked_body
 from synopsis.redact import redact_history
-from synopsis.summarizer import SummaryResult
+from synopsis.summarizer import Summarize, SummaryResult
 from synopsis.tokens import TokenCounter
 
 __all__ = ["PLACEHOLDER", "CompactionPreview", "preview_compaction"]

@@ -35,7 +35,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
-from synopsis._flow import Flow
+from synopsis._flow import Emit, Flow
 from synopsis.errors import InvalidSummary, ModelTimeout, UserDeleted
 from synopsis.events import OutboxReplayed, SessionEvent, failure
 from synopsis.memory._kinds import TRANSCRIPT_KINDS, KindFilter, check_kind_filter
@@ -76,14 +76,13 @@ from synopsis.session.context import (
     truncation,
 )
 from synopsis.session.options import SessionOptions
+from synopsis.summarizer import Summarize
 
 __all__ = [
-    "Emit",
     "JobOutcome",
     "Runtime",
     "Step",
     "StoreCall",
-    "Summarize",
     "admit_turn",
     "build_context",
     "claim_lease",
@@ -95,6 +94,7 @@ __all__ = [
     "run_job",
     "store_call",
     "summarize_and_write",
+    "timed_out",
     "write_memory",
 ]
 
@@ -148,38 +148,13 @@ class StoreCall:
         return getattr(store, self.method)(*self.args, **self.kwargs)
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Summarize:
-    """Summarize ``messages``; the flow is sent the summarizer's result.
-
-    A driver that has waited ``timeout`` seconds (None: no limit) stops waiting and throws
-    :meth:`timed_out` into the flow instead.
-    """
-
-    messages: Sequence[Mapping[str, Any]]
-    previous_summary: str | None
-    session_id: str
-    timeout: float | None = None
-
-    def on(self, summarizer: Any) -> Any:
-        """Ask ``summarizer`` (an awaitable for an async one)."""
-        return summarizer.summarize(
-            self.messages, previous_summary=self.previous_summary, session_id=self.session_id
-        )
-
-    def timed_out(self) -> ModelTimeout:
-        """The error of a call that outlived ``timeout``: the same in both drivers."""
-        return summarize_timeout_error(self.timeout or 0.0)
+Step = StoreCall | Summarize | Emit[SessionEvent]
 
 
-@dataclass(frozen=True, slots=True)
-class Emit:
-    """Deliver ``event`` to the handlers; the flow is sent None."""
-
-    event: SessionEvent
-
-
-Step = StoreCall | Summarize | Emit
+def timed_out(step: Summarize) -> ModelTimeout:
+    """The error of a summarizer call that outlived ``step.timeout``: the same in both
+    drivers, which throw it into the flow instead of the call's result."""
+    return summarize_timeout_error(step.timeout or 0.0)
 
 
 def store_call(method: StoreMethod, *args: Any, **kwargs: Any) -> StoreCall:

@@ -77,12 +77,12 @@ import uuid
 from collections.abc import Collection, Mapping, Sequence
 from typing import Any, Generic, TypeVar, Unpack
 
-from synopsis._flow import Flow, adrive, drive
+from synopsis._flow import Emit, Flow, adrive, drive
 from synopsis._options import chosen_options
 from synopsis.events import aemit, check_sync_handlers, emit, failure
 from synopsis.memory._types import SearchHit, SearchMode
 from synopsis.session import _jobs
-from synopsis.session._jobs import Emit, Runtime, Step, Summarize
+from synopsis.session._jobs import Runtime, Step, timed_out
 from synopsis.session._state import (
     AsyncSessionStore,
     Job,
@@ -95,7 +95,7 @@ from synopsis.session._state import (
 from synopsis.session._tracing import SessionTracer
 from synopsis.session._workers import DaemonPool, call_within
 from synopsis.session.options import SessionKeywords, SessionOptions
-from synopsis.summarizer import AsyncSummarizerLike, SummarizerLike
+from synopsis.summarizer import AsyncSummarizerLike, Summarize, SummarizerLike
 from synopsis.telemetry import Tracing
 
 __all__ = [
@@ -191,7 +191,7 @@ class SessionMemory(_Driver[SessionStore, SummarizerLike]):
             return call_within(
                 lambda: step.on(self._summarizer),
                 step.timeout,
-                on_timeout=step.timed_out,
+                on_timeout=lambda: timed_out(step),
                 name="synopsis-session-summarize",
             )
         return step.on(self._store)
@@ -384,7 +384,7 @@ class AsyncSessionMemory(_Driver[AsyncSessionStore, AsyncSummarizerLike]):
                 return await step.on(self._summarizer)
         except TimeoutError:
             if limit.expired():
-                raise step.timed_out() from None
+                raise timed_out(step) from None
             raise  # the summarizer's own
 
     async def after_turn(
