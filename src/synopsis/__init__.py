@@ -42,12 +42,16 @@ from synopsis.errors import (
 from synopsis.events import (
     AfterSummarize,
     BeforeSummarize,
+    CompactionSkipped,
     GenerateSummary,
     OutboxReplayed,
     SessionMemoryFailed,
     SessionSummarySaved,
     SessionSummaryStarted,
+    SessionSummaryTruncated,
     SummarizeFailed,
+    ToolOutputsCleared,
+    ValuesRedacted,
 )
 from synopsis.models import AsyncModel, Model, ModelResponse, ModelSettings, Usage
 from synopsis.models._resolve import resolve_model
@@ -93,6 +97,7 @@ __all__ = [
     "CompactionError",
     "CompactionOptions",
     "CompactionResult",
+    "CompactionSkipped",
     "Compactor",
     "ConfigError",
     "ContextLengthExceeded",
@@ -131,6 +136,7 @@ __all__ = [
     "SessionOptions",
     "SessionSummarySaved",
     "SessionSummaryStarted",
+    "SessionSummaryTruncated",
     "SkillConfig",
     "StoreError",
     "SummarizeFailed",
@@ -140,6 +146,7 @@ __all__ = [
     "TenantMismatch",
     "TokenCount",
     "TokenCounter",
+    "ToolOutputsCleared",
     "Transcript",
     "TransientModelError",
     "Trigger",
@@ -148,6 +155,7 @@ __all__ = [
     "UpstreamNotConfigured",
     "Usage",
     "UserDeleted",
+    "ValuesRedacted",
     "dump_transcript",
     "load_transcript",
     "resolve_model",
