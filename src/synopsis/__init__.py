@@ -53,8 +53,7 @@ from synopsis.events import (
     ToolOutputsCleared,
     ValuesRedacted,
 )
-from synopsis.models import AsyncModel, Model, ModelResponse, ModelSettings, Usage
-from synopsis.models._resolve import resolve_model
+from synopsis.models import AsyncModel, Model, ModelResponse, ModelSettings, Usage, resolve_model
 from synopsis.models.extractive import AsyncExtractiveModel, ExtractiveModel
 from synopsis.models.failover import (
     AsyncFailoverModel,

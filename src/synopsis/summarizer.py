@@ -24,7 +24,7 @@ from synopsis._chunking import chunk_for_window, clip_message, clip_text, safe_g
 from synopsis._flow import Emit, Flow, adrive, drive
 from synopsis.errors import ConfigError, InvalidInput, InvalidSummary
 from synopsis.events import Event, EventHandler, aemit, check_sync_handlers, emit
-from synopsis.models._base import ModelResponse, ModelSettings, Usage
+from synopsis.models import ModelResponse, ModelSettings, Usage
 from synopsis.models.limits import output_budget, smallest
 from synopsis.models.retry import (
     AttemptRecord,
@@ -216,7 +216,7 @@ ModelSpec = Any  # a Model/AsyncModel object, a "provider:model" string, or a ca
 
 
 def _resolve_models(model: ModelSpec, failover: Sequence[ModelSpec], *, async_: bool) -> list[Any]:
-    from synopsis.models._resolve import resolve_model
+    from synopsis.models import resolve_model
 
     if async_:
         return [resolve_model(spec, async_=True) for spec in (model, *failover)]

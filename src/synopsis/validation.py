@@ -76,7 +76,7 @@ def require_mappings(messages: Sequence[object]) -> None:
 
 def _not_a_message(message: object) -> str:
     """Why ``message`` is refused, naming the converter when it is a framework's message."""
-    from synopsis.convert._detect import foreign_message_hint  # the converters import us
+    from synopsis.convert import foreign_message_hint  # the converters load on first refusal
 
     hint = foreign_message_hint(message)
     if hint is not None:

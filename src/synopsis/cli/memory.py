@@ -63,8 +63,7 @@ from synopsis.cli._errors import BadInput, OneLineCommand, OneLineGroup, cli_err
 from synopsis.cli._terminal import advancer, count_columns, counted, emit_json, terminal
 from synopsis.config import EMBEDDERS, Settings
 from synopsis.errors import ConfigError, InvalidInput, InvalidNamespace, StoreError, SynopsisError
-from synopsis.memory._checks import MAX_TTL_SECONDS, check_tenant, prepare_put
-from synopsis.memory._types import (
+from synopsis.memory import (
     Embedder,
     MemoryItem,
     MemoryStore,
@@ -73,8 +72,9 @@ from synopsis.memory._types import (
     SearchHit,
     SearchMode,
     normalize_namespace,
-    normalize_tags,
 )
+from synopsis.memory._checks import MAX_TTL_SECONDS, check_tenant, prepare_put
+from synopsis.memory._types import normalize_tags
 from synopsis.memory.open import open_store, parse_db
 from synopsis.transcripts import json_line, split_json_lines
 

@@ -56,7 +56,7 @@ from synopsis.events import (
     ValuesRedacted,
 )
 from synopsis.messages import marked_body, marker_of, without_meta
-from synopsis.models._base import Usage
+from synopsis.models import Usage
 from synopsis.redact import redact_history
 from synopsis.summarizer import Summarize, SummaryResult, strip_summary_wrapping
 from synopsis.tokens import TokenCounter

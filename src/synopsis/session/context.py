@@ -30,7 +30,7 @@ from typing import Any, Literal
 
 from synopsis.errors import InvalidSummary
 from synopsis.events import SessionSummaryTruncated
-from synopsis.memory._types import Namespace, SearchHit, SessionSummary
+from synopsis.memory import Namespace, SearchHit, SessionSummary
 from synopsis.messages import open_tool_calls, safe_cut_points, text_of
 from synopsis.redact import Redactor
 from synopsis.session._bounds import clip_chars, clip_tokens

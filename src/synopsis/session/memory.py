@@ -80,7 +80,7 @@ from typing import Any, Generic, TypeVar, Unpack
 from synopsis._flow import Emit, Flow, adrive, drive
 from synopsis._options import chosen_options
 from synopsis.events import aemit, check_sync_handlers, emit, failure
-from synopsis.memory._types import SearchHit, SearchMode
+from synopsis.memory import SearchHit, SearchMode
 from synopsis.session import _jobs
 from synopsis.session._jobs import Runtime, Step, timed_out
 from synopsis.session._state import (
