@@ -3,7 +3,10 @@
 The curated public API. Everything else is importable from its module but not promised.
 """
 
+import inspect as _inspect
 import logging as _logging
+import sys as _sys
+import typing as _typing
 
 from synopsis.compaction.archive import Archive, JsonlArchive, MemoryArchive
 from synopsis.compaction.compactor import AsyncCompactor, CompactionResult, Compactor
@@ -160,3 +163,36 @@ __all__ = [
     "resolve_model",
     "validate_messages",
 ]
+
+
+def _present_public_classes() -> None:
+    """Show each public class under the path a user imports it from (``synopsis.Compactor``,
+    not ``synopsis.compaction.compactor.Compactor``; ``synopsis.compaction.CompactionPlan``
+    for a subpackage's own API), as httpx does: reprs, tracebacks and pickles name that path.
+
+    A class's string annotations are resolved first, in the module that defines them, so
+    ``typing.get_type_hints`` (and pydantic, FastAPI) still read them once ``__module__`` has
+    moved. The subpackages go first, so a class both export ends up under ``synopsis``.
+    """
+    spaces = ("synopsis.compaction", "synopsis.session", "synopsis.redact", "synopsis.models")
+    for space in (*spaces, __name__):
+        module = _sys.modules[space]
+        for name in module.__all__:
+            value = vars(module).get(name)  # never a lazy attribute (an optional extra)
+            if isinstance(value, type) and value.__module__ != space:
+                _resolve_annotations(value)
+                value.__module__ = space
+
+
+def _resolve_annotations(cls: type) -> None:
+    own = _inspect.get_annotations(cls)
+    if not any(isinstance(hint, str) for hint in own.values()):
+        return
+    try:
+        hints = _typing.get_type_hints(cls, include_extras=True)
+    except Exception:  # unresolvable before the move too: nothing is lost
+        return
+    cls.__annotations__ = {name: hints.get(name, hint) for name, hint in own.items()}
+
+
+_present_public_classes()
