@@ -279,9 +279,12 @@ def _list_namespaces(plan: StorePlan, op: ListNamespacesOp) -> Flow[StoreCall, l
     plain = all(c.match_type == "prefix" and tuple(c.path) == prefix for c in conditions)
     if plain and op.limit <= MAX_LIMIT:
         listed: list[Namespace] = yield plan.call(
-            "list_namespaces", prefix=prefix, max_depth=op.max_depth, limit=op.limit,
+            "list_namespaces",
+            prefix=prefix,
+            max_depth=op.max_depth,
+            limit=op.limit,
             offset=op.offset,
-        )  # fmt: skip
+        )
         return listed
     every = yield from _every_namespace(plan, prefix)
     kept = {

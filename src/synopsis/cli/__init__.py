@@ -288,11 +288,13 @@ def compact(file: Path, output: Path | None, force: bool, as_json: bool, **optio
 
 def _register_memory() -> None:
     try:
+        from synopsis.cli._memory_io import export, import_
         from synopsis.cli._reembed import reembed
         from synopsis.cli.memory import memory
     except ImportError:  # pragma: no cover - only while the memory CLI is being written
         return
-    memory.add_command(reembed)
+    for command in (import_, export, reembed):
+        memory.add_command(command)
     main.add_command(memory)
 
 

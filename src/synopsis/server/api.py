@@ -69,9 +69,12 @@ def _compactor_for(
 ) -> AsyncCompactor:
     """A compactor with a request's own options (a few distinct ones are kept)."""
     return AsyncCompactor(
-        summarizer=summarizer, trigger=trigger, keep_tail=keep_tail, redact=redact,
+        summarizer=summarizer,
+        trigger=trigger,
+        keep_tail=keep_tail,
+        redact=redact,
         on_event=[observe],
-    )  # fmt: skip
+    )
 
 
 def _request_compactor(s: Services, body: CompactRequest) -> AsyncCompactor:
@@ -190,9 +193,15 @@ async def put_memory(body: MemoryIn, tenant: Tenant, s: Svc) -> MemoryOut:
         text = s.redact.redact_text(text).text
         context = None if context is None else s.redact.redact_text(context).text
     item = await s.store.put(
-        tenant, body.namespace, body.key or _default_key(body.kind, text), text,
-        kind=body.kind, tags=body.tags, ttl=body.ttl, context=context,
-    )  # fmt: skip
+        tenant,
+        body.namespace,
+        body.key or _default_key(body.kind, text),
+        text,
+        kind=body.kind,
+        tags=body.tags,
+        ttl=body.ttl,
+        context=context,
+    )
     return memory_out(item)
 
 
@@ -214,9 +223,15 @@ async def search_memories(
     """
     prefix = normalize_namespace(namespace_prefix, allow_empty=True)
     hits = await s.store.search(
-        tenant, prefix, query=q, kind=kind, exclude_kinds=exclude_kind or (), limit=limit,
-        offset=offset, mode=mode,
-    )  # fmt: skip
+        tenant,
+        prefix,
+        query=q,
+        kind=kind,
+        exclude_kinds=exclude_kind or (),
+        limit=limit,
+        offset=offset,
+        mode=mode,
+    )
     return search_response(hits)
 
 
@@ -277,9 +292,12 @@ async def delete_user(user: User, tenant: Tenant, s: Svc) -> DeleteUserResponse:
 def _export_line(item: MemoryItem) -> str:
     """One memory in the shape ``synopsis memory import`` reads."""
     record = {
-        "namespace": list(item.namespace), "kind": item.kind, "text": item.text,
-        "key": item.key, "tags": dict(item.tags),
-    }  # fmt: skip
+        "namespace": list(item.namespace),
+        "kind": item.kind,
+        "text": item.text,
+        "key": item.key,
+        "tags": dict(item.tags),
+    }
     return json.dumps(record, ensure_ascii=False) + "\n"
 
 

@@ -10,6 +10,7 @@ closes everything. Every route except the probes and ``/metrics`` needs
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import functools
 import logging
 import time
@@ -22,7 +23,13 @@ import httpx
 from fastapi import FastAPI, Request
 from fastapi.responses import Response
 
-from synopsis import AsyncCompactor, AsyncSessionMemory, AsyncSummarizer, __version__
+from synopsis import (
+    AsyncCompactor,
+    AsyncSessionMemory,
+    AsyncSummarizer,
+    SessionOptions,
+    __version__,
+)
 from synopsis.errors import MigrationError
 from synopsis.memory import AsyncPostgresStore, AsyncSessionStore, AsyncSQLiteStore
 from synopsis.memory.open import parse_db
@@ -100,24 +107,43 @@ async def _start(app: FastAPI, options: ServerOptions, build: _Builders) -> Serv
     redactor = options.new_redactor()
     redact = redactor if options.redact else None
     workers = SummaryWorkers(
-        queue=queue, histories=histories, store=store, summarizer=summarizer,
-        options=options, on_event=metrics.observe, redact=redact,
-    )  # fmt: skip
-    window = options.window_messages
+        queue=queue,
+        histories=histories,
+        store=store,
+        summarizer=summarizer,
+        options=options,
+        on_event=metrics.observe,
+        redact=redact,
+    )
+    memory = SessionOptions(
+        window_messages=options.window_messages,
+        hybrid=options.hybrid,
+        recall_limit=options.recall_limit,
+        on_event=[metrics.observe],
+        redact=redact,
+    )
     return Services(
-        options=options, metrics=metrics, db=db, store=store, keys=AsyncKeyRing(db),
-        histories=histories, queue=queue, workers=workers, redactor=redactor, redact=redact,
-        memory=AsyncSessionMemory(
-            store=store, summarizer=None, window_messages=window, hybrid=options.hybrid,
-            recall_limit=options.recall_limit, on_event=[metrics.observe], redact=redact,
-        ),
+        options=options,
+        metrics=metrics,
+        db=db,
+        store=store,
+        keys=AsyncKeyRing(db),
+        histories=histories,
+        queue=queue,
+        workers=workers,
+        redactor=redactor,
+        redact=redact,
+        memory=AsyncSessionMemory(store=store, summarizer=None, options=memory),
+        # The proxy always recalls: a named session gets its memories injected.
         proxy_memory=AsyncSessionMemory(
-            store=store, summarizer=None, window_messages=window, hybrid=True,
-            recall_limit=options.recall_limit, on_event=[metrics.observe], redact=redact,
+            store=store, summarizer=None, options=dataclasses.replace(memory, hybrid=True)
         ),
         compactor=AsyncCompactor(
-            summarizer=summarizer, trigger=options.trigger, keep_tail=options.keep_tail,
-            counter=TokenCounter(estimator=_remembered_estimate()), on_event=[metrics.observe],
+            summarizer=summarizer,
+            trigger=options.trigger,
+            keep_tail=options.keep_tail,
+            counter=TokenCounter(estimator=_remembered_estimate()),
+            on_event=[metrics.observe],
             redact=redact,
         ),
         summary_cache=SummaryCache(options.summary_cache),
@@ -126,7 +152,7 @@ async def _start(app: FastAPI, options: ServerOptions, build: _Builders) -> Serv
             transport=build.transport or upstream_transport(),
             timeout=httpx.Timeout(options.upstream_timeout, connect=10.0),
         ),
-    )  # fmt: skip
+    )
 
 
 async def _stop(found: Services) -> None:

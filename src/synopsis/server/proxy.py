@@ -218,10 +218,14 @@ async def _compacted(
     """A stateless history compacted over the trigger (reusing a summary of its prefix);
     None below it."""
     return await compact_stateless(
-        s.compactor, s.summary_cache, tenant, messages, tools=tools,
+        s.compactor,
+        s.summary_cache,
+        tenant,
+        messages,
+        tools=tools,
         options=s.options.summary_shape(),
         count=lambda outcome: s.metrics.summary_cache.labels(outcome).inc(),
-    )  # fmt: skip
+    )
 
 
 def _is_tools(tools: object) -> bool:

@@ -62,7 +62,10 @@ async def record_turn(
     if due and await s.queue.enqueue(tenant, user, session):
         s.workers.wake()
     return AppendResponse(
-        user_id=user, session_id=session, messages=appended.after,
-        appended=appended.after - appended.before, summary_scheduled=due,
+        user_id=user,
+        session_id=session,
+        messages=appended.after,
+        appended=appended.after - appended.before,
+        summary_scheduled=due,
         pending_messages=max(appended.after - covers, 0),
-    )  # fmt: skip
+    )

@@ -262,9 +262,12 @@ def _claimed(runtime: Runtime, job: Job) -> Flow[Step, JobOutcome]:
     task) or whose process dies leaves it to expire.
     """
     claimed = yield store_call(
-        "claim_summary_job", *job.key, covers_to=len(job.messages), owner=runtime.owner,
+        "claim_summary_job",
+        *job.key,
+        covers_to=len(job.messages),
+        owner=runtime.owner,
         lease_seconds=claim_lease(runtime.options),
-    )  # fmt: skip
+    )
     if not claimed:
         return "claimed_elsewhere"
     try:
