@@ -545,7 +545,8 @@ def _unchanged(
     events: tuple[Event, ...] = (),
 ) -> CompactionResult:
     return CompactionResult(
-        messages=[without_meta(m) for m in messages],
+        # A plain dict without ``meta`` is what without_meta would return: no call per message.
+        messages=[m if type(m) is dict and "meta" not in m else without_meta(m) for m in messages],
         triggered=triggered,
         compacted=False,
         reason=reason,
