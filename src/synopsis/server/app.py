@@ -27,6 +27,7 @@ from synopsis import (
     AsyncCompactor,
     AsyncSessionMemory,
     AsyncSummarizer,
+    Redactor,
     SessionOptions,
     __version__,
 )
@@ -138,20 +139,27 @@ async def _start(app: FastAPI, options: ServerOptions, build: _Builders) -> Serv
         proxy_memory=AsyncSessionMemory(
             store=store, summarizer=None, options=dataclasses.replace(memory, hybrid=True)
         ),
-        compactor=AsyncCompactor(
-            summarizer=summarizer,
-            trigger=options.trigger,
-            keep_tail=options.keep_tail,
-            counter=TokenCounter(estimator=_remembered_estimate()),
-            on_event=[metrics.observe],
-            redact=redact,
-        ),
+        compactor=_compactor(options, summarizer, metrics, redact),
         summary_cache=SummaryCache(options.summary_cache),
         summarizer=summarizer,
         http=httpx.AsyncClient(
             transport=build.transport or upstream_transport(),
             timeout=httpx.Timeout(options.upstream_timeout, connect=10.0),
         ),
+    )
+
+
+def _compactor(
+    options: ServerOptions, summarizer: AsyncSummarizer, metrics: Metrics, redact: Redactor | None
+) -> AsyncCompactor:
+    """The proxy's compactor: the server's trigger and tail, a remembering token estimate."""
+    return AsyncCompactor(
+        summarizer=summarizer,
+        trigger=options.trigger,
+        keep_tail=options.keep_tail,
+        counter=TokenCounter(estimator=_remembered_estimate()),
+        on_event=[metrics.observe],
+        redact=redact,
     )
 
 
