@@ -75,6 +75,7 @@ import threading
 import time
 import uuid
 from collections.abc import Collection, Mapping, Sequence
+from contextlib import AbstractContextManager
 from typing import Any, Generic, TypeVar, Unpack
 
 from synopsis._flow import Emit, Flow, adrive, drive
@@ -147,6 +148,37 @@ class _Driver(Generic[StoreT, SummarizerT]):
             closed=self._closed,
             has_summarizer=self._summarizer is not None,
         )
+
+    def _context(
+        self,
+        ids: tuple[str, str, str],
+        messages: Sequence[Mapping[str, Any]],
+        system_prompt: str | None,
+        query: str | None,
+    ) -> tuple[Flow[Step, list[dict[str, Any]]], AbstractContextManager[Any]]:
+        """The flow that builds a request, and the span that traces it."""
+        flow = _jobs.build_context(
+            self._runtime.options, ids, messages, system_prompt=system_prompt, query=query
+        )
+        return flow, self._tracer.build_context(ids[0], ids[2], len(messages))
+
+    def _recall(
+        self,
+        tenant: str,
+        user_id: str,
+        query: str,
+        limit: int,
+        kind: str | Collection[str] | None,
+        exclude_kinds: str | Collection[str] | None,
+        mode: SearchMode | None,
+    ) -> tuple[Flow[Step, list[SearchHit]], AbstractContextManager[Any]]:
+        """The flow of a recall (its kind filter checked, its mode chosen), and its span."""
+        mode = mode or self._runtime.options.recall_mode
+        kinds = _jobs.recall_kinds(kind, exclude_kinds)
+        flow = _jobs.recall(
+            self._runtime.options, tenant, user_id, query, limit=limit, kinds=kinds, mode=mode
+        )
+        return flow, self._tracer.recall(tenant, limit=limit, kinds=kinds, mode=mode)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -254,14 +286,9 @@ class SessionMemory(_Driver[SessionStore, SummarizerLike]):
         query: str | None = None,
     ) -> list[dict[str, Any]]:
         """The messages to send: system prompt + summary, [recalled notes], recent window."""
-        flow = _jobs.build_context(
-            self._runtime.options,
-            (tenant, user_id, session_id),
-            messages,
-            system_prompt=system_prompt,
-            query=query,
-        )
-        with self._tracer.build_context(tenant, session_id, len(messages)) as span:
+        ids = (tenant, user_id, session_id)
+        flow, traced = self._context(ids, messages, system_prompt, query)
+        with traced as span:
             built = drive(flow, self._perform)
             self._tracer.counted(span, "synopsis.context.messages", built)
         return built
@@ -284,12 +311,8 @@ class SessionMemory(_Driver[SessionStore, SummarizerLike]):
         ``kind`` asks for them. ``mode`` defaults to the ``recall_mode`` this memory was built
         with.
         """
-        mode = mode or self._runtime.options.recall_mode
-        kinds = _jobs.recall_kinds(kind, exclude_kinds)
-        flow = _jobs.recall(
-            self._runtime.options, tenant, user_id, query, limit=limit, kinds=kinds, mode=mode
-        )
-        with self._tracer.recall(tenant, limit=limit, kinds=kinds, mode=mode) as span:
+        flow, traced = self._recall(tenant, user_id, query, limit, kind, exclude_kinds, mode)
+        with traced as span:
             hits = drive(flow, self._perform)
             self._tracer.counted(span, "synopsis.recall.hits", hits)
         return hits
@@ -430,14 +453,9 @@ class AsyncSessionMemory(_Driver[AsyncSessionStore, AsyncSummarizerLike]):
         query: str | None = None,
     ) -> list[dict[str, Any]]:
         """The messages to send: system prompt + summary, [recalled notes], recent window."""
-        flow = _jobs.build_context(
-            self._runtime.options,
-            (tenant, user_id, session_id),
-            messages,
-            system_prompt=system_prompt,
-            query=query,
-        )
-        with self._tracer.build_context(tenant, session_id, len(messages)) as span:
+        ids = (tenant, user_id, session_id)
+        flow, traced = self._context(ids, messages, system_prompt, query)
+        with traced as span:
             built = await adrive(flow, self._perform)
             self._tracer.counted(span, "synopsis.context.messages", built)
         return built
@@ -453,19 +471,9 @@ class AsyncSessionMemory(_Driver[AsyncSessionStore, AsyncSummarizerLike]):
         exclude_kinds: str | Collection[str] | None = None,
         mode: SearchMode | None = None,
     ) -> list[SearchHit]:
-        """Recall over every memory of the user, across all their sessions.
-
-        ``kind``: only memories of this kind (or these kinds). ``exclude_kinds``: never these
-        kinds; by default, stored transcripts (``synopsis.memory.TRANSCRIPT_KINDS``) unless
-        ``kind`` asks for them. ``mode`` defaults to the ``recall_mode`` this memory was built
-        with.
-        """
-        mode = mode or self._runtime.options.recall_mode
-        kinds = _jobs.recall_kinds(kind, exclude_kinds)
-        flow = _jobs.recall(
-            self._runtime.options, tenant, user_id, query, limit=limit, kinds=kinds, mode=mode
-        )
-        with self._tracer.recall(tenant, limit=limit, kinds=kinds, mode=mode) as span:
+        """Recall over every memory of the user (see :meth:`SessionMemory.recall`)."""
+        flow, traced = self._recall(tenant, user_id, query, limit, kind, exclude_kinds, mode)
+        with traced as span:
             hits = await adrive(flow, self._perform)
             self._tracer.counted(span, "synopsis.recall.hits", hits)
         return hits
