@@ -104,7 +104,7 @@ class CompactionOptions:
     when it compacts. ``min_new_messages`` is how many messages must follow the previous
     summary to make another worthwhile. ``on_event`` handlers and ``session_id`` go into every
     event. The ``repr`` never shows credentials a model spec's URL carries.
-    ``clear_tool_outputs`` (a :class:`~synopsis.compaction.clear.ToolClearing`; None: off)
+    ``clear_tool_outputs`` (a :class:`ToolClearing`; None: off)
     first clears old tool output, and summarizes only if that leaves the history over budget.
     It is on by default: on a tool-heavy session it retained more than summarizing only, made
     about a fifth of the summarizer calls and cost 0.75-0.92 of it with prompt caching
