@@ -30,8 +30,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from synopsis.compaction.clear import ToolClearing
 from synopsis.compaction.compactor import Compactor
+from synopsis.compaction.options import ToolClearing
 from synopsis.compaction.plan import KeepTail
 from synopsis.memory import InMemoryStore, NewMemory
 from synopsis.messages import is_internal, safe_cut_points, split_leading_system, text_of

@@ -30,3 +30,22 @@ def pg_schema(postgres_url: str) -> Iterator[str]:
     yield name
     with psycopg.connect(postgres_url, autocommit=True) as conn:
         conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(name)))
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """After the architecture tests ran: the modules over the size guideline (not a failure:
+    a reminder to split by concept, see tests/test_architecture.py)."""
+    ran = any(
+        report.nodeid.startswith("tests/test_architecture.py")
+        for reports in terminalreporter.stats.values()
+        for report in reports
+        if hasattr(report, "nodeid")
+    )
+    if not ran:
+        return
+    from tests.test_architecture import GUIDE_MODULE_LINES, module_sizes
+
+    over = module_sizes()
+    terminalreporter.section(f"modules over the ~{GUIDE_MODULE_LINES}-line guideline: {len(over)}")
+    for lines, module in over:
+        terminalreporter.line(f"{lines:5d}  src/synopsis/{module}")

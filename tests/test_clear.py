@@ -20,14 +20,13 @@ from synopsis.compaction.clear import (
     CLEARED_ARGUMENTS,
     CLEARED_KIND,
     ClearingPlan,
-    ToolClearing,
     apply_clearing,
     cleared_stub,
     is_cleared,
     offload_large_tool_result,
     plan_clearing,
 )
-from synopsis.compaction.options import CompactionOptions
+from synopsis.compaction.options import CompactionOptions, ToolClearing
 from synopsis.compaction.plan import KeepTail, plan_compaction
 from synopsis.errors import ConfigError
 from synopsis.messages import (

@@ -19,23 +19,23 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from synopsis._flow import drive
+from synopsis._flow import Emit, drive
 from synopsis.compaction._flow import (
     CompactionResult,
-    Emit,
-    Summarize,
     SummarizeOffline,
     WriteArchive,
     compaction,
 )
 from synopsis.compaction.archive import MemoryArchive
-from synopsis.compaction.compactor import (
+from synopsis.compaction.compactor import AsyncCompactor, Compactor
+from synopsis.compaction.model import (
     AsyncCompactingModel,
-    AsyncCompactor,
+    CallModel,
+    CompactForModel,
     CompactingModel,
-    Compactor,
+    CompactOverflow,
+    compacting_call,
 )
-from synopsis.compaction.model import CallModel, CompactForModel, CompactOverflow, compacting_call
 from synopsis.compaction.options import CompactionOptions
 from synopsis.errors import (
     AllModelsFailed,
@@ -46,7 +46,13 @@ from synopsis.errors import (
 )
 from synopsis.events import BeforeSummarize
 from synopsis.models.retry import RetryPolicy
-from synopsis.summarizer import AsyncSummarizer, Summarizer, SummaryResult, extract_summary
+from synopsis.summarizer import (
+    AsyncSummarizer,
+    Summarize,
+    Summarizer,
+    SummaryResult,
+    extract_summary,
+)
 from synopsis.testing import AsyncFakeModel, FakeClock, FakeModel, RecordingSleep
 from synopsis.tokens import TokenCounter
 from tests.strategies import histories

@@ -12,12 +12,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from synopsis.compaction.archive import MemoryArchive
-from synopsis.compaction.compactor import (
-    AsyncCompactingModel,
-    AsyncCompactor,
-    CompactingModel,
-    Compactor,
-)
+from synopsis.compaction.compactor import AsyncCompactor, Compactor
+from synopsis.compaction.model import AsyncCompactingModel, CompactingModel
 from synopsis.errors import (
     ConfigError,
     ContextLengthExceeded,

@@ -18,8 +18,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from synopsis.compaction.archive import JsonlArchive, MemoryArchive
-from synopsis.compaction.clear import ToolClearing
 from synopsis.compaction.compactor import AsyncCompactor, CompactionResult, Compactor
+from synopsis.compaction.options import ToolClearing
 from synopsis.compaction.preview import PLACEHOLDER, CompactionPreview
 from synopsis.compaction.summary import collect_user_messages, parse_user_messages_block
 from synopsis.messages import content_type, is_real_user_message, is_system, marked_body

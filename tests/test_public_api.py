@@ -6,6 +6,7 @@ import inspect
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import synopsis
 import synopsis.memory
@@ -134,3 +135,100 @@ def test_the_library_does_not_log_to_stderr_by_default() -> None:
 
     handlers = logging.getLogger("synopsis").handlers
     assert any(isinstance(h, logging.NullHandler) for h in handlers)
+
+
+def _listed(fields: dict[str, Any]) -> dict[str, Any]:
+    return {
+        key: list(value) if isinstance(value, tuple) else value for key, value in fields.items()
+    }
+
+
+def _event_types() -> list[type]:
+    import synopsis.events
+
+    return [
+        value
+        for value in vars(synopsis.events).values()
+        if isinstance(value, type)
+        and issubclass(value, synopsis.events.EventBase)
+        and value is not synopsis.events.EventBase
+    ]
+
+
+def test_every_event_type_a_user_can_receive_is_exported() -> None:
+    """Each of the twelve event types (in CompactionResult.events, SessionMemory's handlers)
+    is importable from ``synopsis`` itself, and each is one of the handlers' event unions."""
+    from typing import get_args
+
+    from synopsis.events import AnyEvent
+
+    events = _event_types()
+    assert len(events) == 12
+    assert set(events) == set(get_args(AnyEvent))
+    missing = sorted(event.__name__ for event in events if event.__name__ not in synopsis.__all__)
+    assert not missing
+
+
+def test_every_event_serializes_and_pickles_through_its_base() -> None:
+    """``to_dict()`` is the base class's: ``{"event": name, **fields}``, tuples as lists, JSON
+    ready; and an event survives pickling (a handler may queue it to another process)."""
+    import dataclasses
+    import json
+    import pickle
+
+    for event_type in _event_types():
+        required = [
+            field.name
+            for field in dataclasses.fields(event_type)
+            if field.default is dataclasses.MISSING and field.default_factory is dataclasses.MISSING
+        ]
+        event = event_type(**{name: f"{name}-value" for name in required})
+        data = event.to_dict()
+        assert data["event"] == event_type.name
+        assert data == {"event": event_type.name, **_listed(dataclasses.asdict(event))}
+        json.dumps(data)
+        assert pickle.loads(pickle.dumps(event)) == event
+
+
+def _public_classes(module: Any) -> list[type]:
+    return [value for name in module.__all__ if isinstance(value := vars(module).get(name), type)]
+
+
+def test_public_classes_show_the_path_a_user_imports() -> None:
+    """``synopsis.Compactor``, not ``synopsis.compaction.compactor.Compactor`` (httpx does the
+    same); a subpackage's own API shows the subpackage. Reprs and tracebacks read that way."""
+    import synopsis.compaction
+
+    assert {cls.__module__ for cls in _public_classes(synopsis)} == {"synopsis"}
+    assert synopsis.compaction.CompactionPlan.__module__ == "synopsis.compaction"
+    assert repr(synopsis.KeepTail(messages=2)) == "KeepTail(messages=2, tokens=0, fraction=0.0)"
+    assert str(synopsis.Compactor) == "<class 'synopsis.Compactor'>"
+
+
+def test_type_hints_of_public_classes_still_resolve() -> None:
+    """Their string annotations were resolved before ``__module__`` moved, so
+    ``typing.get_type_hints`` (pydantic, FastAPI, dataclass tools) still reads them."""
+    import typing
+
+    import synopsis.compaction
+    import synopsis.models
+    import synopsis.redact
+    import synopsis.session
+
+    spaces = (synopsis, synopsis.compaction, synopsis.session, synopsis.redact, synopsis.models)
+    for cls in [cls for space in spaces for cls in _public_classes(space)]:
+        typing.get_type_hints(cls)
+    hints = typing.get_type_hints(synopsis.CompactionOptions)
+    assert hints["trigger"] is synopsis.Trigger
+
+
+def test_public_values_pickle_by_their_shown_path() -> None:
+    """A pickle names ``synopsis.X``, which loads back: options, results and events."""
+    import pickle
+
+    assert pickle.loads(pickle.dumps(synopsis.CompactionOptions)) is synopsis.CompactionOptions
+    options = synopsis.CompactionOptions(keep_tail=synopsis.KeepTail(messages=3))
+    assert pickle.loads(pickle.dumps(options)) == options
+    event = synopsis.ValuesRedacted(reason="r", counts={"email": 1}, total=1)
+    assert pickle.loads(pickle.dumps(event)) == event
+    assert pickle.loads(pickle.dumps(synopsis.SessionOptions())).summarize_every == 20

@@ -14,8 +14,9 @@ from synopsis.events import SessionSummaryTruncated
 from synopsis.memory._types import SessionSummary
 from synopsis.memory.inmemory import AsyncInMemoryStore, InMemoryStore
 from synopsis.session._bounds import TRUNCATION_MARKER, clip_chars, clip_tokens
-from synopsis.session.context import content_hash, make_settings
+from synopsis.session.context import content_hash
 from synopsis.session.memory import AsyncSessionMemory, SessionMemory
+from synopsis.session.options import SessionOptions
 from synopsis.summarizer import SummaryResult
 from synopsis.tokens import TokenCounter
 
@@ -205,8 +206,8 @@ def test_summary_bounds_are_validated_and_can_be_switched_off() -> None:
         "estimate": None,
     }
     with pytest.raises(ConfigError, match="max_summary_chars"):
-        make_settings(**options, max_summary_chars=10)
+        SessionOptions(**options, max_summary_chars=10)
     with pytest.raises(ConfigError, match="max_summary_tokens"):
-        make_settings(**options, max_summary_tokens=0)
-    unbounded = make_settings(**options, max_summary_chars=None, summarize_timeout=None)
+        SessionOptions(**options, max_summary_tokens=0)
+    unbounded = SessionOptions(**options, max_summary_chars=None, summarize_timeout=None)
     assert (unbounded.max_summary_chars, unbounded.summarize_timeout) == (None, None)

@@ -8,18 +8,16 @@ from typing import Any
 
 import pytest
 
-from synopsis._flow import Flow, drive
+from synopsis._flow import Emit, Flow, drive
 from synopsis.errors import ProviderUnavailable, StoreError
 from synopsis.events import SessionEvent, SessionMemoryFailed
 from synopsis.memory import TRANSCRIPT_KINDS
 from synopsis.memory.inmemory import InMemoryStore
 from synopsis.models.retry import RetryPolicy
 from synopsis.session._jobs import (
-    Emit,
     Runtime,
     Step,
     StoreCall,
-    Summarize,
     admit_turn,
     build_context,
     delete_user,
@@ -27,10 +25,11 @@ from synopsis.session._jobs import (
     recall_kinds,
     recover,
     run_job,
+    timed_out,
 )
 from synopsis.session._state import Job, Registry, ScheduleResult
-from synopsis.session.context import make_settings
-from synopsis.summarizer import Summarizer, SummaryResult
+from synopsis.session.options import SessionOptions
+from synopsis.summarizer import Summarize, Summarizer, SummaryResult
 from synopsis.testing import BigramEmbedder, FakeClock, FakeModel, Reply
 
 T, U, S = "acme", "u1", "s1"
@@ -101,17 +100,10 @@ class Harness:
     def __post_init__(self) -> None:
         self.clock = FakeClock()
         self.registry = Registry(self.clock, 60.0)
-        settings = make_settings(
-            summarize_every=10,
-            window_messages=4,
-            window_tokens=None,
-            context_budget_tokens=None,
-            hybrid=self.hybrid,
-            recall_limit=3,
-            recall_mode="keyword",
-            estimate=None,
+        options = SessionOptions(
+            summarize_every=10, window_messages=4, hybrid=self.hybrid, recall_limit=3
         )
-        self.runtime = Runtime(settings, self.registry, self.clock, owner="replica-1")
+        self.runtime = Runtime(options, self.registry, self.clock, owner="replica-1")
 
     def perform(self, step: Step) -> Any:
         self.steps.append(step)
@@ -247,13 +239,13 @@ def test_a_failing_model_fails_the_job_and_cools_the_session_down() -> None:
 
 
 def test_the_summarize_step_carries_the_time_limit_and_a_timeout_fails_the_job() -> None:
-    """A driver throws ``timed_out()`` into the flow: a summarize failure, then a cooldown."""
+    """A driver throws ``timed_out(step)`` into the flow: a summarize failure, then a cooldown."""
     harness, asks = Harness(), []
 
     def perform(step: Step) -> Any:
         if isinstance(step, Summarize):
             asks.append(step)
-            raise step.timed_out()
+            raise timed_out(step)
         return harness.perform(step)
 
     assert drive(run_job(harness.runtime, harness.job(turns(10))), perform) == "failed"
@@ -445,7 +437,7 @@ def test_build_context_degrades_to_the_window_when_the_store_is_down() -> None:
         fail={"latest_summary": StoreError("down"), "search": StoreError("down")},
     )
     flow = build_context(
-        harness.runtime.settings, (T, U, S), turns(4), system_prompt=None, query=None
+        harness.runtime.options, (T, U, S), turns(4), system_prompt=None, query=None
     )
     assert harness.run(flow) == turns(4)
     assert harness.failed_stages() == ["load_summary", "recall"]
@@ -455,7 +447,7 @@ def test_build_context_searches_only_in_hybrid_mode() -> None:
     """Without hybrid no search step is made."""
     harness = Harness()
     flow = build_context(
-        harness.runtime.settings, (T, U, S), turns(4), system_prompt="be brief", query=None
+        harness.runtime.options, (T, U, S), turns(4), system_prompt="be brief", query=None
     )
     assert harness.run(flow)[0] == {"role": "system", "content": "be brief"}
     assert step_names(harness.steps) == ["latest_summary"]
@@ -464,9 +456,9 @@ def test_build_context_searches_only_in_hybrid_mode() -> None:
 def test_recall_uses_the_configured_mode_unless_told() -> None:
     """One search step over the user's namespace, with the kind filter it was given."""
     harness = Harness(store=InMemoryStore(embedder=BigramEmbedder()))
-    settings = harness.runtime.settings
-    harness.run(recall(settings, T, U, "coffee", limit=3, kinds=(None, ()), mode=None))
-    harness.run(recall(settings, T, U, "coffee", limit=3, kinds=(("x",), ()), mode="hybrid"))
+    options = harness.runtime.options
+    harness.run(recall(options, T, U, "coffee", limit=3, kinds=(None, ()), mode=None))
+    harness.run(recall(options, T, U, "coffee", limit=3, kinds=(("x",), ()), mode="hybrid"))
     calls = [s for s in harness.steps if isinstance(s, StoreCall)]
     assert [(c.args, c.kwargs["mode"], c.kwargs["kind"]) for c in calls] == [
         ((T, ("user", U)), "keyword", None),
@@ -497,7 +489,7 @@ def test_build_context_recalls_no_transcripts() -> None:
     """Hybrid build_context searches the user's memories without the transcript kinds."""
     harness = Harness(hybrid=True)
     flow = build_context(
-        harness.runtime.settings, (T, U, S), turns(2), system_prompt=None, query="coffee"
+        harness.runtime.options, (T, U, S), turns(2), system_prompt=None, query="coffee"
     )
     harness.run(flow)
     [search] = [s for s in harness.steps if isinstance(s, StoreCall) and s.method == "search"]

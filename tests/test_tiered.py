@@ -15,8 +15,9 @@ from typing import Any
 import pytest
 
 from synopsis.compaction.archive import MemoryArchive
-from synopsis.compaction.clear import ToolClearing, is_cleared
+from synopsis.compaction.clear import is_cleared
 from synopsis.compaction.compactor import AsyncCompactor, Compactor
+from synopsis.compaction.options import ToolClearing
 from synopsis.errors import CompactionError, ProviderUnavailable
 from synopsis.events import ToolOutputsCleared
 from synopsis.messages import content_type

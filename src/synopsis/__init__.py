@@ -3,16 +3,14 @@
 The curated public API. Everything else is importable from its module but not promised.
 """
 
+import inspect as _inspect
 import logging as _logging
+import sys as _sys
+import typing as _typing
 
 from synopsis.compaction.archive import Archive, JsonlArchive, MemoryArchive
-from synopsis.compaction.compactor import (
-    AsyncCompactingModel,
-    AsyncCompactor,
-    CompactingModel,
-    CompactionResult,
-    Compactor,
-)
+from synopsis.compaction.compactor import AsyncCompactor, CompactionResult, Compactor
+from synopsis.compaction.model import AsyncCompactingModel, CompactingModel
 from synopsis.compaction.options import CompactionOptions
 from synopsis.compaction.plan import KeepTail
 from synopsis.compaction.skills import SkillConfig
@@ -47,15 +45,18 @@ from synopsis.errors import (
 from synopsis.events import (
     AfterSummarize,
     BeforeSummarize,
+    CompactionSkipped,
     GenerateSummary,
     OutboxReplayed,
     SessionMemoryFailed,
     SessionSummarySaved,
     SessionSummaryStarted,
+    SessionSummaryTruncated,
     SummarizeFailed,
+    ToolOutputsCleared,
+    ValuesRedacted,
 )
-from synopsis.models import AsyncModel, Model, ModelResponse, ModelSettings, Usage
-from synopsis.models._resolve import resolve_model
+from synopsis.models import AsyncModel, Model, ModelResponse, ModelSettings, Usage, resolve_model
 from synopsis.models.extractive import AsyncExtractiveModel, ExtractiveModel
 from synopsis.models.failover import (
     AsyncFailoverModel,
@@ -67,6 +68,7 @@ from synopsis.models.retry import Cooldown, RetryPolicy
 from synopsis.prompts import CHINESE, ENGLISH, PromptSet
 from synopsis.redact import Redactor
 from synopsis.session.memory import AsyncSessionMemory, ScheduleResult, SessionMemory
+from synopsis.session.options import SessionOptions
 from synopsis.summarizer import AsyncSummarizer, Summarizer, SummaryResult
 from synopsis.tokens import TokenCount, TokenCounter
 from synopsis.transcripts import Transcript, dump_transcript, load_transcript
@@ -97,6 +99,7 @@ __all__ = [
     "CompactionError",
     "CompactionOptions",
     "CompactionResult",
+    "CompactionSkipped",
     "Compactor",
     "ConfigError",
     "ContextLengthExceeded",
@@ -132,8 +135,10 @@ __all__ = [
     "SessionConflict",
     "SessionMemory",
     "SessionMemoryFailed",
+    "SessionOptions",
     "SessionSummarySaved",
     "SessionSummaryStarted",
+    "SessionSummaryTruncated",
     "SkillConfig",
     "StoreError",
     "SummarizeFailed",
@@ -143,6 +148,7 @@ __all__ = [
     "TenantMismatch",
     "TokenCount",
     "TokenCounter",
+    "ToolOutputsCleared",
     "Transcript",
     "TransientModelError",
     "Trigger",
@@ -151,8 +157,42 @@ __all__ = [
     "UpstreamNotConfigured",
     "Usage",
     "UserDeleted",
+    "ValuesRedacted",
     "dump_transcript",
     "load_transcript",
     "resolve_model",
     "validate_messages",
 ]
+
+
+def _present_public_classes() -> None:
+    """Show each public class under the path a user imports it from (``synopsis.Compactor``,
+    not ``synopsis.compaction.compactor.Compactor``; ``synopsis.compaction.CompactionPlan``
+    for a subpackage's own API), as httpx does: reprs, tracebacks and pickles name that path.
+
+    A class's string annotations are resolved first, in the module that defines them, so
+    ``typing.get_type_hints`` (and pydantic, FastAPI) still read them once ``__module__`` has
+    moved. The subpackages go first, so a class both export ends up under ``synopsis``.
+    """
+    spaces = ("synopsis.compaction", "synopsis.session", "synopsis.redact", "synopsis.models")
+    for space in (*spaces, __name__):
+        module = _sys.modules[space]
+        for name in module.__all__:
+            value = vars(module).get(name)  # never a lazy attribute (an optional extra)
+            if isinstance(value, type) and value.__module__ != space:
+                _resolve_annotations(value)
+                value.__module__ = space
+
+
+def _resolve_annotations(cls: type) -> None:
+    own = _inspect.get_annotations(cls)
+    if not any(isinstance(hint, str) for hint in own.values()):
+        return
+    try:
+        hints = _typing.get_type_hints(cls, include_extras=True)
+    except Exception:  # unresolvable before the move too: nothing is lost
+        return
+    cls.__annotations__ = {name: hints.get(name, hint) for name, hint in own.items()}
+
+
+_present_public_classes()

@@ -12,15 +12,25 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Generator
 from contextlib import closing
-from typing import Any, TypeVar
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
 
-__all__ = ["Flow", "adrive", "drive"]
+__all__ = ["Emit", "Flow", "adrive", "drive"]
 
 S = TypeVar("S")
 T = TypeVar("T")
+E = TypeVar("E")
 
 #: A workflow: yields steps of type ``S``, is sent their results, returns ``T``.
 Flow = Generator[S, Any, T]
+
+
+@dataclass(frozen=True, slots=True)
+class Emit(Generic[E]):
+    """The step every workflow shares: deliver ``event`` to the workflow's event handlers now
+    (a failing handler is logged, never raised into the flow); the flow is sent None."""
+
+    event: E
 
 
 class _Cursor:

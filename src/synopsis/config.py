@@ -206,8 +206,10 @@ def _seconds(*, positive: bool) -> Callable[[str], float]:
         except ValueError:
             raise ValueError(f"must be a number of seconds, not {raw[:40]!r}") from None
         if not math.isfinite(value) or value < 0 or (positive and value == 0):
-            raise ValueError(f"must be a {'positive' if positive else 'non-negative'} finite "
-                             f"number of seconds, not {raw[:40]!r}")  # fmt: skip
+            raise ValueError(
+                f"must be a {'positive' if positive else 'non-negative'} finite "
+                f"number of seconds, not {raw[:40]!r}"
+            )
         return value
 
     return parse

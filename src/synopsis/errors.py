@@ -72,6 +72,12 @@ __all__ = [
 class SynopsisError(Exception):
     """Root of every error synopsis raises on purpose."""
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        # The message and the attributes, without calling __init__ again: several errors take
+        # keyword-only attributes or build their message, which the default reduction (the
+        # class called with ``args``) cannot reproduce, so a pickled one could not be loaded.
+        return _restored, (type(self), self.args, vars(self))
+
     def to_dict(self) -> dict[str, Any]:
         """A JSON-serializable description: type, message and structured attributes."""
         data: dict[str, Any] = {"type": type(self).__name__, "message": str(self)}
@@ -85,6 +91,13 @@ class SynopsisError(Exception):
             elif isinstance(value, tuple | list):
                 data[name] = [str(item) for item in value]
         return data
+
+
+def _restored(cls: type[SynopsisError], args: tuple[Any, ...], state: dict[str, Any]) -> Any:
+    error = cls.__new__(cls, *args)
+    error.args = args
+    error.__dict__.update(state)
+    return error
 
 
 def _exception_dict(exc: BaseException) -> dict[str, Any]:

@@ -49,6 +49,7 @@ __all__ = [
     "BeforeSummarize",
     "CompactionSkipped",
     "Event",
+    "EventBase",
     "EventHandler",
     "GenerateSummary",
     "OutboxReplayed",
@@ -71,20 +72,33 @@ __all__ = [
 Phase = Literal["primary", "failover"]
 
 
+@dataclass(frozen=True, slots=True)
+class EventBase:
+    """What every event shares: its ``name`` and :meth:`to_dict`."""
+
+    #: The event's name, the ``event`` key of :meth:`to_dict` (``"after_summarize"``).
+    name: ClassVar[str]
+
+    def to_dict(self) -> dict[str, Any]:
+        """``{"event": name, **fields}`` for logs and JSON (a tuple becomes a list)."""
+        fields = {
+            key: list(value) if isinstance(value, tuple) else value
+            for key, value in asdict(self).items()
+        }
+        return {"event": self.name, **fields}
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
-class BeforeSummarize:
+class BeforeSummarize(EventBase):
     name: ClassVar[str] = "before_summarize"
     reason: str
     tokens: int
     message_count: int
     session_id: str | None = None
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"event": self.name, **asdict(self)}
-
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class GenerateSummary:
+class GenerateSummary(EventBase):
     name: ClassVar[str] = "generate_summary"
     attempt: int
     phase: Phase
@@ -94,12 +108,9 @@ class GenerateSummary:
     error: dict[str, Any] | None = None
     session_id: str | None = None
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"event": self.name, **asdict(self)}
-
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class AfterSummarize:
+class AfterSummarize(EventBase):
     name: ClassVar[str] = "after_summarize"
     reason: str
     tokens_before: int
@@ -116,12 +127,9 @@ class AfterSummarize:
     usage: dict[str, int] | None = None
     calls: int = 0
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"event": self.name, **asdict(self)}
-
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class SummarizeFailed:
+class SummarizeFailed(EventBase):
     name: ClassVar[str] = "summarize_failed"
     reason: str
     error: dict[str, Any]
@@ -129,11 +137,6 @@ class SummarizeFailed:
     fallback: str | None = None
     session_id: str | None = None
     errors: Sequence[dict[str, Any]] = field(default_factory=tuple)
-
-    def to_dict(self) -> dict[str, Any]:
-        data = asdict(self)
-        data["errors"] = list(self.errors)
-        return {"event": self.name, **data}
 
 
 # --- session memory ------------------------------------------------------------------------
@@ -151,12 +154,8 @@ Stage = Literal[
 ]
 
 
-def _event_dict(event: Any) -> dict[str, Any]:
-    return {"event": event.name, **asdict(event)}
-
-
 @dataclass(frozen=True, slots=True, kw_only=True)
-class SessionSummaryStarted:
+class SessionSummaryStarted(EventBase):
     name: ClassVar[str] = "session_summary_started"
     tenant: str
     user_id: str
@@ -167,12 +166,9 @@ class SessionSummaryStarted:
     #: With ``redact=``: values of each kind taken out of the request (never the values).
     redacted: dict[str, int] = field(default_factory=dict)
 
-    def to_dict(self) -> dict[str, Any]:
-        return _event_dict(self)
-
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class SessionSummarySaved:
+class SessionSummarySaved(EventBase):
     name: ClassVar[str] = "session_summary_saved"
     tenant: str
     user_id: str
@@ -182,12 +178,9 @@ class SessionSummarySaved:
     model: str
     memory_written: bool
 
-    def to_dict(self) -> dict[str, Any]:
-        return _event_dict(self)
-
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class SessionMemoryFailed:
+class SessionMemoryFailed(EventBase):
     name: ClassVar[str] = "session_memory_failed"
     stage: Stage
     tenant: str
@@ -195,26 +188,20 @@ class SessionMemoryFailed:
     error: dict[str, Any] = field(default_factory=dict)
     attempts: int | None = None
 
-    def to_dict(self) -> dict[str, Any]:
-        return _event_dict(self)
-
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class OutboxReplayed:
+class OutboxReplayed(EventBase):
     name: ClassVar[str] = "outbox_replayed"
     tenant: str
     session_id: str
     version: int
-
-    def to_dict(self) -> dict[str, Any]:
-        return _event_dict(self)
 
 
 # --- compaction tiers and skips -----------------------------------------------------------
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class CompactionSkipped:
+class CompactionSkipped(EventBase):
     name: ClassVar[str] = "compaction_skipped"
     reason: str
     skipped: str
@@ -222,12 +209,9 @@ class CompactionSkipped:
     message_count: int
     session_id: str | None = None
 
-    def to_dict(self) -> dict[str, Any]:
-        return _event_dict(self)
-
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class ToolOutputsCleared:
+class ToolOutputsCleared(EventBase):
     name: ClassVar[str] = "tool_outputs_cleared"
     reason: str
     cleared: int
@@ -238,12 +222,9 @@ class ToolOutputsCleared:
     archive: str | None
     session_id: str | None = None
 
-    def to_dict(self) -> dict[str, Any]:
-        return _event_dict(self)
-
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class ValuesRedacted:
+class ValuesRedacted(EventBase):
     """A compaction redacted ``total`` values: ``counts`` by kind (``{"email": 2}``)."""
 
     name: ClassVar[str] = "values_redacted"
@@ -252,12 +233,9 @@ class ValuesRedacted:
     total: int
     session_id: str | None = None
 
-    def to_dict(self) -> dict[str, Any]:
-        return _event_dict(self)
-
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class SessionSummaryTruncated:
+class SessionSummaryTruncated(EventBase):
     """A session summary was cut to its limit.
 
     ``target`` says which copy: ``stored`` (a new version, cut before it was saved, to
@@ -275,9 +253,6 @@ class SessionSummaryTruncated:
     limit: int
     original_chars: int
     kept_chars: int
-
-    def to_dict(self) -> dict[str, Any]:
-        return _event_dict(self)
 
 
 _log = logging.getLogger("synopsis.events")

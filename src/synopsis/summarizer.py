@@ -21,10 +21,10 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, Final, Protocol, TypedDict, Unpack, runtime_checkable
 
 from synopsis._chunking import chunk_for_window, clip_message, clip_text, safe_groups, take_chunk
-from synopsis._flow import Flow, adrive, drive
+from synopsis._flow import Emit, Flow, adrive, drive
 from synopsis.errors import ConfigError, InvalidInput, InvalidSummary
 from synopsis.events import Event, EventHandler, aemit, check_sync_handlers, emit
-from synopsis.models._base import ModelResponse, ModelSettings, Usage
+from synopsis.models import ModelResponse, ModelSettings, Usage
 from synopsis.models.limits import output_budget, smallest
 from synopsis.models.retry import (
     AttemptRecord,
@@ -41,7 +41,7 @@ from synopsis.tokens import TokenCounter
 __all__ = [
     "AsyncSummarizer",
     "AsyncSummarizerLike",
-    "Emit",
+    "Summarize",
     "Summarizer",
     "SummarizerLike",
     "SummarizerOptions",
@@ -216,7 +216,7 @@ ModelSpec = Any  # a Model/AsyncModel object, a "provider:model" string, or a ca
 
 
 def _resolve_models(model: ModelSpec, failover: Sequence[ModelSpec], *, async_: bool) -> list[Any]:
-    from synopsis.models._resolve import resolve_model
+    from synopsis.models import resolve_model
 
     if async_:
         return [resolve_model(spec, async_=True) for spec in (model, *failover)]
@@ -257,10 +257,23 @@ def strip_summary_wrapping(text: str, prompts: PromptSet) -> str:
 
 
 @dataclass(frozen=True, slots=True)
-class Emit:
-    """Deliver ``event`` to the ``on_event`` handlers now."""
+class Summarize:
+    """The step of a workflow that needs a summary (a compaction, a session job): summarize
+    ``messages`` with its summarizer (retries and failover happen inside it); the flow is sent
+    the :class:`SummaryResult`, or the summarizer's error is thrown in. A driver that has
+    waited ``timeout`` seconds (None: no limit) stops waiting and throws a timeout instead.
+    """
 
-    event: Event
+    messages: Sequence[Mapping[str, Any]]
+    previous_summary: str | None
+    session_id: str | None
+    timeout: float | None = None
+
+    def on(self, summarizer: Any) -> Any:
+        """Ask ``summarizer`` (an awaitable for an async one)."""
+        return summarizer.summarize(
+            self.messages, previous_summary=self.previous_summary, session_id=self.session_id
+        )
 
 
 class SummarizerOptions(TypedDict, total=False):
@@ -418,7 +431,7 @@ class _SummarizerCore:
         counts, valid or not.
         """
 
-        def announce(record: AttemptRecord) -> Emit:
+        def announce(record: AttemptRecord) -> Emit[Event]:
             return Emit(record.to_event(session_id=session_id))
 
         answers: list[ModelResponse] = []

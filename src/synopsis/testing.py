@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from synopsis.models._base import ModelResponse, ModelSettings, Usage
+from synopsis.models import ModelResponse, ModelSettings, Usage
 
 __all__ = [
     "AsymmetricEmbedder",

@@ -113,7 +113,7 @@ def test_the_control_case_leaks() -> None:
 def test_redact_is_a_redactor_or_a_switch() -> None:
     store = InMemoryStore()
     with SessionMemory(store=store, summarizer=None, redact=True) as mem:
-        assert isinstance(mem._runtime.settings.redactor, Redactor)
+        assert isinstance(mem.options.redact, Redactor)
     with pytest.raises(ConfigError, match="redact must be a Redactor"):
         SessionMemory(store=store, summarizer=None, redact="mask")  # type: ignore[arg-type]
 

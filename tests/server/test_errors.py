@@ -42,8 +42,9 @@ def test_the_server_defines_no_exception_of_its_own() -> None:
 
 @pytest.mark.parametrize("error", SERVICE_ERRORS, ids=lambda e: e.__name__)
 def test_the_service_errors_are_in_the_tree(error: type[SynopsisError]) -> None:
-    """Defined in synopsis.errors, drawn in its docstring, exported from ``synopsis``."""
-    assert error.__module__ == "synopsis.errors"
+    """Defined in synopsis.errors, drawn in its docstring, exported from (and shown as)
+    ``synopsis``."""
+    assert vars(synopsis.errors)[error.__name__] is error and error.__module__ == "synopsis"
     assert f"── {error.__name__} " in (synopsis.errors.__doc__ or "")
     assert error.__name__ in synopsis.errors.__all__
     assert getattr(synopsis, error.__name__) is error

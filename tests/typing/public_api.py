@@ -14,8 +14,10 @@ from synopsis import (
     CompactionResult,
     Compactor,
     ModelResponse,
+    Redactor,
     ScheduleResult,
     SessionMemory,
+    SessionOptions,
     Summarizer,
     SummaryResult,
     TokenCount,
@@ -91,6 +93,10 @@ def session_memory(history: History) -> None:
     assert_type(store.embedder_id, str | None)
     assert_type(store.forget_vectors("t"), int)
     assert_type(store.adopt_vectors("t"), int)
+    configured = SessionMemory(store=store, summarizer=None, options=SessionOptions(hybrid=True))
+    assert_type(configured.options, SessionOptions)
+    keyworded = SessionMemory(store=store, summarizer=None, redact=True, window_messages=None)
+    assert_type(keyworded.options.redact, Redactor | None)
 
 
 async def async_session_memory(history: History) -> None:

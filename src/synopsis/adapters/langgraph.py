@@ -66,9 +66,8 @@ from synopsis.adapters._state import (
 )
 from synopsis.compaction.compactor import AsyncCompactor, Compactor
 from synopsis.errors import ConfigError, InvalidInput
-from synopsis.memory._checks import MAX_LIMIT, check_tenant
-from synopsis.memory._kinds import TRANSCRIPT_KINDS
-from synopsis.memory._types import (
+from synopsis.memory import (
+    TRANSCRIPT_KINDS,
     AsyncMemoryStore,
     MemoryItem,
     MemoryStore,
@@ -77,6 +76,7 @@ from synopsis.memory._types import (
     SearchHit,
     SearchMode,
 )
+from synopsis.memory._checks import MAX_LIMIT, check_tenant
 
 __all__ = ["StoreCall", "SynopsisStore", "pre_model_hook", "run_ops"]
 
@@ -279,9 +279,12 @@ def _list_namespaces(plan: StorePlan, op: ListNamespacesOp) -> Flow[StoreCall, l
     plain = all(c.match_type == "prefix" and tuple(c.path) == prefix for c in conditions)
     if plain and op.limit <= MAX_LIMIT:
         listed: list[Namespace] = yield plan.call(
-            "list_namespaces", prefix=prefix, max_depth=op.max_depth, limit=op.limit,
+            "list_namespaces",
+            prefix=prefix,
+            max_depth=op.max_depth,
+            limit=op.limit,
             offset=op.offset,
-        )  # fmt: skip
+        )
         return listed
     every = yield from _every_namespace(plan, prefix)
     kept = {

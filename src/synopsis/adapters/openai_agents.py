@@ -60,9 +60,16 @@ from synopsis.adapters._carried import reattach, split_carried
 from synopsis.compaction import AsyncCompactor, CompactionResult, Compactor
 from synopsis.convert import from_responses_items, to_responses_items
 from synopsis.errors import ConfigError, StoreError
-from synopsis.memory import AsyncMemoryStore, MemoryItem, MemoryStore, Namespace, NewMemory
+from synopsis.memory import (
+    AsyncMemoryStore,
+    MemoryItem,
+    MemoryStore,
+    Namespace,
+    NewMemory,
+    normalize_namespace,
+)
 from synopsis.memory._kinds import AGENTS_ITEM_KIND, AGENTS_SESSION_KIND
-from synopsis.memory._types import normalize_namespace, validate_tenant
+from synopsis.memory._types import validate_tenant
 
 if TYPE_CHECKING:
     from agents.items import TResponseInputItem

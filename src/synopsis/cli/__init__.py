@@ -10,7 +10,6 @@ only when it is a terminal (not with ``--quiet`` or ``--json``).
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -34,7 +33,7 @@ from synopsis.cli._errors import (
     guarded,
     one_line_errors,
 )
-from synopsis.cli._terminal import Terminal, counted, readable_error, terminal
+from synopsis.cli._terminal import Terminal, counted, emit_json, readable_error, terminal
 from synopsis.compaction.options import FALLBACKS, CompactionOptions
 from synopsis.models import redact_url
 from synopsis.prompts import CHINESE, ENGLISH
@@ -55,10 +54,6 @@ __all__ = [
 #: The library's defaults, shown in --help; a flag left out is not passed, so they apply.
 _LIBRARY = CompactionOptions()
 _LANGUAGES = (ENGLISH.language, CHINESE.language)
-
-
-def emit_json(data: Any) -> None:
-    click.echo(json.dumps(data, ensure_ascii=False, indent=2))
 
 
 @click.group(cls=OneLineGroup, context_settings={"help_option_names": ["-h", "--help"]})
@@ -293,11 +288,13 @@ def compact(file: Path, output: Path | None, force: bool, as_json: bool, **optio
 
 def _register_memory() -> None:
     try:
+        from synopsis.cli._memory_io import export, import_
         from synopsis.cli._reembed import reembed
         from synopsis.cli.memory import memory
     except ImportError:  # pragma: no cover - only while the memory CLI is being written
         return
-    memory.add_command(reembed)
+    for command in (import_, export, reembed):
+        memory.add_command(command)
     main.add_command(memory)
 
 

@@ -8,7 +8,6 @@ what a dry run found: a rich table, or JSON with ``--json``.
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
@@ -18,12 +17,11 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import click
 
 from synopsis.cli._errors import fail
-from synopsis.compaction.clear import ToolClearing
-from synopsis.compaction.options import CompactionOptions
-from synopsis.compaction.redaction import redact_history
+from synopsis.cli._terminal import emit_json
+from synopsis.compaction.options import CompactionOptions, ToolClearing
 from synopsis.config import Settings
 from synopsis.errors import ConfigError
-from synopsis.redact import Mode, Redactor
+from synopsis.redact import Mode, Redactor, redact_history
 
 if TYPE_CHECKING:  # imported by the command when it runs, not by ``synopsis --help``
     from synopsis.compaction.compactor import Compactor
@@ -188,7 +186,7 @@ def show_preview(
 ) -> None:
     """Print a dry run's findings on standard output."""
     if as_json:
-        click.echo(json.dumps(preview.to_dict(), ensure_ascii=False, indent=2))
+        emit_json(preview.to_dict())
         return
     from rich.console import Console
 

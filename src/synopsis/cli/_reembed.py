@@ -31,10 +31,10 @@ from collections.abc import Callable
 import click
 
 from synopsis.cli._errors import OneLineCommand
-from synopsis.cli._terminal import advancer, count_columns, counted, terminal
-from synopsis.cli.memory import _common, _echo_json, _embedding, _fail, _opened
+from synopsis.cli._terminal import advancer, count_columns, counted, emit_json, terminal
+from synopsis.cli.memory import _common, _embedding, _fail, _opened
+from synopsis.memory import MemoryStore
 from synopsis.memory._checks import MAX_LIMIT
-from synopsis.memory._types import MemoryStore
 
 __all__ = ["reembed", "reembed_all"]
 
@@ -54,24 +54,37 @@ def reembed_all(
 @_common
 @_embedding
 @click.option(
-    "--batch", type=click.IntRange(1, MAX_LIMIT), default=100, show_default=True,
+    "--batch",
+    type=click.IntRange(1, MAX_LIMIT),
+    default=100,
+    show_default=True,
     help="Memories embedded per call and transaction.",
-)  # fmt: skip
+)
 @click.option(
-    "--all", "everything", is_flag=True,
+    "--all",
+    "everything",
+    is_flag=True,
     help="Re-embed every memory, whatever made its vector (drops them first; if interrupted, "
     "run reembed without --all to resume).",
-)  # fmt: skip
+)
 @click.option(
-    "--adopt-unknown", "adopt", is_flag=True,
+    "--adopt-unknown",
+    "adopt",
+    is_flag=True,
     help="First record this embedder as the model of the vectors stored before synopsis "
     "recorded models (only if it made them), instead of re-embedding those.",
-)  # fmt: skip
+)
 @click.option("-q", "--quiet", is_flag=True, help="Show no progress on standard error.")
 def reembed(
-    db: str, tenant: str, as_json: bool, embedder: str, batch: int, everything: bool,
-    adopt: bool, quiet: bool,
-) -> None:  # fmt: skip
+    db: str,
+    tenant: str,
+    as_json: bool,
+    embedder: str,
+    batch: int,
+    everything: bool,
+    adopt: bool,
+    quiet: bool,
+) -> None:
     """Embed the tenant's memories lacking a vector of this embedder (a rerun resumes)."""
     if embedder == "none":
         _fail("reembed needs an embedder: --embedder static or e5 (or SYNOPSIS_EMBEDDER)")
@@ -93,7 +106,7 @@ def reembed(
         left = store.count_unembedded(tenant)
     if as_json:
         found = {"embedded": embedded, "left": left, "embedder": store.embedder_id}
-        _echo_json(found | ({"adopted": adopted} if adopt else {}))
+        emit_json(found | ({"adopted": adopted} if adopt else {}))
     else:
         if adopt:
             click.echo(f"adopted the vectors of {counted(adopted, 'memory', 'memories')}")

@@ -9,6 +9,7 @@ streams are used. Progress is drawn on stderr only when stderr is a terminal, an
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -35,10 +36,16 @@ __all__ = [
     "advancer",
     "count_columns",
     "counted",
+    "emit_json",
     "readable_error",
     "status_columns",
     "terminal",
 ]
+
+
+def emit_json(data: Any) -> None:
+    """Print ``data`` as indented JSON on standard output (``--json``)."""
+    click.echo(json.dumps(data, ensure_ascii=False, indent=2))
 
 
 @dataclass(frozen=True, slots=True)

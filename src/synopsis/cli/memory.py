@@ -46,46 +46,35 @@ reached) exits with code 4; there are no tracebacks. With ``--json`` a failure i
 from __future__ import annotations
 
 import hashlib
-import json
 import math
 import os
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NoReturn, TypeVar
 
 import click
 
 from synopsis.cli._errors import BadInput, OneLineCommand, OneLineGroup, cli_error
-from synopsis.cli._terminal import advancer, count_columns, counted, terminal
+from synopsis.cli._terminal import counted, emit_json, terminal
 from synopsis.config import EMBEDDERS, Settings
-from synopsis.errors import ConfigError, InvalidInput, InvalidNamespace, StoreError, SynopsisError
-from synopsis.memory._checks import MAX_TTL_SECONDS, check_tenant, prepare_put
-from synopsis.memory._types import (
+from synopsis.errors import ConfigError, SynopsisError
+from synopsis.memory import (
     Embedder,
-    MemoryItem,
     MemoryStore,
     Namespace,
-    NewMemory,
     SearchHit,
     SearchMode,
     normalize_namespace,
-    normalize_tags,
 )
+from synopsis.memory._checks import MAX_TTL_SECONDS
 from synopsis.memory.open import open_store, parse_db
-from synopsis.transcripts import json_line, split_json_lines
 
 __all__ = ["memory"]
 
 F = TypeVar("F", bound=Callable[..., Any])
-_TIME_FIELDS = ("created_at", "updated_at", "expires_at")
-_IMPORT_FIELDS = frozenset({"namespace", "kind", "text", "key", "tags", "context", *_TIME_FIELDS})
-_PAGE = 500
-#: Memories written per ``put_many`` call (one transaction each) by ``import``.
-_BATCH = 500
 
 
 def _fail(message: str) -> NoReturn:
@@ -142,23 +131,30 @@ def _common(fn: F) -> F:
     """--db, --tenant and --json, on every command."""
     fn = click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")(fn)
     fn = click.option(
-        "--tenant", default=_FromEnv(lambda s: s.tenant), required=True, callback=_given,
+        "--tenant",
+        default=_FromEnv(lambda s: s.tenant),
+        required=True,
+        callback=_given,
         help="Tenant whose data to use (env SYNOPSIS_TENANT).",
-    )(fn)  # fmt: skip
+    )(fn)
     return click.option(
-        "--db", default=_FromEnv(lambda s: s.db), show_default=True,
+        "--db",
+        default=_FromEnv(lambda s: s.db),
+        show_default=True,
         help="SQLite file or postgresql:// URL (env SYNOPSIS_DB).",
-    )(fn)  # fmt: skip
+    )(fn)
 
 
 def _embedding(fn: F) -> F:
     """--embedder, on the commands that write or search text."""
     return click.option(
-        "--embedder", type=click.Choice(EMBEDDERS), default=_FromEnv(lambda s: s.embedder),
+        "--embedder",
+        type=click.Choice(EMBEDDERS),
+        default=_FromEnv(lambda s: s.embedder),
         show_default=True,
         help="Embed texts for vector/hybrid search: static (fast, English) or e5 (slow, "
         "multilingual), both bundled in the 'embeddings' extra (env SYNOPSIS_EMBEDDER).",
-    )(fn)  # fmt: skip
+    )(fn)
 
 
 def _embedder(name: str) -> Embedder | None:
@@ -194,10 +190,6 @@ def _opened(db: str, embedder: str = "none", *, create: bool = True) -> Iterator
     finally:
         if store is not None:
             store.close()
-
-
-def _echo_json(data: Any) -> None:
-    click.echo(json.dumps(data, ensure_ascii=False, indent=2))
 
 
 def default_key(kind: str, text: str) -> str:
@@ -272,7 +264,7 @@ def put(
     with _opened(db, embedder) as store:
         item = store.put(tenant, labels, item_key, body, kind=kind, tags=parsed_tags, ttl=ttl)
     if as_json:
-        _echo_json({"key": item.key, "namespace": list(item.namespace), "kind": item.kind})
+        emit_json({"key": item.key, "namespace": list(item.namespace), "kind": item.kind})
     else:
         click.echo(item.key)
 
@@ -280,10 +272,14 @@ def put(
 def _hit_dict(hit: SearchHit) -> dict[str, Any]:
     item = hit.item
     return {
-        "key": item.key, "namespace": list(item.namespace), "kind": item.kind,
-        "text": item.text, "score": hit.score, "tags": dict(item.tags),
+        "key": item.key,
+        "namespace": list(item.namespace),
+        "kind": item.kind,
+        "text": item.text,
+        "score": hit.score,
+        "tags": dict(item.tags),
         "created_at": item.created_at.isoformat(),
-    }  # fmt: skip
+    }
 
 
 def score_text(score: float | None) -> str:
@@ -319,9 +315,12 @@ def _print_table(hits: Sequence[SearchHit]) -> None:
 @click.option("--exclude-kind", multiple=True, help="Never memories of this kind (repeatable).")
 @click.option("--limit", type=click.IntRange(1, 1000), default=10, show_default=True)
 @click.option(
-    "--mode", type=click.Choice(["keyword", "vector", "hybrid"]), default="keyword",
-    show_default=True, help="vector and hybrid need --embedder.",
-)  # fmt: skip
+    "--mode",
+    type=click.Choice(["keyword", "vector", "hybrid"]),
+    default="keyword",
+    show_default=True,
+    help="vector and hybrid need --embedder.",
+)
 @click.argument("query")
 def search(
     db: str,
@@ -339,246 +338,27 @@ def search(
     prefix = _namespace(namespace_prefix, option="--namespace-prefix", allow_empty=True)
     with _opened(db, embedder, create=False) as store:
         hits = store.search(
-            tenant, prefix, query=query, kind=kind or None, exclude_kinds=exclude_kind,
-            limit=limit, mode=mode,
-        )  # fmt: skip
+            tenant,
+            prefix,
+            query=query,
+            kind=kind or None,
+            exclude_kinds=exclude_kind,
+            limit=limit,
+            mode=mode,
+        )
         missing = 0 if mode == "keyword" else store.count_unembedded(tenant)
     if as_json:
-        _echo_json([_hit_dict(hit) for hit in hits])
+        emit_json([_hit_dict(hit) for hit in hits])
     elif hits:
         _print_table(hits)
     else:
         click.echo("no memories found", err=True)
     if missing:  # written without an embedder, or by another model: vector ranking skips them
-        click.echo(f"note: {missing} memories have no {embedder} vector and rank by keyword only;"
-                   f" run: synopsis memory reembed --embedder {embedder}", err=True)  # fmt: skip
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ImportRecord:
-    """One validated line of an import file."""
-
-    namespace: Namespace
-    kind: str
-    text: str
-    key: str
-    tags: dict[str, str] = field(default_factory=dict)
-    created_at: datetime | None = None
-    updated_at: datetime | None = None
-    expires_at: datetime | None = None
-    context: str = ""
-
-    def memory(self) -> NewMemory:
-        """The record as a batch item that restores its times."""
-        return NewMemory(
-            self.namespace, self.key, self.text, kind=self.kind, tags=self.tags,
-            created_at=self.created_at, updated_at=self.updated_at, expires_at=self.expires_at,
-            context=self.context,
-        )  # fmt: skip
-
-
-def _parse_time(data: dict[str, Any], name: str) -> datetime | None:
-    """An optional ISO 8601 time with a UTC offset."""
-    value = data.get(name)
-    if value is None:
-        return None
-    hint = f"{name!r} must be an ISO 8601 time with a UTC offset, e.g. 2025-01-31T12:00:00Z"
-    if not isinstance(value, str):
-        raise ValueError(hint)
-    try:
-        parsed = datetime.fromisoformat(value)
-    except ValueError:
-        raise ValueError(hint) from None
-    if parsed.utcoffset() is None:
-        raise ValueError(hint)
-    return parsed
-
-
-def _iso(moment: datetime) -> str:
-    """An aware datetime as ISO 8601 in UTC, to the microsecond (fixed width)."""
-    return moment.astimezone(UTC).isoformat(timespec="microseconds").replace("+00:00", "Z")
-
-
-def parse_record(line: str) -> ImportRecord:
-    """Validate one JSON line; raise ValueError with the problem."""
-    try:
-        data = json.loads(line)
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"malformed JSON ({exc.msg} at column {exc.colno})") from None
-    except RecursionError:
-        raise ValueError("JSON nested too deeply") from None
-    except ValueError as exc:  # an integer of more than 4,300 digits
-        raise ValueError(f"unreadable JSON value: {str(exc).split(';')[0]}") from None
-    if not isinstance(data, dict):
-        raise ValueError(f"expected a JSON object, got {type(data).__name__}")
-    unknown = sorted(set(data) - _IMPORT_FIELDS)
-    if unknown:
-        raise ValueError(f"unknown field(s) {', '.join(unknown)}")
-    text, kind, key = data.get("text"), data.get("kind", "note"), data.get("key")
-    if not isinstance(text, str) or not text.strip():
-        raise ValueError("'text' must be a non-empty string")
-    if not isinstance(kind, str) or not kind:
-        raise ValueError("'kind' must be a non-empty string")
-    if key is not None and (not isinstance(key, str) or not key):
-        raise ValueError("'key' must be a non-empty string")
-    context = data.get("context", "")
-    if not isinstance(context, str):
-        raise ValueError("'context' must be a string")
-    if "namespace" not in data:
-        raise ValueError("'namespace' is required")
-    try:
-        namespace = normalize_namespace(data["namespace"])
-        tags = normalize_tags(data.get("tags"))
-    except SynopsisError as exc:
-        raise ValueError(str(exc)) from None
-    created_at, updated_at, expires_at = (_parse_time(data, name) for name in _TIME_FIELDS)
-    return ImportRecord(
-        namespace=namespace,
-        kind=kind,
-        text=text,
-        tags=tags,
-        key=key if key is not None else default_key(kind, text),
-        created_at=created_at,
-        updated_at=updated_at,
-        expires_at=expires_at,
-        context=context,
-    )
-
-
-def _check_record(tenant: str, record: ImportRecord) -> None:
-    """Everything the store will check about the record (key length, times, text, ...)."""
-    try:
-        prepare_put(
-            tenant, record.namespace, record.key, record.text, kind=record.kind,
-            tags=record.tags, ttl=None, created_at=record.created_at,
-            updated_at=record.updated_at, expires_at=record.expires_at, context=record.context,
-        )  # fmt: skip
-    except SynopsisError as exc:
-        raise ValueError(str(exc)) from None
-
-
-def _read_records(file: str, tenant: str) -> list[tuple[int, ImportRecord]]:
-    """The records of ``file`` with their line numbers; any bad line fails before writing."""
-    try:
-        stream = sys.stdin if file == "-" else open(file, encoding="utf-8")  # noqa: SIM115
-        with stream:
-            lines = split_json_lines(stream.read())
-    except (OSError, UnicodeError) as exc:
-        _fail(f"cannot read {file}: {exc}")
-    records: list[tuple[int, ImportRecord]] = []
-    for number, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
-        try:
-            record = parse_record(line)
-            _check_record(tenant, record)
-        except ValueError as exc:
-            _fail(f"{file}:{number}: {exc}; nothing was imported")
-        records.append((number, record))
-    return records
-
-
-def _write_batches(
-    store: MemoryStore,
-    tenant: str,
-    file: str,
-    records: Sequence[tuple[int, ImportRecord]],
-    advance: Callable[[int], object],
-) -> None:
-    """``put_many`` in batches of ``_BATCH``; a batch the store refuses names its line.
-
-    Should the store give up on a batch (StoreError: a database locked too long, a lost
-    connection), the error says how many memories the batches before it committed.
-    """
-    for start in range(0, len(records), _BATCH):
-        batch = records[start : start + _BATCH]
-        try:
-            store.put_many(tenant, [record.memory() for _, record in batch])
-        except (InvalidInput, InvalidNamespace) as exc:
-            if exc.index is None:
-                raise
-            reason = exc.__cause__ or exc
-            line = batch[exc.index][0]
-            _fail(f"{file}:{line}: {reason}; only the first {start} memories were imported")
-        except StoreError as exc:
-            raise StoreError(f"{file}:{batch[0][0]}: {exc}; {_committed(records, start)}") from exc
-        advance(len(batch))
-
-
-def _committed(records: Sequence[tuple[int, ImportRecord]], count: int) -> str:
-    """What the first ``count`` records, written before a failure, amount to."""
-    if count == 0:
-        return "nothing was imported"
-    return f"only the first {count} memories (through line {records[count - 1][0]}) were imported"
-
-
-def _live(records: list[tuple[int, ImportRecord]], now: datetime) -> list[tuple[int, ImportRecord]]:
-    """The records that have not expired at ``now`` (an import skips the others)."""
-    return [(n, r) for n, r in records if r.expires_at is None or r.expires_at > now]
-
-
-@memory.command("import", cls=OneLineCommand)
-@_common
-@_embedding
-@click.option("-q", "--quiet", is_flag=True, help="Show no progress on standard error.")
-@click.argument("file")
-def import_(db: str, tenant: str, as_json: bool, embedder: str, quiet: bool, file: str) -> None:
-    """Import memories from a JSON Lines FILE (or stdin with -); all lines are checked first."""
-    try:
-        checked_tenant = check_tenant(tenant)
-    except SynopsisError as exc:
-        _fail(str(exc))
-    every = _read_records(file, checked_tenant)
-    records = _live(every, datetime.now(UTC))
-    expired = len(every) - len(records)
-    screen = terminal()
-    shown = screen.shows_progress(quiet=quiet, as_json=as_json)
-    with (
-        _opened(db, embedder) as store,
-        screen.progress(*count_columns(), shown=shown) as bar,
-    ):
-        advance = advancer(bar, "importing", total=len(records))
-        _write_batches(store, checked_tenant, file, records, advance)
-    if as_json:
-        _echo_json({"imported": len(records), **({"skipped_expired": expired} if expired else {})})
-    else:
-        skipped = f" ({expired} expired, skipped)" if expired else ""
-        click.echo(f"imported {counted(len(records), 'memory', 'memories')}{skipped}")
-
-
-def _export_dict(item: MemoryItem) -> dict[str, Any]:
-    """Every field of a memory but its tenant: what ``import`` needs to restore it exactly.
-
-    ``context`` is written only when the memory has one.
-    """
-    fields = {
-        "namespace": list(item.namespace),
-        "kind": item.kind,
-        "text": item.text,
-        "key": item.key,
-        "tags": dict(item.tags),
-        "created_at": _iso(item.created_at),
-        "updated_at": _iso(item.updated_at),
-        "expires_at": None if item.expires_at is None else _iso(item.expires_at),
-    }
-    return {**fields, "context": item.context} if item.context else fields
-
-
-@memory.command(cls=OneLineCommand)
-@_common
-@click.option("--namespace-prefix", default="", help="Only under this prefix, e.g. user/u1.")
-def export(db: str, tenant: str, as_json: bool, namespace_prefix: str) -> None:
-    """Write the tenant's memories, every field, as JSON Lines (the shape `import` reads)."""
-    prefix = _namespace(namespace_prefix, option="--namespace-prefix", allow_empty=True)
-    with _opened(db, create=False) as store:
-        offset = 0
-        while True:
-            hits = store.search(tenant, prefix, limit=_PAGE, offset=offset)
-            for hit in hits:
-                click.echo(json_line(_export_dict(hit.item)))
-            if len(hits) < _PAGE:
-                break
-            offset += _PAGE
+        click.echo(
+            f"note: {missing} memories have no {embedder} vector and rank by keyword only;"
+            f" run: synopsis memory reembed --embedder {embedder}",
+            err=True,
+        )
 
 
 @memory.command("delete-user", cls=OneLineCommand)
@@ -589,6 +369,6 @@ def delete_user(db: str, tenant: str, as_json: bool, user_id: str) -> None:
     with _opened(db, create=False) as store:
         deleted = store.delete_user(tenant, user_id)
     if as_json:
-        _echo_json({"user_id": user_id, "deleted": deleted})
+        emit_json({"user_id": user_id, "deleted": deleted})
     else:
         click.echo(f"deleted {counted(deleted, 'record')} of user {user_id}")

@@ -15,8 +15,8 @@ from typing import Any, TypeVar
 import click
 
 from synopsis import KeepTail, Trigger
-from synopsis.cli import emit_json
 from synopsis.cli._errors import fail, guarded
+from synopsis.cli._terminal import emit_json
 from synopsis.config import LOG_LEVELS, REDACT_MODES, VARIABLES, Settings
 from synopsis.server.options import UVICORN_HTTP, ServerOptions
 
@@ -26,14 +26,26 @@ F = TypeVar("F", bound=Callable[..., Any])
 _D = ServerOptions()
 #: What ``--help`` shows as each setting's default (the values ServerOptions holds).
 _DEFAULTS: dict[str, object] = {
-    "db": _D.db, "schema": _D.schema, "host": _D.host, "port": _D.port,
-    "workers": _D.workers, "model": _D.model, "summarize_every": _D.summarize_every,
-    "trigger_tokens": _D.trigger.tokens, "trigger_messages": 0,
-    "keep_tail": _D.keep_tail.messages, "summary_cache": _D.summary_cache, "hybrid": "off",
-    "lease_seconds": _D.lease_seconds, "poll_seconds": _D.poll_seconds,
-    "outbox_seconds": _D.outbox_seconds, "drain_seconds": _D.drain_seconds, "log_level": "info",
-    "redact": "off", "redact_mode": _D.redact_mode,
-}  # fmt: skip
+    "db": _D.db,
+    "schema": _D.schema,
+    "host": _D.host,
+    "port": _D.port,
+    "workers": _D.workers,
+    "model": _D.model,
+    "summarize_every": _D.summarize_every,
+    "trigger_tokens": _D.trigger.tokens,
+    "trigger_messages": 0,
+    "keep_tail": _D.keep_tail.messages,
+    "summary_cache": _D.summary_cache,
+    "hybrid": "off",
+    "lease_seconds": _D.lease_seconds,
+    "poll_seconds": _D.poll_seconds,
+    "outbox_seconds": _D.outbox_seconds,
+    "drain_seconds": _D.drain_seconds,
+    "log_level": "info",
+    "redact": "off",
+    "redact_mode": _D.redact_mode,
+}
 #: Settings with no flag: a secret on the command line shows in the process list.
 _ENV_ONLY = ("redact_hash_key",)
 
@@ -63,10 +75,12 @@ def _options(fn: F) -> F:
         _option("--upstream-api-key", "The upstream's API key (never one of ours)."),
         _option("--workers", "Summary jobs run at once here.", type=click.IntRange(1, 256)),
         _option("--model", 'Summarizer: "extractive" (offline) or "provider:model".'),
-        _option("--summarize-every", "Messages between background summaries.",
-                type=click.IntRange(1)),
-        _option("--trigger-tokens", "The proxy compacts histories above N tokens (0 = off).",
-                type=count),
+        _option(
+            "--summarize-every", "Messages between background summaries.", type=click.IntRange(1)
+        ),
+        _option(
+            "--trigger-tokens", "The proxy compacts histories above N tokens (0 = off).", type=count
+        ),
         _option("--trigger-messages", "... or above N messages (0 = off).", type=count),
         _option("--keep-tail", "Messages kept verbatim.", type=count),
         _option("--summary-cache", "Proxy summaries kept for reuse (0 = none).", type=count),
@@ -75,13 +89,19 @@ def _options(fn: F) -> F:
         _option("--poll-seconds", type=click.FloatRange(min=0.01)),
         _option("--outbox-seconds", type=click.FloatRange(min=0.01)),
         _option("--drain-seconds", "Shutdown's wait for running summary jobs.", type=seconds),
-        _option("--redact/--no-redact", "Take secrets and personal data out of what is sent to "
-                "a summarizer, stored, returned by /v1/compact or sent upstream compacted."),
-        _option("--redact-mode", "mask, hash (one token per value, keyed by "
-                f"{VARIABLES['redact_hash_key']}) or drop. Turns --redact on.",
-                type=click.Choice(REDACT_MODES)),
+        _option(
+            "--redact/--no-redact",
+            "Take secrets and personal data out of what is sent to "
+            "a summarizer, stored, returned by /v1/compact or sent upstream compacted.",
+        ),
+        _option(
+            "--redact-mode",
+            "mask, hash (one token per value, keyed by "
+            f"{VARIABLES['redact_hash_key']}) or drop. Turns --redact on.",
+            type=click.Choice(REDACT_MODES),
+        ),
         _option("--log-level", type=click.Choice(LOG_LEVELS)),
-    ]  # fmt: skip
+    ]
     for flag in reversed(flags):
         fn = flag(fn)
     return fn
@@ -141,10 +161,13 @@ def serve(**flags: Any) -> None:
         fail(f"the server needs the 'server' extra: pip install 'synopsis[server]' ({exc})")
     app = create_app(options)
     uvicorn.run(
-        app, host=options.host, port=options.port, log_level=log_level,
+        app,
+        host=options.host,
+        port=options.port,
+        log_level=log_level,
         timeout_graceful_shutdown=max(int(options.drain_seconds), 1),
         **UVICORN_HTTP,
-    )  # fmt: skip
+    )
 
 
 @click.group()

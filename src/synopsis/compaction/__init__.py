@@ -10,14 +10,9 @@ text (:mod:`synopsis.messages`), so its output can go to a provider as it is.
 """
 
 from synopsis.compaction.archive import Archive, JsonlArchive, MemoryArchive
-from synopsis.compaction.compactor import (
-    AsyncCompactingModel,
-    AsyncCompactor,
-    CompactingModel,
-    CompactionResult,
-    Compactor,
-)
-from synopsis.compaction.options import CompactionOptions
+from synopsis.compaction.compactor import AsyncCompactor, CompactionResult, Compactor
+from synopsis.compaction.model import AsyncCompactingModel, CompactingModel
+from synopsis.compaction.options import CompactionOptions, ToolClearing
 from synopsis.compaction.plan import CompactionPlan, KeepTail, plan_compaction
 from synopsis.compaction.skills import SkillConfig
 from synopsis.compaction.trigger import Trigger, TriggerDecision
@@ -37,6 +32,7 @@ __all__ = [
     "KeepTail",
     "MemoryArchive",
     "SkillConfig",
+    "ToolClearing",
     "Trigger",
     "TriggerDecision",
     "plan_compaction",

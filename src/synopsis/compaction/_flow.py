@@ -13,8 +13,8 @@ compaction asked for without budget pressure runs every tier). Tier 2 plans
 or keep) and emits ``summarize_failed``, archives what leaves the history, builds the new
 history and emits ``after_summarize``; with ``redact``, ``values_redacted`` comes last with the
 counts by kind (the result's ``redacted``). It does no I/O: the summarizer call, the archive write
-and event delivery are steps (:class:`Summarize`, :class:`SummarizeOffline`,
-:class:`WriteArchive`, :class:`Emit`) that a driver performs, synchronously or awaiting, so
+and event delivery are steps (``Summarize``, :class:`SummarizeOffline`,
+:class:`WriteArchive`, ``Emit``) that a driver performs, synchronously or awaiting, so
 both compactors deliver the same events in the same order (see :mod:`synopsis._flow`).
 
 The new history is ``[leading system messages] + [preserved skills] + [summary] + [tail]``,
@@ -31,7 +31,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from synopsis._flow import Flow
+from synopsis._flow import Emit, Flow
 from synopsis.compaction._build import build, previous_version, truncated
 from synopsis.compaction._build import truncation as plan_fallback
 from synopsis.compaction.clear import (
@@ -42,7 +42,7 @@ from synopsis.compaction.clear import (
 )
 from synopsis.compaction.options import CompactionOptions
 from synopsis.compaction.plan import CompactionPlan, plan_compaction
-from synopsis.compaction.redaction import merged_counts, redact_history, redact_summary
+from synopsis.compaction.redaction import merged_counts, redact_summary
 from synopsis.compaction.summary import SUMMARY_KIND
 from synopsis.compaction.trigger import TriggerDecision
 from synopsis.errors import CompactionError, ModelError, describe_error
@@ -56,16 +56,15 @@ from synopsis.events import (
     ValuesRedacted,
 )
 from synopsis.messages import marked_body, marker_of, without_meta
-from synopsis.models._base import Usage
-from synopsis.summarizer import SummaryResult, strip_summary_wrapping
+from synopsis.models import Usage
+from synopsis.redact import redact_history
+from synopsis.summarizer import Summarize, SummaryResult, strip_summary_wrapping
 from synopsis.tokens import TokenCounter
 from synopsis.validation import require_mappings, validate_messages
 
 __all__ = [
     "CompactionResult",
     "CompactionStep",
-    "Emit",
-    "Summarize",
     "SummarizeOffline",
     "Tier",
     "WriteArchive",
@@ -155,16 +154,6 @@ class CompactionResult:
 
 
 @dataclass(frozen=True, slots=True)
-class Summarize:
-    """Summarize ``context`` with the configured summarizer (retries, failover); the result
-    is a :class:`SummaryResult`, or the :class:`ModelError` is thrown back."""
-
-    context: tuple[Mapping[str, Any], ...]
-    previous_summary: str | None
-    session_id: str | None
-
-
-@dataclass(frozen=True, slots=True)
 class SummarizeOffline:
     """Every model failed and the fallback is extractive: summarize with the offline model."""
 
@@ -180,14 +169,7 @@ class WriteArchive:
     session_id: str | None
 
 
-@dataclass(frozen=True, slots=True)
-class Emit:
-    """Deliver ``event`` to the ``on_event`` handlers."""
-
-    event: Event
-
-
-CompactionStep = Summarize | SummarizeOffline | WriteArchive | Emit
+CompactionStep = Summarize | SummarizeOffline | WriteArchive | Emit[Event]
 
 
 # -- deciding ---------------------------------------------------------------------------------
@@ -563,7 +545,8 @@ def _unchanged(
     events: tuple[Event, ...] = (),
 ) -> CompactionResult:
     return CompactionResult(
-        messages=[without_meta(m) for m in messages],
+        # A plain dict without ``meta`` is what without_meta would return: no call per message.
+        messages=[m if type(m) is dict and "meta" not in m else without_meta(m) for m in messages],
         triggered=triggered,
         compacted=False,
         reason=reason,

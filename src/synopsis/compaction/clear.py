@@ -28,12 +28,11 @@ Eino "reduction" idea). It writes to the archive it is given; everything else he
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
 from synopsis.compaction.plan import plan_compaction
-from synopsis.errors import ConfigError
 from synopsis.messages import content_type, mark, without_meta
 from synopsis.tokens import MessageEstimator, TokenCounter
 
@@ -45,7 +44,6 @@ __all__ = [
     "CLEARED_ARGUMENTS",
     "CLEARED_KIND",
     "ClearingPlan",
-    "ToolClearing",
     "apply_clearing",
     "cleared_stub",
     "clearing_is_enough",
@@ -59,45 +57,6 @@ CLEARED_KIND: Final = "cleared"
 #: What the arguments of a call whose result was cleared become: still a JSON object, so
 #: every provider (and the Anthropic conversion, which parses it) accepts the call.
 CLEARED_ARGUMENTS: Final = '{"cleared_by": "synopsis"}'
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ToolClearing:
-    """Which tool results tier 1 clears.
-
-    ``keep_recent``: the newest tool results that always stay. ``min_tokens``: a result
-    smaller than this is not worth a stub. ``exclude_tools``: tools whose results are never
-    cleared (the skill tool never is either: its results are the skills a summary keeps).
-    ``clear_arguments``: also clear the arguments of the calls whose results were cleared.
-    ``target``: tier 1 is enough when it brings the history to at most this share of the
-    trigger's token limit; above it the summary follows at once (a history that clearing
-    only just brought under the limit would trigger again within a few turns, with little
-    left to clear). The defaults were chosen with ``bench/bench_cost.py`` and
-    ``bench/bench_retention.py`` (``docs/benchmarks.md``).
-    """
-
-    keep_recent: int = 3
-    min_tokens: int = 100
-    exclude_tools: frozenset[str] = field(default_factory=frozenset)
-    clear_arguments: bool = False
-    target: float = 0.75
-
-    def __post_init__(self) -> None:
-        for name in ("keep_recent", "min_tokens"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-                raise ConfigError(f"ToolClearing.{name} must be an integer >= 0, got {value!r}")
-        tools = self.exclude_tools
-        if isinstance(tools, str) or not isinstance(tools, Iterable):
-            raise ConfigError(f"ToolClearing.exclude_tools must be a set of names, got {tools!r}")
-        object.__setattr__(self, "exclude_tools", frozenset(tools))
-        if not all(isinstance(name, str) for name in self.exclude_tools):
-            raise ConfigError("ToolClearing.exclude_tools must hold tool names (strings)")
-        if not isinstance(self.clear_arguments, bool):
-            raise ConfigError("ToolClearing.clear_arguments must be True or False")
-        target = self.target
-        if isinstance(target, bool) or not isinstance(target, int | float) or not 0 < target <= 1:
-            raise ConfigError(f"ToolClearing.target must be in (0, 1], got {target!r}")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

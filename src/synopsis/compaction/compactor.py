@@ -3,12 +3,13 @@
 ``Compactor`` (sync) and ``AsyncCompactor`` are thin drivers of one pure flow
 (:mod:`synopsis.compaction._flow`): they only call the summarizer, write the archive and
 deliver events when the flow asks. Use either as a before-model hook
-(``messages = compactor(messages)``), call ``compact()`` on demand, or wrap a model in
-:class:`CompactingModel` to also compact and retry when the provider says the context is too
-long. The result is ``[leading system messages] + [preserved skills] + [summary] + [tail]``,
-always a new list; the caller's history is never mutated. When summarizing fails the history
-comes back unchanged (or degraded as configured), an event says why, and the agent goes on.
-With ``redact=`` a compaction works on the redacted history, so no value the redactor finds
+(``messages = compactor(messages)``), call ``compact()`` on demand, or wrap a model in a
+:class:`~synopsis.compaction.model.CompactingModel` to also compact and retry when the
+provider says the context is too long. The result is
+``[leading system messages] + [preserved skills] + [summary] + [tail]``, always a new list;
+the caller's history is never mutated. When summarizing fails the history comes back
+unchanged (or degraded as configured), an event says why, and the agent goes on. With
+``redact=`` a compaction works on the redacted history, so no value the redactor finds
 reaches the summarizer, the archive or the result (:mod:`synopsis.compaction.redaction`).
 
 Options come as one :class:`CompactionOptions` (``options=``) or as the same keyword
@@ -24,19 +25,16 @@ import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, Unpack
 
-from synopsis._flow import Flow, adrive, drive
+from synopsis._flow import Emit, Flow, adrive, drive
 from synopsis.compaction._flow import (
     CompactionResult,
     CompactionStep,
-    Emit,
-    Summarize,
     SummarizeOffline,
     WriteArchive,
     compaction,
     decide,
 )
 from synopsis.compaction.archive import Archive, JsonlArchive
-from synopsis.compaction.model import AsyncCompactingModel, CompactingModel
 from synopsis.compaction.options import (
     CompactionKeywords,
     CompactionOptions,
@@ -46,13 +44,17 @@ from synopsis.compaction.options import (
 from synopsis.compaction.preview import CompactionPreview, preview_compaction
 from synopsis.compaction.trigger import TriggerDecision
 from synopsis.events import aemit, check_sync_handlers, emit
-from synopsis.summarizer import AsyncSummarizer, AsyncSummarizerLike, Summarizer, SummarizerLike
+from synopsis.summarizer import (
+    AsyncSummarizer,
+    AsyncSummarizerLike,
+    Summarize,
+    Summarizer,
+    SummarizerLike,
+)
 from synopsis.tokens import TokenCounter
 
 __all__ = [
-    "AsyncCompactingModel",
     "AsyncCompactor",
-    "CompactingModel",
     "CompactionOptions",
     "CompactionPreview",
     "CompactionResult",
@@ -167,10 +169,8 @@ class Compactor(_Driver):
 
     def _perform(self, step: CompactionStep) -> Any:
         match step:
-            case Summarize(context, previous, session_id):
-                return self.summarizer.summarize(
-                    context, previous_summary=previous, session_id=session_id
-                )
+            case Summarize():
+                return step.on(self.summarizer)
             case SummarizeOffline(context, previous):
                 return self._offline_summarizer().summarize(context, previous_summary=previous)
             case WriteArchive(messages, session_id):
@@ -225,10 +225,8 @@ class AsyncCompactor(_Driver):
 
     async def _perform(self, step: CompactionStep) -> Any:
         match step:
-            case Summarize(context, previous, session_id):
-                return await self.summarizer.summarize(
-                    context, previous_summary=previous, session_id=session_id
-                )
+            case Summarize():
+                return await step.on(self.summarizer)
             case SummarizeOffline(context, previous):
                 return await self._offline_summarizer().summarize(
                     context, previous_summary=previous

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from synopsis._flow import Flow, adrive, drive
 from synopsis.errors import ContextLengthExceeded
-from synopsis.models._base import ModelResponse, ModelSettings
+from synopsis.models import ModelResponse, ModelSettings
 
 if TYPE_CHECKING:
     from synopsis.compaction.compactor import AsyncCompactor, Compactor

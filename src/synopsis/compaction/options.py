@@ -13,12 +13,12 @@ compactors and still compare equal to another.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any, Final, Literal, TypedDict, Unpack, get_args
 
+from synopsis._options import chosen_options, keyword_values
 from synopsis.compaction.archive import Archive
-from synopsis.compaction.clear import ToolClearing
 from synopsis.compaction.plan import KeepTail
 from synopsis.compaction.skills import SkillConfig
 from synopsis.compaction.summary import DEFAULT_USER_MESSAGES_BUDGET
@@ -32,12 +32,58 @@ from synopsis.redact import Redactor, redactor_from
 from synopsis.summarizer import ModelSpec
 from synopsis.tokens import ESTIMATORS, TokenCounter
 
-__all__ = ["FALLBACKS", "CompactionKeywords", "CompactionOptions", "Fallback", "options_from"]
+__all__ = [
+    "FALLBACKS",
+    "CompactionKeywords",
+    "CompactionOptions",
+    "Fallback",
+    "ToolClearing",
+    "options_from",
+]
 
 #: What to do when every model failed: keep the history as it is, summarize it with the
 #: offline extractive summarizer, or drop the oldest messages (they are archived first).
 Fallback = Literal["keep", "extractive", "truncate"]
 FALLBACKS: Final[tuple[Fallback, ...]] = get_args(Fallback)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ToolClearing:
+    """Which tool results tier 1 clears.
+
+    ``keep_recent``: the newest tool results that always stay. ``min_tokens``: a result
+    smaller than this is not worth a stub. ``exclude_tools``: tools whose results are never
+    cleared (the skill tool never is either: its results are the skills a summary keeps).
+    ``clear_arguments``: also clear the arguments of the calls whose results were cleared.
+    ``target``: tier 1 is enough when it brings the history to at most this share of the
+    trigger's token limit; above it the summary follows at once (a history that clearing
+    only just brought under the limit would trigger again within a few turns, with little
+    left to clear). The defaults were chosen with ``bench/bench_cost.py`` and
+    ``bench/bench_retention.py`` (``docs/benchmarks.md``).
+    """
+
+    keep_recent: int = 3
+    min_tokens: int = 100
+    exclude_tools: frozenset[str] = field(default_factory=frozenset)
+    clear_arguments: bool = False
+    target: float = 0.75
+
+    def __post_init__(self) -> None:
+        for name in ("keep_recent", "min_tokens"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise ConfigError(f"ToolClearing.{name} must be an integer >= 0, got {value!r}")
+        tools = self.exclude_tools
+        if isinstance(tools, str) or not isinstance(tools, Iterable):
+            raise ConfigError(f"ToolClearing.exclude_tools must be a set of names, got {tools!r}")
+        object.__setattr__(self, "exclude_tools", frozenset(tools))
+        if not all(isinstance(name, str) for name in self.exclude_tools):
+            raise ConfigError("ToolClearing.exclude_tools must hold tool names (strings)")
+        if not isinstance(self.clear_arguments, bool):
+            raise ConfigError("ToolClearing.clear_arguments must be True or False")
+        target = self.target
+        if isinstance(target, bool) or not isinstance(target, int | float) or not 0 < target <= 1:
+            raise ConfigError(f"ToolClearing.target must be in (0, 1], got {target!r}")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -58,7 +104,7 @@ class CompactionOptions:
     when it compacts. ``min_new_messages`` is how many messages must follow the previous
     summary to make another worthwhile. ``on_event`` handlers and ``session_id`` go into every
     event. The ``repr`` never shows credentials a model spec's URL carries.
-    ``clear_tool_outputs`` (a :class:`~synopsis.compaction.clear.ToolClearing`; None: off)
+    ``clear_tool_outputs`` (a :class:`ToolClearing`; None: off)
     first clears old tool output, and summarizes only if that leaves the history over budget.
     It is on by default: on a tool-heavy session it retained more than summarizing only, made
     about a fifth of the summarizer calls and cost 0.75-0.92 of it with prompt caching
@@ -121,10 +167,7 @@ class CompactionOptions:
         :class:`ToolClearing`) or False (off), and ``redact`` True (a default
         :class:`~synopsis.redact.Redactor`: every kind, masked) or False (off).
         """
-        values: dict[str, Any] = dict(keywords)
-        unknown = sorted(set(values) - CompactionKeywords.__optional_keys__)
-        if unknown:
-            raise TypeError(f"unexpected keyword argument {unknown[0]!r}")
+        values = keyword_values(keywords, CompactionKeywords.__optional_keys__)
         _fold_trigger(values)
         if "keep_tail" in values:
             values["keep_tail"] = KeepTail.coerce(values["keep_tail"])
@@ -173,15 +216,7 @@ def options_from(
     options: CompactionOptions | None, keywords: Mapping[str, Any]
 ) -> CompactionOptions:
     """``options`` as given, or built from ``keywords``; both at once is a ConfigError."""
-    if options is None:
-        return CompactionOptions.from_keywords(**keywords)
-    if keywords:
-        raise ConfigError(
-            f"pass either options= or keyword options ({', '.join(sorted(keywords))}), not both"
-        )
-    if not isinstance(options, CompactionOptions):
-        raise ConfigError(f"options must be a CompactionOptions, got {type(options).__name__}")
-    return options
+    return chosen_options(CompactionOptions, options, keywords, CompactionOptions.from_keywords)
 
 
 #: Keyword -> Trigger field, for the clause-by-clause way of giving a trigger.

@@ -20,7 +20,6 @@ from synopsis._flow import drive
 from synopsis.compaction._flow import (
     CompactionResult,
     CompactionStep,
-    Summarize,
     SummarizeOffline,
     Tier,
     WriteArchive,
@@ -28,14 +27,14 @@ from synopsis.compaction._flow import (
 )
 from synopsis.compaction.archive import Archive, JsonlArchive
 from synopsis.compaction.options import CompactionOptions
-from synopsis.compaction.redaction import redact_history
 from synopsis.compaction.summary import (
     SUMMARY_KIND,
     collect_user_messages,
     parse_user_messages_block,
 )
 from synopsis.messages import content_type, is_real_user_message, marked_body
-from synopsis.summarizer import SummaryResult
+from synopsis.redact import redact_history
+from synopsis.summarizer import Summarize, SummaryResult
 from synopsis.tokens import TokenCounter
 
 __all__ = ["PLACEHOLDER", "CompactionPreview", "preview_compaction"]

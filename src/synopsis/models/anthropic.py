@@ -111,10 +111,16 @@ class _AnthropicBase(ProviderModel):
         headers: Mapping[str, str] | None = None,
     ) -> None:
         super().__init__(
-            model, client=client, base_url=base_url, api_key=api_key, timeout=timeout,
-            context_window=context_window, max_output_tokens=max_output_tokens, name=name,
+            model,
+            client=client,
+            base_url=base_url,
+            api_key=api_key,
+            timeout=timeout,
+            context_window=context_window,
+            max_output_tokens=max_output_tokens,
+            name=name,
             headers=headers,
-        )  # fmt: skip
+        )
         if max_tokens < 1:
             raise ConfigError(f"max_tokens must be >= 1, got {max_tokens}")
         self.max_tokens = max_tokens

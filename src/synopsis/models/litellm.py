@@ -121,10 +121,15 @@ class _LiteLLMBase(ProviderModel):
             raise ConfigError(f"completion_options may not set {', '.join(refused)}")
         self._extra_options = given
         super().__init__(
-            model, base_url=base_url, api_key=api_key, timeout=timeout,
-            context_window=context_window, max_output_tokens=max_output_tokens, name=name,
+            model,
+            base_url=base_url,
+            api_key=api_key,
+            timeout=timeout,
+            context_window=context_window,
+            max_output_tokens=max_output_tokens,
+            name=name,
             headers=headers,
-        )  # fmt: skip
+        )
 
     def _make_client(self, options: dict[str, Any]) -> dict[str, Any]:
         """LiteLLM keeps no client: the "client" is the keyword arguments of every call."""

@@ -59,6 +59,7 @@ from synopsis.redact._redactor import (
     count_kinds,
     redactor_from,
 )
+from synopsis.redact.history import redact_history
 
 __all__ = [
     "PII_KINDS",
@@ -68,5 +69,6 @@ __all__ = [
     "RedactionResult",
     "Redactor",
     "count_kinds",
+    "redact_history",
     "redactor_from",
 ]

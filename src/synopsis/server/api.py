@@ -1,6 +1,6 @@
 """The REST API: compaction, sessions, summaries, memories, recall, delete-user, export.
 
-Every route is scoped by the tenant of the request's API key (:data:`~.app.Tenant`); paths and
+Every route is scoped by the tenant of the request's API key (:data:`~.deps.Tenant`); paths and
 bodies name users, sessions and namespaces *within* that tenant only. Another tenant's object
 is simply not there (404).
 """
@@ -10,25 +10,23 @@ from __future__ import annotations
 import dataclasses
 import functools
 import json
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Depends, Path, Query, Response
+from fastapi import APIRouter, Path, Query, Response
 from fastapi.responses import StreamingResponse
 
 from synopsis import (
     AsyncCompactor,
-    InvalidMessage,
     KeepTail,
     NotFound,
     Redactor,
     Trigger,
-    validate_messages,
 )
-from synopsis.compaction.redaction import redact_history
 from synopsis.memory import MemoryItem, normalize_namespace
 from synopsis.memory._kinds import MAX_FILTER_KINDS
-from synopsis.server.app import Services, Tenant, current_services
+from synopsis.redact import redact_history
+from synopsis.server.deps import Services, Svc, Tenant
 from synopsis.server.errors import ERRORS
 from synopsis.server.schemas import (
     AppendRequest,
@@ -49,12 +47,11 @@ from synopsis.server.schemas import (
     search_response,
     summary_out,
 )
-from synopsis.session.context import is_due
+from synopsis.server.turns import public_messages, record_turn
 
-__all__ = ["public_messages", "record_turn", "router"]
+__all__ = ["router"]
 
 router = APIRouter(responses=ERRORS)
-Svc = Annotated[Services, Depends(current_services)]
 User = Annotated[str, Path(min_length=1, max_length=256, pattern=r"^[^\x00-\x1f\x7f/]+$")]
 Session = Annotated[str, Path(min_length=1, max_length=256, pattern=r"^[^\x00-\x1f\x7f/]+$")]
 Query_ = Annotated[Text | None, Query(max_length=10_000)]
@@ -63,58 +60,6 @@ Limit = Annotated[int, Query(ge=1, le=100)]
 #: A repeatable kind filter (``?kind=fact&kind=note``).
 Kinds = Annotated[list[Label] | None, Query(max_length=MAX_FILTER_KINDS)]
 _EXPORT_PAGE = 500
-#: Our extension keys: read on input, never sent to a provider (strict ones reject them).
-#: Message keys of synopsis' own (markers, usage): never sent upstream.
-PRIVATE_KEYS = frozenset({"meta", "usage"})
-
-
-def public_messages(messages: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """The messages with only message-schema fields (our markers and usage removed)."""
-    return [{k: v for k, v in m.items() if k not in PRIVATE_KEYS} for m in messages]
-
-
-def _checked(messages: list[dict[str, Any]], history: list[dict[str, Any]] | None) -> None:
-    if history is None:
-        validate_messages(messages)
-        return
-    pending: set[str] = set()
-    validate_messages(history, pending=pending)
-    validate_messages(messages, start=len(history), pending=pending)
-
-
-async def record_turn(
-    s: Services,
-    tenant: str,
-    ids: tuple[str, str],
-    messages: list[dict[str, Any]],
-    *,
-    redacted: bool = False,
-) -> AppendResponse:
-    """Append to the session and queue its summary job when it is due. With the redaction
-    policy on, the turns are stored redacted (``redacted``: they are already)."""
-    user, session = ids
-    try:
-        _checked(messages, None)
-    except InvalidMessage as exc:
-        if exc.field != "tool_call_id":
-            raise
-        # A tool result may answer a call appended earlier: check against the whole history.
-        _checked(messages, await s.histories.history(tenant, session))
-    if s.redact is not None and not redacted:  # no copy of a value the policy takes out
-        messages = s.redact.redact_messages(messages)[0]
-    appended = await s.histories.append(tenant, user, session, messages)
-    latest = await s.store.latest_summary(tenant, user, session)
-    covers = latest.covers_to if latest else 0
-    due = is_due(appended.after, covers, s.options.summarize_every)
-    if due and await s.queue.enqueue(tenant, user, session):
-        s.workers.wake()
-    return AppendResponse(
-        user_id=user, session_id=session, messages=appended.after,
-        appended=appended.after - appended.before, summary_scheduled=due,
-        pending_messages=max(appended.after - covers, 0),
-    )  # fmt: skip
-
-
 # --- compaction ------------------------------------------------------------------------------
 
 
@@ -124,9 +69,12 @@ def _compactor_for(
 ) -> AsyncCompactor:
     """A compactor with a request's own options (a few distinct ones are kept)."""
     return AsyncCompactor(
-        summarizer=summarizer, trigger=trigger, keep_tail=keep_tail, redact=redact,
+        summarizer=summarizer,
+        trigger=trigger,
+        keep_tail=keep_tail,
+        redact=redact,
         on_event=[observe],
-    )  # fmt: skip
+    )
 
 
 def _request_compactor(s: Services, body: CompactRequest) -> AsyncCompactor:
@@ -245,9 +193,15 @@ async def put_memory(body: MemoryIn, tenant: Tenant, s: Svc) -> MemoryOut:
         text = s.redact.redact_text(text).text
         context = None if context is None else s.redact.redact_text(context).text
     item = await s.store.put(
-        tenant, body.namespace, body.key or _default_key(body.kind, text), text,
-        kind=body.kind, tags=body.tags, ttl=body.ttl, context=context,
-    )  # fmt: skip
+        tenant,
+        body.namespace,
+        body.key or _default_key(body.kind, text),
+        text,
+        kind=body.kind,
+        tags=body.tags,
+        ttl=body.ttl,
+        context=context,
+    )
     return memory_out(item)
 
 
@@ -269,9 +223,15 @@ async def search_memories(
     """
     prefix = normalize_namespace(namespace_prefix, allow_empty=True)
     hits = await s.store.search(
-        tenant, prefix, query=q, kind=kind, exclude_kinds=exclude_kind or (), limit=limit,
-        offset=offset, mode=mode,
-    )  # fmt: skip
+        tenant,
+        prefix,
+        query=q,
+        kind=kind,
+        exclude_kinds=exclude_kind or (),
+        limit=limit,
+        offset=offset,
+        mode=mode,
+    )
     return search_response(hits)
 
 
@@ -332,9 +292,12 @@ async def delete_user(user: User, tenant: Tenant, s: Svc) -> DeleteUserResponse:
 def _export_line(item: MemoryItem) -> str:
     """One memory in the shape ``synopsis memory import`` reads."""
     record = {
-        "namespace": list(item.namespace), "kind": item.kind, "text": item.text,
-        "key": item.key, "tags": dict(item.tags),
-    }  # fmt: skip
+        "namespace": list(item.namespace),
+        "kind": item.kind,
+        "text": item.text,
+        "key": item.key,
+        "tags": dict(item.tags),
+    }
     return json.dumps(record, ensure_ascii=False) + "\n"
 
 

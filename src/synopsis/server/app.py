@@ -10,26 +10,34 @@ closes everything. Every route except the probes and ``/metrics`` needs
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import functools
 import logging
 import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from typing import Annotated, Any
+from typing import Any
 
 import httpx
-from fastapi import Depends, FastAPI, Request
+from fastapi import FastAPI, Request
 from fastapi.responses import Response
-from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
-from synopsis import AsyncCompactor, AsyncSessionMemory, AsyncSummarizer, Redactor, __version__
-from synopsis.errors import MigrationError, StoreError, Unauthorized
+from synopsis import (
+    AsyncCompactor,
+    AsyncSessionMemory,
+    AsyncSummarizer,
+    Redactor,
+    SessionOptions,
+    __version__,
+)
+from synopsis.errors import MigrationError
 from synopsis.memory import AsyncPostgresStore, AsyncSessionStore, AsyncSQLiteStore
 from synopsis.memory.open import parse_db
 from synopsis.server import errors
 from synopsis.server._sql import MIGRATIONS
 from synopsis.server.db import AsyncDatabase
+from synopsis.server.deps import Services, services
 from synopsis.server.jobs import JobQueue, SummaryWorkers
 from synopsis.server.keys import AsyncKeyRing
 from synopsis.server.metrics import CONTENT_TYPE, Metrics, MetricsMiddleware
@@ -39,7 +47,7 @@ from synopsis.server.sessions import AsyncSessionHistories
 from synopsis.server.summary_cache import SummaryCache
 from synopsis.tokens import TokenCounter, default_estimate
 
-__all__ = ["Services", "Tenant", "create_app", "current_services", "services"]
+__all__ = ["create_app"]
 
 _log = logging.getLogger("synopsis.server")
 #: Idle upstream connections are dropped after 4 s: servers commonly close them at 5 s
@@ -79,66 +87,6 @@ def _remembered_estimate(entries: int = 8192, longest: int = 8192) -> Callable[[
     return estimate
 
 
-@dataclass(slots=True, kw_only=True)
-class Services:
-    """What the routes use; built at start-up, closed at shutdown."""
-
-    options: ServerOptions
-    metrics: Metrics
-    db: AsyncDatabase
-    store: AsyncSessionStore
-    keys: AsyncKeyRing
-    histories: AsyncSessionHistories
-    queue: JobQueue
-    workers: SummaryWorkers
-    #: Context building, recall and deletion (``hybrid`` as configured).
-    memory: AsyncSessionMemory
-    #: The proxy's: always recalls (summary and memories are injected for a named session).
-    proxy_memory: AsyncSessionMemory
-    compactor: AsyncCompactor
-    #: The proxy's summaries of stateless histories, for reuse by the same conversation.
-    summary_cache: SummaryCache
-    summarizer: AsyncSummarizer
-    http: httpx.AsyncClient
-    #: This process's redactor (one hash key for every request), for ``/v1/compact``'s
-    #: per-request ``redact`` too.
-    redactor: Redactor
-    #: The server-wide policy: ``redactor`` when ``options.redact`` is on, else None.
-    redact: Redactor | None
-
-
-def services(request: Request) -> Services:
-    found: Services | None = getattr(request.app.state, "services", None)
-    if found is None:  # only between start and a failed start-up
-        raise StoreError("the server is not started")
-    return found
-
-
-async def current_services(request: Request) -> Services:
-    """:func:`services` as a route dependency (async: FastAPI runs a sync one in a thread)."""
-    return services(request)
-
-
-_bearer = HTTPBearer(auto_error=False, description="An API key from `synopsis keys create`.")
-
-
-async def tenant_of(
-    request: Request,
-    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
-) -> str:
-    """The tenant of the request's API key; 401 without a valid, unrevoked key."""
-    if credentials is None:
-        raise Unauthorized("missing API key: send Authorization: Bearer <key>")
-    key = await services(request).keys.authenticate(credentials.credentials)
-    if key is None:
-        raise Unauthorized("invalid or revoked API key")
-    return key.tenant
-
-
-#: The authenticated tenant, as a route parameter.
-Tenant = Annotated[str, Depends(tenant_of)]
-
-
 async def _open_store(options: ServerOptions) -> AsyncSessionStore:
     kind, target = parse_db(options.db)
     if kind == "sqlite":
@@ -160,33 +108,59 @@ async def _start(app: FastAPI, options: ServerOptions, build: _Builders) -> Serv
     redactor = options.new_redactor()
     redact = redactor if options.redact else None
     workers = SummaryWorkers(
-        queue=queue, histories=histories, store=store, summarizer=summarizer,
-        options=options, on_event=metrics.observe, redact=redact,
-    )  # fmt: skip
-    window = options.window_messages
+        queue=queue,
+        histories=histories,
+        store=store,
+        summarizer=summarizer,
+        options=options,
+        on_event=metrics.observe,
+        redact=redact,
+    )
+    memory = SessionOptions(
+        window_messages=options.window_messages,
+        hybrid=options.hybrid,
+        recall_limit=options.recall_limit,
+        on_event=[metrics.observe],
+        redact=redact,
+    )
     return Services(
-        options=options, metrics=metrics, db=db, store=store, keys=AsyncKeyRing(db),
-        histories=histories, queue=queue, workers=workers, redactor=redactor, redact=redact,
-        memory=AsyncSessionMemory(
-            store=store, summarizer=None, window_messages=window, hybrid=options.hybrid,
-            recall_limit=options.recall_limit, on_event=[metrics.observe], redact=redact,
-        ),
+        options=options,
+        metrics=metrics,
+        db=db,
+        store=store,
+        keys=AsyncKeyRing(db),
+        histories=histories,
+        queue=queue,
+        workers=workers,
+        redactor=redactor,
+        redact=redact,
+        memory=AsyncSessionMemory(store=store, summarizer=None, options=memory),
+        # The proxy always recalls: a named session gets its memories injected.
         proxy_memory=AsyncSessionMemory(
-            store=store, summarizer=None, window_messages=window, hybrid=True,
-            recall_limit=options.recall_limit, on_event=[metrics.observe], redact=redact,
+            store=store, summarizer=None, options=dataclasses.replace(memory, hybrid=True)
         ),
-        compactor=AsyncCompactor(
-            summarizer=summarizer, trigger=options.trigger, keep_tail=options.keep_tail,
-            counter=TokenCounter(estimator=_remembered_estimate()), on_event=[metrics.observe],
-            redact=redact,
-        ),
+        compactor=_compactor(options, summarizer, metrics, redact),
         summary_cache=SummaryCache(options.summary_cache),
         summarizer=summarizer,
         http=httpx.AsyncClient(
             transport=build.transport or upstream_transport(),
             timeout=httpx.Timeout(options.upstream_timeout, connect=10.0),
         ),
-    )  # fmt: skip
+    )
+
+
+def _compactor(
+    options: ServerOptions, summarizer: AsyncSummarizer, metrics: Metrics, redact: Redactor | None
+) -> AsyncCompactor:
+    """The proxy's compactor: the server's trigger and tail, a remembering token estimate."""
+    return AsyncCompactor(
+        summarizer=summarizer,
+        trigger=options.trigger,
+        keep_tail=options.keep_tail,
+        counter=TokenCounter(estimator=_remembered_estimate()),
+        on_event=[metrics.observe],
+        redact=redact,
+    )
 
 
 async def _stop(found: Services) -> None:

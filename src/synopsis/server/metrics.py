@@ -36,8 +36,23 @@ __all__ = ["CONTENT_TYPE", "Metrics", "MetricsMiddleware"]
 
 CONTENT_TYPE = CONTENT_TYPE_LATEST
 _LATENCY_BUCKETS = (
-    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0
-)  # fmt: skip
+    0.0005,
+    0.001,
+    0.0025,
+    0.005,
+    0.01,
+    0.025,
+    0.05,
+    0.1,
+    0.25,
+    0.5,
+    1.0,
+    2.5,
+    5.0,
+    10.0,
+    30.0,
+    60.0,
+)
 _SUMMARY_STAGES = frozenset({"summarize", "invalid_summary", "save", "job"})
 
 
@@ -48,13 +63,18 @@ class Metrics:
         self.registry = CollectorRegistry(auto_describe=True)
         r = self.registry
         self.requests = Counter(
-            "synopsis_http_requests", "HTTP requests answered.",
-            ["method", "route", "status"], registry=r,
-        )  # fmt: skip
+            "synopsis_http_requests",
+            "HTTP requests answered.",
+            ["method", "route", "status"],
+            registry=r,
+        )
         self.latency = Histogram(
-            "synopsis_http_request_duration_seconds", "Time to answer an HTTP request.",
-            ["method", "route"], buckets=_LATENCY_BUCKETS, registry=r,
-        )  # fmt: skip
+            "synopsis_http_request_duration_seconds",
+            "Time to answer an HTTP request.",
+            ["method", "route"],
+            buckets=_LATENCY_BUCKETS,
+            registry=r,
+        )
         self.compactions = Counter(
             "synopsis_compactions",
             "Compactions run (stateless and proxy).",
@@ -62,9 +82,11 @@ class Metrics:
             registry=r,
         )
         self.summarizer_calls = Counter(
-            "synopsis_summarizer_calls", "Summarizer model calls, per attempt.", ["outcome"],
+            "synopsis_summarizer_calls",
+            "Summarizer model calls, per attempt.",
+            ["outcome"],
             registry=r,
-        )  # fmt: skip
+        )
         self.summarizer_failures = Counter(
             "synopsis_summarizer_failures", "Summaries that failed after every attempt.", registry=r
         )
@@ -74,8 +96,9 @@ class Metrics:
         self.summary_cache = Counter(
             "synopsis_proxy_summary_cache",
             "Stateless proxy summaries reused (hit) or made (miss).",
-            ["outcome"], registry=r,
-        )  # fmt: skip
+            ["outcome"],
+            registry=r,
+        )
         for outcome in ("hit", "miss"):
             self.summary_cache.labels(outcome)
         self.queue_depth = Gauge(

@@ -101,8 +101,9 @@ class ServerOptions:
         if self.drain_seconds < 0:
             raise ConfigError("drain_seconds must be >= 0")
         if self.redact_mode not in REDACT_MODES:
-            raise ConfigError(f"redact_mode must be one of {', '.join(REDACT_MODES)}, "
-                              f"not {self.redact_mode!r}")  # fmt: skip
+            raise ConfigError(
+                f"redact_mode must be one of {', '.join(REDACT_MODES)}, not {self.redact_mode!r}"
+            )
         if self.redact_hash_key is not None and not self.redact_hash_key.strip():
             raise ConfigError("redact_hash_key must not be blank")
 

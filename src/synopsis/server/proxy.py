@@ -29,18 +29,18 @@ from fastapi import APIRouter, Header, Request
 from fastapi.responses import Response, StreamingResponse
 from starlette.background import BackgroundTask
 
-from synopsis.compaction.redaction import redact_history
 from synopsis.errors import (
     InvalidInput,
     ModelTimeout,
     ProviderUnavailable,
     UpstreamNotConfigured,
 )
-from synopsis.server.api import PRIVATE_KEYS, Svc, public_messages, record_turn
-from synopsis.server.app import Services, Tenant
+from synopsis.redact import redact_history
+from synopsis.server.deps import Services, Svc, Tenant
 from synopsis.server.errors import ERRORS
 from synopsis.server.schemas import ChatCompletionRequest, ErrorBody
 from synopsis.server.summary_cache import compact_stateless
+from synopsis.server.turns import PRIVATE_KEYS, public_messages, record_turn
 
 __all__ = ["router"]
 
@@ -218,10 +218,14 @@ async def _compacted(
     """A stateless history compacted over the trigger (reusing a summary of its prefix);
     None below it."""
     return await compact_stateless(
-        s.compactor, s.summary_cache, tenant, messages, tools=tools,
+        s.compactor,
+        s.summary_cache,
+        tenant,
+        messages,
+        tools=tools,
         options=s.options.summary_shape(),
         count=lambda outcome: s.metrics.summary_cache.labels(outcome).inc(),
-    )  # fmt: skip
+    )
 
 
 def _is_tools(tools: object) -> bool:

@@ -35,7 +35,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal
 
 from synopsis import AsyncCompactor
-from synopsis.compaction.redaction import redact_history
+from synopsis.redact import redact_history
 
 __all__ = ["SummaryCache", "common_suffix", "compact_stateless", "prefix_hashes"]
 

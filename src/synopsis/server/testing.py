@@ -142,9 +142,12 @@ def _completion(model: str, text: str, prompt_messages: int) -> dict[str, Any]:
 async def _chunks(model: str, text: str) -> AsyncIterator[bytes]:
     def chunk(delta: dict[str, Any], finish: str | None = None) -> bytes:
         data = {
-            "id": "chatcmpl-fake", "object": "chat.completion.chunk", "created": 0,
-            "model": model, "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
-        }  # fmt: skip
+            "id": "chatcmpl-fake",
+            "object": "chat.completion.chunk",
+            "created": 0,
+            "model": model,
+            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+        }
         return f"data: {json.dumps(data)}\n\n".encode()
 
     yield chunk({"role": "assistant", "content": ""})
@@ -164,9 +167,12 @@ def running(
     sock.bind((host, 0))
     port = sock.getsockname()[1]
     config = uvicorn.Config(
-        app, log_level="warning", lifespan=lifespan, access_log=False,
+        app,
+        log_level="warning",
+        lifespan=lifespan,
+        access_log=False,
         **UVICORN_HTTP,
-    )  # fmt: skip
+    )
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()

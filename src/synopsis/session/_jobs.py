@@ -35,17 +35,12 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
-from synopsis._flow import Flow
+from synopsis._flow import Emit, Flow
 from synopsis.errors import InvalidSummary, ModelTimeout, UserDeleted
 from synopsis.events import OutboxReplayed, SessionEvent, failure
-from synopsis.memory._kinds import TRANSCRIPT_KINDS, KindFilter, check_kind_filter
-from synopsis.memory._types import (
-    OutboxEntry,
-    SearchHit,
-    SearchMode,
-    SessionSummary,
-    validate_tenant,
-)
+from synopsis.memory import TRANSCRIPT_KINDS, OutboxEntry, SearchHit, SearchMode, SessionSummary
+from synopsis.memory._kinds import KindFilter, check_kind_filter
+from synopsis.memory._types import validate_tenant
 from synopsis.session._events import summarize_timeout_error
 from synopsis.session._redaction import (
     SummaryRequest,
@@ -62,7 +57,6 @@ from synopsis.session._state import (
     started_event,
 )
 from synopsis.session.context import (
-    SessionSettings,
     build_messages,
     injected_summary,
     is_due,
@@ -76,14 +70,14 @@ from synopsis.session.context import (
     summary_text,
     truncation,
 )
+from synopsis.session.options import SessionOptions
+from synopsis.summarizer import Summarize
 
 __all__ = [
-    "Emit",
     "JobOutcome",
     "Runtime",
     "Step",
     "StoreCall",
-    "Summarize",
     "admit_turn",
     "build_context",
     "claim_lease",
@@ -95,6 +89,7 @@ __all__ = [
     "run_job",
     "store_call",
     "summarize_and_write",
+    "timed_out",
     "write_memory",
 ]
 
@@ -148,38 +143,13 @@ class StoreCall:
         return getattr(store, self.method)(*self.args, **self.kwargs)
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Summarize:
-    """Summarize ``messages``; the flow is sent the summarizer's result.
-
-    A driver that has waited ``timeout`` seconds (None: no limit) stops waiting and throws
-    :meth:`timed_out` into the flow instead.
-    """
-
-    messages: Sequence[Mapping[str, Any]]
-    previous_summary: str | None
-    session_id: str
-    timeout: float | None = None
-
-    def on(self, summarizer: Any) -> Any:
-        """Ask ``summarizer`` (an awaitable for an async one)."""
-        return summarizer.summarize(
-            self.messages, previous_summary=self.previous_summary, session_id=self.session_id
-        )
-
-    def timed_out(self) -> ModelTimeout:
-        """The error of a call that outlived ``timeout``: the same in both drivers."""
-        return summarize_timeout_error(self.timeout or 0.0)
+Step = StoreCall | Summarize | Emit[SessionEvent]
 
 
-@dataclass(frozen=True, slots=True)
-class Emit:
-    """Deliver ``event`` to the handlers; the flow is sent None."""
-
-    event: SessionEvent
-
-
-Step = StoreCall | Summarize | Emit
+def timed_out(step: Summarize) -> ModelTimeout:
+    """The error of a summarizer call that outlived ``step.timeout``: the same in both
+    drivers, which throw it into the flow instead of the call's result."""
+    return summarize_timeout_error(step.timeout or 0.0)
 
 
 def store_call(method: StoreMethod, *args: Any, **kwargs: Any) -> StoreCall:
@@ -192,18 +162,18 @@ class Runtime:
     """What the job flows use besides steps: the options, this process's registry, the clock,
     and ``owner``, the name this process's claims carry in the store (unique per memory)."""
 
-    settings: SessionSettings
+    options: SessionOptions
     registry: Registry
     clock: Callable[[], float]
     owner: str
 
 
-def claim_lease(settings: SessionSettings) -> float:
+def claim_lease(options: SessionOptions) -> float:
     """How long a job's claim lasts: its model call's time limit, plus the writes' margin.
 
     A process that dies holding a claim blocks the session's jobs for at most this long.
     """
-    return (settings.summarize_timeout or UNTIMED_CLAIM) + CLAIM_MARGIN
+    return (options.summarize_timeout or UNTIMED_CLAIM) + CLAIM_MARGIN
 
 
 # ---------------------------------------------------------------------------------------------
@@ -233,7 +203,7 @@ def admit_turn(
         covers = yield from _known_covers(runtime, key)
     except Exception as exc:
         return (yield from _not_admitted(key, exc))
-    result = runtime.registry.admit(key, len(messages), covers, runtime.settings.summarize_every)
+    result = runtime.registry.admit(key, len(messages), covers, runtime.options.summarize_every)
     if not result.scheduled:
         return result, None
     try:
@@ -292,9 +262,12 @@ def _claimed(runtime: Runtime, job: Job) -> Flow[Step, JobOutcome]:
     task) or whose process dies leaves it to expire.
     """
     claimed = yield store_call(
-        "claim_summary_job", *job.key, covers_to=len(job.messages), owner=runtime.owner,
-        lease_seconds=claim_lease(runtime.settings),
-    )  # fmt: skip
+        "claim_summary_job",
+        *job.key,
+        covers_to=len(job.messages),
+        owner=runtime.owner,
+        lease_seconds=claim_lease(runtime.options),
+    )
     if not claimed:
         return "claimed_elsewhere"
     try:
@@ -318,9 +291,9 @@ def summarize_and_write(runtime: Runtime, job: Job) -> Flow[Step, JobOutcome]:
     covers = prev.covers_to if prev else 0
     runtime.registry.remember_covers(job.key, covers)
     start, end = summary_span(job.messages, covers)
-    if not is_due(end, covers, runtime.settings.summarize_every):
+    if not is_due(end, covers, runtime.options.summarize_every):
         return "done"  # a newer summary (another replica) or an open tool call left too little
-    request = summary_request(runtime.settings.redactor, job.messages[start:end], prev)
+    request = summary_request(runtime.options.redact, job.messages[start:end], prev)
     yield Emit(started_event(job, start, end, prev, redacted=request.redacted))
     summary = yield from _summarize(runtime, job, prev, request, end)
     if summary is None:
@@ -333,13 +306,13 @@ def _summarize(
 ) -> Flow[Step, SessionSummary | None]:
     """The next summary version of the request's messages (which end at ``end``); None
     (reported) on failure."""
-    settings = runtime.settings
+    options = runtime.options
     try:
         result = yield Summarize(
             messages=request.messages,
             previous_summary=request.previous_summary,
             session_id=job.session_id,
-            timeout=settings.summarize_timeout,
+            timeout=options.summarize_timeout,
         )
         summary = next_summary(
             tenant=job.tenant,
@@ -349,8 +322,8 @@ def _summarize(
             result=result,
             covers_to=end,
             now=runtime.clock(),
-            max_chars=settings.max_summary_chars,
-            redactor=settings.redactor,
+            max_chars=options.max_summary_chars,
+            redactor=options.redact,
         )
     except InvalidSummary as exc:
         yield Emit(failure("invalid_summary", job.tenant, job.session_id, exc))
@@ -358,8 +331,8 @@ def _summarize(
     except Exception as exc:
         yield Emit(failure("summarize", job.tenant, job.session_id, exc))
         return None
-    limit = settings.max_summary_chars or 0
-    answer = redacted_text(settings.redactor, summary_text(result))
+    limit = options.max_summary_chars or 0
+    answer = redacted_text(options.redact, summary_text(result))
     cut = truncation(summary, answer, target="stored", unit="chars", limit=limit)
     if cut is not None:
         yield Emit(cut)
@@ -454,7 +427,7 @@ def recover(tenant: str | None, *, limit: int) -> Flow[Step, int]:
 
 
 def build_context(
-    settings: SessionSettings,
+    options: SessionOptions,
     ids: tuple[str, str, str],
     messages: Sequence[Mapping[str, Any]],
     *,
@@ -470,14 +443,14 @@ def build_context(
         summary = yield store_call("latest_summary", tenant, user_id, session_id)
     except Exception as exc:
         yield Emit(failure("load_summary", tenant, session_id, exc))
-    summary, cut = injected_summary(settings, summary)
+    summary, cut = injected_summary(options, summary)
     if cut is not None:
         yield Emit(cut)
     question = recall_query(body, query)
-    hits = yield from _recall_notes(settings, ids, question)
-    body, summary, hits = context_inputs(settings.redactor, body, summary, hits)
+    hits = yield from _recall_notes(options, ids, question)
+    body, summary, hits = context_inputs(options.redact, body, summary, hits)
     return build_messages(
-        settings,
+        options,
         system=system,
         body=body,
         summary=summary,
@@ -489,12 +462,12 @@ def build_context(
 
 
 def _recall_notes(
-    settings: SessionSettings, ids: tuple[str, str, str], question: str | None
+    options: SessionOptions, ids: tuple[str, str, str], question: str | None
 ) -> Flow[Step, list[SearchHit]]:
     """Hybrid mode's candidate memories of the user (never stored transcripts); none when
     recall is off or fails."""
     tenant, user_id, session_id = ids
-    if not (settings.hybrid and question and settings.recall_limit):
+    if not (options.hybrid and question and options.recall_limit):
         return []
     try:
         hits: list[SearchHit] = yield store_call(
@@ -503,8 +476,8 @@ def _recall_notes(
             ("user", user_id),
             query=question,
             exclude_kinds=TRANSCRIPT_KINDS,
-            limit=settings.recall_limit * 4,
-            mode=settings.recall_mode,
+            limit=options.recall_limit * 4,
+            mode=options.recall_mode,
         )
     except Exception as exc:
         yield Emit(failure("recall", tenant, session_id, exc))
@@ -521,7 +494,7 @@ def recall_kinds(kind: object, exclude_kinds: object) -> KindFilter:
 
 
 def recall(
-    settings: SessionSettings,
+    options: SessionOptions,
     tenant: str,
     user_id: str,
     query: str,
@@ -540,7 +513,7 @@ def recall(
         kind=kinds[0],
         exclude_kinds=kinds[1],
         limit=limit,
-        mode=mode or settings.recall_mode,
+        mode=mode or options.recall_mode,
     )
     return hits
 

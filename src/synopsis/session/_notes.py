@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, Literal
 
-from synopsis.memory._types import Namespace, SearchHit
+from synopsis.memory import Namespace, SearchHit
 from synopsis.memory.ranking import (
     bm25_scores,
     fused_order,

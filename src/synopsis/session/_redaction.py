@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from synopsis.memory._types import SearchHit, SessionSummary
+from synopsis.memory import SearchHit, SessionSummary
 from synopsis.redact import Redactor, count_kinds
 
 __all__ = [

@@ -21,7 +21,7 @@ from synopsis.events import (
     SessionSummaryStarted,
     failure,
 )
-from synopsis.memory._types import AsyncSessionStore, SessionStore, SessionSummary
+from synopsis.memory import AsyncSessionStore, SessionStore, SessionSummary
 from synopsis.session._events import abandoned_error
 from synopsis.session.context import is_due
 

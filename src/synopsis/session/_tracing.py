@@ -28,10 +28,11 @@ from contextlib import AbstractContextManager, contextmanager, nullcontext
 from contextvars import ContextVar
 from typing import Any, Literal
 
+from synopsis._flow import Emit
 from synopsis.events import SessionEvent
+from synopsis.memory import SearchMode
 from synopsis.memory._kinds import KindFilter
-from synopsis.memory._types import SearchMode
-from synopsis.session._jobs import Emit, JobOutcome, Step, StoreCall
+from synopsis.session._jobs import JobOutcome, Step, StoreCall
 from synopsis.session._state import Job
 from synopsis.telemetry import NO_SPAN, AttributeValue, Tracing
 

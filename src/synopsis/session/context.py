@@ -24,16 +24,16 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from datetime import UTC, datetime
-from typing import Any, Literal, get_args
+from typing import Any, Literal
 
-from synopsis.errors import ConfigError, InvalidSummary
+from synopsis.errors import InvalidSummary
 from synopsis.events import SessionSummaryTruncated
-from synopsis.memory._types import Namespace, SearchHit, SearchMode, SessionSummary
+from synopsis.memory import Namespace, SearchHit, SessionSummary
 from synopsis.messages import open_tool_calls, safe_cut_points, text_of
-from synopsis.redact import Redactor, redactor_from
-from synopsis.session._bounds import MIN_SUMMARY_CHARS, clip_chars, clip_tokens
+from synopsis.redact import Redactor
+from synopsis.session._bounds import clip_chars, clip_tokens
 from synopsis.session._notes import (
     Recalled,
     dedupe_recalled,
@@ -59,19 +59,14 @@ from synopsis.session._window import (
     split_system,
     system_with_summary,
 )
-from synopsis.tokens import Estimator, TokenCounter
+from synopsis.session.options import SessionOptions
 
 __all__ = [
-    "DEFAULT_MAX_SUMMARY_CHARS",
-    "DEFAULT_SUMMARIZE_TIMEOUT",
     "MAX_NOTE_CHARS",
-    "MIN_SUMMARY_TOKENS",
     "ContextPlan",
     "Recalled",
-    "SessionSettings",
     "assemble_context",
     "build_messages",
-    "check_timeout",
     "choose_window_start",
     "content_hash",
     "dedupe_recalled",
@@ -81,7 +76,6 @@ __all__ = [
     "injected_token_limit",
     "is_due",
     "latest_user_text",
-    "make_settings",
     "memory_tags",
     "message_tokens",
     "next_summary",
@@ -141,91 +135,7 @@ def summary_key(version: int) -> str:
 
 
 # ---------------------------------------------------------------------------------------------
-# Session memory: settings, the next summary, a whole request
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class SessionSettings:
-    """Validated options shared by SessionMemory and AsyncSessionMemory."""
-
-    summarize_every: int
-    window_messages: int | None
-    window_tokens: int | None
-    budget: int | None
-    hybrid: bool
-    recall_limit: int
-    recall_mode: SearchMode
-    estimate: Estimator
-    #: Seconds a job waits for the summarizer (None: no limit).
-    summarize_timeout: float | None = None
-    #: Characters of a stored summary (and of one read back, before it is injected).
-    max_summary_chars: int | None = None
-    #: Tokens of the summary injected into a request.
-    max_summary_tokens: int | None = None
-    #: Redacts what a job sends and stores (None: off); see :mod:`synopsis.session._redaction`.
-    redactor: Redactor | None = None
-
-
-#: The defaults of the bounds, shared by both twins.
-DEFAULT_SUMMARIZE_TIMEOUT = 120.0
-DEFAULT_MAX_SUMMARY_CHARS = 20_000
-
-#: The smallest ``max_summary_tokens`` accepted: room for the marker and some text.
-MIN_SUMMARY_TOKENS = 50
-
-
-def make_settings(
-    *,
-    summarize_every: int,
-    window_messages: int | None,
-    window_tokens: int | None,
-    context_budget_tokens: int | None,
-    hybrid: bool,
-    recall_limit: int,
-    recall_mode: SearchMode = "keyword",
-    estimate: Estimator | None,
-    summarize_timeout: float | None = DEFAULT_SUMMARIZE_TIMEOUT,
-    max_summary_chars: int | None = DEFAULT_MAX_SUMMARY_CHARS,
-    max_summary_tokens: int | None = None,
-    redact: Redactor | bool | None = None,
-) -> SessionSettings:
-    """Check the options once, naming the one at fault."""
-    if summarize_every < 1:
-        raise ConfigError("summarize_every must be at least 1")
-    for name, value, least in (
-        ("window_messages", window_messages, 1),
-        ("window_tokens", window_tokens, 1),
-        ("context_budget_tokens", context_budget_tokens, 1),
-        ("max_summary_chars", max_summary_chars, MIN_SUMMARY_CHARS),
-        ("max_summary_tokens", max_summary_tokens, MIN_SUMMARY_TOKENS),
-    ):
-        if value is not None and value < least:
-            raise ConfigError(f"{name} must be at least {least}, or None for no limit")
-    check_timeout("summarize_timeout", summarize_timeout)
-    if recall_limit < 0:
-        raise ConfigError("recall_limit must be 0 or more")
-    if recall_mode not in get_args(SearchMode):
-        raise ConfigError(f"recall_mode must be one of {', '.join(get_args(SearchMode))}")
-    return SessionSettings(
-        summarize_every=summarize_every,
-        window_messages=window_messages,
-        window_tokens=window_tokens,
-        budget=context_budget_tokens,
-        hybrid=hybrid,
-        recall_limit=recall_limit,
-        recall_mode=recall_mode,
-        estimate=estimate or TokenCounter().estimate_text,
-        summarize_timeout=summarize_timeout,
-        max_summary_chars=max_summary_chars,
-        max_summary_tokens=max_summary_tokens,
-        redactor=redactor_from(redact),
-    )
-
-
-def check_timeout(name: str, seconds: float | None) -> None:
-    """A time limit is a positive number of seconds, or None for none."""
-    if seconds is not None and not seconds > 0:
-        raise ConfigError(f"{name} must be a positive number of seconds, or None for no limit")
+# Session memory: the next summary, a whole request
 
 
 def next_summary(
@@ -294,15 +204,18 @@ def truncation(
     )
 
 
-def injected_token_limit(settings: SessionSettings) -> int | None:
+def injected_token_limit(options: SessionOptions) -> int | None:
     """Tokens the injected summary may take: ``max_summary_tokens``, half the budget."""
-    limits = [settings.max_summary_tokens, settings.budget // 2 if settings.budget else None]
+    limits = [
+        options.max_summary_tokens,
+        options.context_budget_tokens // 2 if options.context_budget_tokens else None,
+    ]
     present = [limit for limit in limits if limit is not None]
     return min(present) if present else None
 
 
 def injected_summary(
-    settings: SessionSettings, summary: SessionSummary | None
+    options: SessionOptions, summary: SessionSummary | None
 ) -> tuple[SessionSummary | None, SessionSummaryTruncated | None]:
     """``summary`` with its text cut to what a request may carry, and the report of a cut.
 
@@ -311,13 +224,13 @@ def injected_summary(
     """
     if summary is None:
         return None, None
-    text, limit = summary.text, settings.max_summary_chars or 0
+    text, limit = summary.text, options.max_summary_chars or 0
     unit: Literal["chars", "tokens"] = "chars"
-    if settings.max_summary_chars is not None:
-        text = clip_chars(text, settings.max_summary_chars)
-    tokens = injected_token_limit(settings)
+    if options.max_summary_chars is not None:
+        text = clip_chars(text, options.max_summary_chars)
+    tokens = injected_token_limit(options)
     if tokens is not None:
-        clipped = clip_tokens(text, tokens, settings.estimate)
+        clipped = clip_tokens(text, tokens, options.estimator)
         if clipped != text:
             text, unit, limit = clipped, "tokens", tokens
     if text == summary.text:
@@ -341,7 +254,7 @@ def memory_tags(summary: SessionSummary) -> dict[str, str]:
 
 
 def build_messages(
-    settings: SessionSettings,
+    options: SessionOptions,
     *,
     system: Sequence[Mapping[str, Any]],
     body: Sequence[Mapping[str, Any]],
@@ -360,22 +273,22 @@ def build_messages(
     system_messages = system_with_summary(system, section)
     start = choose_window_start(
         body,
-        max_messages=settings.window_messages,
-        max_tokens=settings.window_tokens,
-        estimate=settings.estimate,
+        max_messages=options.window_messages,
+        max_tokens=options.window_tokens,
+        estimate=options.estimator,
     )
     notes: list[Recalled] = []
-    if settings.hybrid and query:
+    if options.hybrid and query:
         against = [text_of(m) for m in body[start:]] + ([summary.text] if summary else [])
         memories = hits_to_recalled(hits, exclude_prefix=summary_namespace(user_id, session_id))
-        history = rank_history(body[:start], query, limit=settings.recall_limit)
-        notes = select_notes(memories, history, against=against, limit=settings.recall_limit)
+        history = rank_history(body[:start], query, limit=options.recall_limit)
+        notes = select_notes(memories, history, against=against, limit=options.recall_limit)
     plan: ContextPlan = plan_context(
         system=system_messages,
         body=body,
         window_start=start,
         notes=notes,
-        budget=settings.budget,
-        estimate=settings.estimate,
+        budget=options.context_budget_tokens,
+        estimate=options.estimator,
     )
     return assemble_context(plan, body)

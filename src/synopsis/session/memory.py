@@ -74,15 +74,16 @@ import contextlib
 import threading
 import time
 import uuid
-from collections.abc import Callable, Collection, Mapping, Sequence
-from typing import Any
+from collections.abc import Collection, Mapping, Sequence
+from contextlib import AbstractContextManager
+from typing import Any, Generic, TypeVar, Unpack
 
-from synopsis._flow import adrive, drive
-from synopsis.events import SessionEventHandler, aemit, check_sync_handlers, emit, failure
-from synopsis.memory._types import SearchHit, SearchMode
-from synopsis.redact import Redactor
+from synopsis._flow import Emit, Flow, adrive, drive
+from synopsis._options import chosen_options
+from synopsis.events import aemit, check_sync_handlers, emit, failure
+from synopsis.memory import SearchHit, SearchMode
 from synopsis.session import _jobs
-from synopsis.session._jobs import Emit, Runtime, Step, Summarize
+from synopsis.session._jobs import Runtime, Step, timed_out
 from synopsis.session._state import (
     AsyncSessionStore,
     Job,
@@ -94,15 +95,9 @@ from synopsis.session._state import (
 )
 from synopsis.session._tracing import SessionTracer
 from synopsis.session._workers import DaemonPool, call_within
-from synopsis.session.context import (
-    DEFAULT_MAX_SUMMARY_CHARS,
-    DEFAULT_SUMMARIZE_TIMEOUT,
-    check_timeout,
-    make_settings,
-)
-from synopsis.summarizer import AsyncSummarizerLike, SummarizerLike
+from synopsis.session.options import SessionKeywords, SessionOptions
+from synopsis.summarizer import AsyncSummarizerLike, Summarize, SummarizerLike
 from synopsis.telemetry import Tracing
-from synopsis.tokens import Estimator
 
 __all__ = [
     "AsyncSessionMemory",
@@ -113,75 +108,105 @@ __all__ = [
     "SkipReason",
 ]
 
-#: How long ``close()`` waits for running jobs by default.
-DEFAULT_CLOSE_TIMEOUT = 30.0
+StoreT = TypeVar("StoreT", SessionStore, AsyncSessionStore)
+SummarizerT = TypeVar("SummarizerT", SummarizerLike, AsyncSummarizerLike)
+
+
+class _Driver(Generic[StoreT, SummarizerT]):
+    """What both twins share: the options, the registry, the tracer, and the flows they run."""
+
+    def __init__(
+        self, store: StoreT, summarizer: SummarizerT | None, options: SessionOptions
+    ) -> None:
+        self._store: StoreT = store
+        self._summarizer: SummarizerT | None = summarizer
+        self._handlers = tuple(options.on_event)
+        self._registry = Registry(options.clock, options.failure_cooldown)
+        owner = options.owner or uuid.uuid4().hex
+        self._runtime = Runtime(options, self._registry, options.clock, owner=owner)
+        self._tracer = SessionTracer(
+            Tracing(tracer_provider=options.tracer_provider),
+            store=store,
+            summarizer=summarizer,
+            trace_tenant=options.trace_tenant,
+        )
+        self._close_timeout = options.close_timeout
+        self._closed = False
+
+    @property
+    def options(self) -> SessionOptions:
+        """The options this memory was built with."""
+        return self._runtime.options
+
+    def _admission(
+        self, ids: tuple[str, str, str], messages: Sequence[Mapping[str, Any]]
+    ) -> Flow[Step, tuple[ScheduleResult, Job | None]]:
+        return _jobs.admit_turn(
+            self._runtime,
+            ids,
+            messages,
+            closed=self._closed,
+            has_summarizer=self._summarizer is not None,
+        )
+
+    def _context(
+        self,
+        ids: tuple[str, str, str],
+        messages: Sequence[Mapping[str, Any]],
+        system_prompt: str | None,
+        query: str | None,
+    ) -> tuple[Flow[Step, list[dict[str, Any]]], AbstractContextManager[Any]]:
+        """The flow that builds a request, and the span that traces it."""
+        flow = _jobs.build_context(
+            self._runtime.options, ids, messages, system_prompt=system_prompt, query=query
+        )
+        return flow, self._tracer.build_context(ids[0], ids[2], len(messages))
+
+    def _recall(
+        self,
+        tenant: str,
+        user_id: str,
+        query: str,
+        limit: int,
+        kind: str | Collection[str] | None,
+        exclude_kinds: str | Collection[str] | None,
+        mode: SearchMode | None,
+    ) -> tuple[Flow[Step, list[SearchHit]], AbstractContextManager[Any]]:
+        """The flow of a recall (its kind filter checked, its mode chosen), and its span."""
+        mode = mode or self._runtime.options.recall_mode
+        kinds = _jobs.recall_kinds(kind, exclude_kinds)
+        flow = _jobs.recall(
+            self._runtime.options, tenant, user_id, query, limit=limit, kinds=kinds, mode=mode
+        )
+        return flow, self._tracer.recall(tenant, limit=limit, kinds=kinds, mode=mode)
 
 
 # ---------------------------------------------------------------------------------------------
 # Sync
 
 
-class SessionMemory:
-    """Background session summaries with a dual write, context building and recall (threads)."""
+class SessionMemory(_Driver[SessionStore, SummarizerLike]):
+    """Background session summaries with a dual write, context building and recall (threads).
+
+    Options come as one :class:`~synopsis.session.options.SessionOptions` (``options=``) or as
+    the same keyword arguments; ``max_workers`` (the job threads) belongs to this driver.
+    """
 
     def __init__(
         self,
         *,
         store: SessionStore,
         summarizer: SummarizerLike | None,
-        summarize_every: int = 20,
-        window_messages: int | None = 40,
-        window_tokens: int | None = None,
-        context_budget_tokens: int | None = None,
-        hybrid: bool = False,
-        recall_limit: int = 5,
-        recall_mode: SearchMode = "keyword",
-        on_event: Sequence[SessionEventHandler] = (),
-        clock: Callable[[], float] = time.time,
+        options: SessionOptions | None = None,
         max_workers: int = 2,
-        failure_cooldown: float = 60.0,
-        estimate: Estimator | None = None,
-        summarize_timeout: float | None = DEFAULT_SUMMARIZE_TIMEOUT,
-        close_timeout: float | None = DEFAULT_CLOSE_TIMEOUT,
-        max_summary_chars: int | None = DEFAULT_MAX_SUMMARY_CHARS,
-        max_summary_tokens: int | None = None,
-        redact: Redactor | bool | None = None,
-        tracer_provider: Any = None,
-        trace_tenant: bool = False,
-        owner: str | None = None,
+        **keywords: Unpack[SessionKeywords],
     ) -> None:
-        settings = make_settings(
-            summarize_every=summarize_every,
-            window_messages=window_messages,
-            window_tokens=window_tokens,
-            context_budget_tokens=context_budget_tokens,
-            hybrid=hybrid,
-            recall_limit=recall_limit,
-            recall_mode=recall_mode,
-            estimate=estimate,
-            summarize_timeout=summarize_timeout,
-            max_summary_chars=max_summary_chars,
-            max_summary_tokens=max_summary_tokens,
-            redact=redact,
-        )
-        check_timeout("close_timeout", close_timeout)
-        check_sync_handlers(on_event)
-        self._store = store
-        self._summarizer = summarizer
-        self._handlers = tuple(on_event)
-        self._registry = Registry(clock, failure_cooldown)
-        self._runtime = Runtime(settings, self._registry, clock, owner=owner or uuid.uuid4().hex)
-        self._tracer = SessionTracer(
-            Tracing(tracer_provider=tracer_provider),
-            store=store,
-            summarizer=summarizer,
-            trace_tenant=trace_tenant,
-        )
+        chosen = chosen_options(SessionOptions, options, keywords, SessionOptions.from_keywords)
+        check_sync_handlers(chosen.on_event)
+        super().__init__(store, summarizer, chosen)
         self._workers = DaemonPool(max_workers, name="synopsis-session")
-        self._close_timeout = close_timeout
         self._jobs: dict[concurrent.futures.Future[None], Job] = {}
         self._jobs_lock = threading.Lock()
-        self._closed = False
 
     def _perform(self, step: Step) -> Any:
         """Carry out one step of a flow on the store, the summarizer or the handlers."""
@@ -198,7 +223,7 @@ class SessionMemory:
             return call_within(
                 lambda: step.on(self._summarizer),
                 step.timeout,
-                on_timeout=step.timed_out,
+                on_timeout=lambda: timed_out(step),
                 name="synopsis-session-summarize",
             )
         return step.on(self._store)
@@ -214,13 +239,7 @@ class SessionMemory:
         failures become events); only an unusable ``tenant`` raises InvalidInput. ``messages``
         is the session's full history so far; it is copied when a job is scheduled.
         """
-        flow = _jobs.admit_turn(
-            self._runtime,
-            (tenant, user_id, session_id),
-            messages,
-            closed=self._closed,
-            has_summarizer=self._summarizer is not None,
-        )
+        flow = self._admission((tenant, user_id, session_id), messages)
         result, job = drive(flow, self._perform)
         if job is not None:
             self._submit(job)
@@ -267,14 +286,9 @@ class SessionMemory:
         query: str | None = None,
     ) -> list[dict[str, Any]]:
         """The messages to send: system prompt + summary, [recalled notes], recent window."""
-        flow = _jobs.build_context(
-            self._runtime.settings,
-            (tenant, user_id, session_id),
-            messages,
-            system_prompt=system_prompt,
-            query=query,
-        )
-        with self._tracer.build_context(tenant, session_id, len(messages)) as span:
+        ids = (tenant, user_id, session_id)
+        flow, traced = self._context(ids, messages, system_prompt, query)
+        with traced as span:
             built = drive(flow, self._perform)
             self._tracer.counted(span, "synopsis.context.messages", built)
         return built
@@ -297,12 +311,8 @@ class SessionMemory:
         ``kind`` asks for them. ``mode`` defaults to the ``recall_mode`` this memory was built
         with.
         """
-        mode = mode or self._runtime.settings.recall_mode
-        kinds = _jobs.recall_kinds(kind, exclude_kinds)
-        flow = _jobs.recall(
-            self._runtime.settings, tenant, user_id, query, limit=limit, kinds=kinds, mode=mode
-        )
-        with self._tracer.recall(tenant, limit=limit, kinds=kinds, mode=mode) as span:
+        flow, traced = self._recall(tenant, user_id, query, limit, kind, exclude_kinds, mode)
+        with traced as span:
             hits = drive(flow, self._perform)
             self._tracer.counted(span, "synopsis.recall.hits", hits)
         return hits
@@ -358,7 +368,7 @@ class SessionMemory:
 # Async
 
 
-class AsyncSessionMemory:
+class AsyncSessionMemory(_Driver[AsyncSessionStore, AsyncSummarizerLike]):
     """The asyncio twin of :class:`SessionMemory`: jobs are tasks on the running loop."""
 
     def __init__(
@@ -366,55 +376,12 @@ class AsyncSessionMemory:
         *,
         store: AsyncSessionStore,
         summarizer: AsyncSummarizerLike | None,
-        summarize_every: int = 20,
-        window_messages: int | None = 40,
-        window_tokens: int | None = None,
-        context_budget_tokens: int | None = None,
-        hybrid: bool = False,
-        recall_limit: int = 5,
-        recall_mode: SearchMode = "keyword",
-        on_event: Sequence[SessionEventHandler] = (),
-        clock: Callable[[], float] = time.time,
-        failure_cooldown: float = 60.0,
-        estimate: Estimator | None = None,
-        summarize_timeout: float | None = DEFAULT_SUMMARIZE_TIMEOUT,
-        close_timeout: float | None = DEFAULT_CLOSE_TIMEOUT,
-        max_summary_chars: int | None = DEFAULT_MAX_SUMMARY_CHARS,
-        max_summary_tokens: int | None = None,
-        redact: Redactor | bool | None = None,
-        tracer_provider: Any = None,
-        trace_tenant: bool = False,
-        owner: str | None = None,
+        options: SessionOptions | None = None,
+        **keywords: Unpack[SessionKeywords],
     ) -> None:
-        settings = make_settings(
-            summarize_every=summarize_every,
-            window_messages=window_messages,
-            window_tokens=window_tokens,
-            context_budget_tokens=context_budget_tokens,
-            hybrid=hybrid,
-            recall_limit=recall_limit,
-            recall_mode=recall_mode,
-            estimate=estimate,
-            summarize_timeout=summarize_timeout,
-            max_summary_chars=max_summary_chars,
-            max_summary_tokens=max_summary_tokens,
-            redact=redact,
-        )
-        check_timeout("close_timeout", close_timeout)
-        self._store = store
-        self._summarizer = summarizer
-        self._handlers = tuple(on_event)
-        self._registry = Registry(clock, failure_cooldown)
-        self._runtime = Runtime(settings, self._registry, clock, owner=owner or uuid.uuid4().hex)
-        self._tracer = SessionTracer(
-            Tracing(tracer_provider=tracer_provider),
-            store=store,
-            summarizer=summarizer,
-            trace_tenant=trace_tenant,
-        )
-        self._close_timeout = close_timeout
+        chosen = chosen_options(SessionOptions, options, keywords, SessionOptions.from_keywords)
+        super().__init__(store, summarizer, chosen)
         self._tasks: dict[asyncio.Task[None], Job] = {}
-        self._closed = False
 
     async def _perform(self, step: Step) -> Any:
         """Carry out one step of a flow, awaiting the store, the summarizer or the handlers."""
@@ -440,20 +407,14 @@ class AsyncSessionMemory:
                 return await step.on(self._summarizer)
         except TimeoutError:
             if limit.expired():
-                raise step.timed_out() from None
+                raise timed_out(step) from None
             raise  # the summarizer's own
 
     async def after_turn(
         self, tenant: str, user_id: str, session_id: str, messages: Sequence[Mapping[str, Any]]
     ) -> ScheduleResult:
         """Schedule a background summary task when due and return at once (see SessionMemory)."""
-        flow = _jobs.admit_turn(
-            self._runtime,
-            (tenant, user_id, session_id),
-            messages,
-            closed=self._closed,
-            has_summarizer=self._summarizer is not None,
-        )
+        flow = self._admission((tenant, user_id, session_id), messages)
         result, job = await adrive(flow, self._perform)
         if job is not None:
             task = asyncio.get_running_loop().create_task(self._run(job))
@@ -492,14 +453,9 @@ class AsyncSessionMemory:
         query: str | None = None,
     ) -> list[dict[str, Any]]:
         """The messages to send: system prompt + summary, [recalled notes], recent window."""
-        flow = _jobs.build_context(
-            self._runtime.settings,
-            (tenant, user_id, session_id),
-            messages,
-            system_prompt=system_prompt,
-            query=query,
-        )
-        with self._tracer.build_context(tenant, session_id, len(messages)) as span:
+        ids = (tenant, user_id, session_id)
+        flow, traced = self._context(ids, messages, system_prompt, query)
+        with traced as span:
             built = await adrive(flow, self._perform)
             self._tracer.counted(span, "synopsis.context.messages", built)
         return built
@@ -515,19 +471,9 @@ class AsyncSessionMemory:
         exclude_kinds: str | Collection[str] | None = None,
         mode: SearchMode | None = None,
     ) -> list[SearchHit]:
-        """Recall over every memory of the user, across all their sessions.
-
-        ``kind``: only memories of this kind (or these kinds). ``exclude_kinds``: never these
-        kinds; by default, stored transcripts (``synopsis.memory.TRANSCRIPT_KINDS``) unless
-        ``kind`` asks for them. ``mode`` defaults to the ``recall_mode`` this memory was built
-        with.
-        """
-        mode = mode or self._runtime.settings.recall_mode
-        kinds = _jobs.recall_kinds(kind, exclude_kinds)
-        flow = _jobs.recall(
-            self._runtime.settings, tenant, user_id, query, limit=limit, kinds=kinds, mode=mode
-        )
-        with self._tracer.recall(tenant, limit=limit, kinds=kinds, mode=mode) as span:
+        """Recall over every memory of the user (see :meth:`SessionMemory.recall`)."""
+        flow, traced = self._recall(tenant, user_id, query, limit, kind, exclude_kinds, mode)
+        with traced as span:
             hits = await adrive(flow, self._perform)
             self._tracer.counted(span, "synopsis.recall.hits", hits)
         return hits
