@@ -23,6 +23,7 @@ from synopsis import (
     Redactor,
     Trigger,
 )
+from synopsis._flow import cpu
 from synopsis.memory import MemoryItem, normalize_namespace
 from synopsis.memory._kinds import MAX_FILTER_KINDS
 from synopsis.redact import redact_history
@@ -104,7 +105,7 @@ async def compact(body: CompactRequest, tenant: Tenant, s: Svc) -> CompactRespon
     result = await compactor.compact(messages, force=body.force)
     redact = compactor.options.redact
     if redact is not None and not result.triggered and not body.force:
-        clean, counts = redact_history(redact, result.messages)
+        clean, counts = await cpu(functools.partial(redact_history, redact, result.messages))
         result = dataclasses.replace(result, messages=[dict(m) for m in clean], redacted=counts)
     return compact_response(result, public_messages(result.messages))
 
