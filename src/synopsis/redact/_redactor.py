@@ -161,11 +161,13 @@ class Redactor:
     ) -> tuple[list[dict[str, Any]], tuple[Finding, ...]]:
         """New messages with every string they carry redacted, and the findings (with paths).
 
-        Walks string content and text parts, ``refusal``, ``reasoning_content`` and the
+        Walks string content and text parts, ``refusal``, ``reasoning_content``, the
+        message's ``name`` (a tool's or a participant's), the URL of an image part (not a
+        ``data:`` URL: its payload is not text), the file name and URL of a file part, and the
         arguments of tool calls (still valid JSON afterwards when they were JSON); tool
-        results are messages too. ``role``, ``name``, ids, ``usage`` and ``meta`` are left as
-        they are. Each message comes back as a new dict, and so does every container on the
-        way to a changed string; the input is never modified.
+        results are messages too. ``role``, ids, ``usage`` and ``meta`` are left as they are.
+        Each message comes back as a new dict, and so does every container on the way to a
+        changed string; the input is never modified.
         """
         found: list[Finding] = []
         redacted = [
@@ -187,7 +189,7 @@ class Redactor:
         self, message: Mapping[str, Any], path: Path, found: list[Finding]
     ) -> dict[str, Any]:
         result = dict(message)
-        for key in ("content", "refusal", "reasoning_content"):
+        for key in ("content", "refusal", "reasoning_content", "name"):
             if isinstance(message.get(key), str):
                 result[key] = self._text(message[key], (*path, key), found)
         if isinstance(message.get("content"), list):
@@ -208,9 +210,29 @@ class Redactor:
         return result
 
     def _part(self, part: Any, path: Path, found: list[Finding]) -> Any:
-        if not isinstance(part, Mapping) or not isinstance(part.get("text"), str):
+        if not isinstance(part, Mapping):
             return part
-        return _with(part, "text", self._text(part["text"], (*path, "text"), found))
+        if isinstance(part.get("text"), str):
+            return _with(part, "text", self._text(part["text"], (*path, "text"), found))
+        for key, fields in _PART_STRINGS.items():
+            inner = part.get(key)
+            if isinstance(inner, str) and "url" in fields:  # {"image_url": "https://..."}
+                return _with(part, key, self._url(inner, (*path, key), found))
+            if isinstance(inner, Mapping):
+                changed = inner
+                for name in fields:
+                    value = changed.get(name)
+                    if isinstance(value, str):
+                        clean = self._url(value, (*path, key, name), found)
+                        changed = _with(changed, name, clean)
+                return _with(part, key, changed)
+        return part
+
+    def _url(self, value: str, path: Path, found: list[Finding]) -> str:
+        """A URL or file name, redacted; a ``data:`` URL (an inline payload) is kept."""
+        if value[:5].lower() == "data:":
+            return value
+        return self._text(value, path, found)
 
     def _call(self, call: Any, path: Path, found: list[Finding]) -> Any:
         if not isinstance(call, Mapping) or not isinstance(call.get("function"), Mapping):
@@ -328,6 +350,15 @@ def _with(mapping: Mapping[str, Any], key: str, value: Any) -> Any:
     result = dict(mapping)
     result[key] = value
     return result
+
+
+#: The strings of non-text content parts that are redacted: URLs and file names, never inline
+#: payloads (``file_data``, ``input_audio``), which are base64, not text.
+_PART_STRINGS: Final[dict[str, tuple[str, ...]]] = {
+    "image_url": ("url",),
+    "file": ("filename", "file_url", "url"),
+    "input_file": ("filename", "file_url", "url"),
+}
 
 
 def _is_json(text: str) -> bool:

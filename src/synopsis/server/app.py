@@ -41,7 +41,7 @@ from synopsis.server.db import AsyncDatabase
 from synopsis.server.deps import Services, services
 from synopsis.server.jobs import JobQueue, SummaryWorkers
 from synopsis.server.keys import AsyncKeyRing
-from synopsis.server.limits import RequestLimits, worker_pool
+from synopsis.server.limits import RequestLimits, quiet_access_log, worker_pool
 from synopsis.server.metrics import CONTENT_TYPE, Metrics, MetricsMiddleware
 from synopsis.server.options import ServerOptions
 from synopsis.server.schemas import ErrorBody, Health, Readiness
@@ -226,6 +226,7 @@ def create_app(
     app.include_router(proxy.router)
     app.add_middleware(MetricsMiddleware, metrics=app.state.metrics)
     app.state.offload = worker_pool(options.cpu_threads)
+    quiet_access_log()
     app.add_middleware(
         RequestLimits, max_body_bytes=options.max_body_bytes, offload=app.state.offload
     )

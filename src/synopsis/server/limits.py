@@ -13,11 +13,15 @@
   threads bounded by one :class:`anyio.CapacityLimiter` (:func:`synopsis._flow.offloading`),
   so a 2 MB compaction never holds the event loop that answers ``/healthz`` and every other
   tenant. The summary workers get the same pool (:func:`worker_pool`).
+
+:func:`quiet_access_log` keeps query strings (recall and search terms) out of uvicorn's
+access log.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import re
 from collections.abc import Callable
 from typing import Any, Final
@@ -28,7 +32,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from synopsis._flow import Offload, offloading
 
-__all__ = ["MAX_JSON_DEPTH", "RequestLimits", "json_depth", "worker_pool"]
+__all__ = ["MAX_JSON_DEPTH", "RequestLimits", "json_depth", "quiet_access_log", "worker_pool"]
 
 #: Deeper JSON than this is refused (a chat message's ``meta`` never needs more).
 MAX_JSON_DEPTH: Final = 64
@@ -136,3 +140,26 @@ def _replay(body: bytes, receive: Receive) -> Receive:
         return await receive()
 
     return replay
+
+
+class _NoQueryStrings(logging.Filter):
+    """Drops the query string from uvicorn's access lines: recall and search terms (an
+    e-mail address, a name) travel there and must not land in the logs."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        args = record.args
+        if isinstance(args, tuple) and len(args) == 5 and isinstance(args[2], str):
+            path, mark, _ = args[2].partition("?")
+            if mark:
+                record.args = (*args[:2], f"{path}?<query omitted>", *args[3:])
+        return True
+
+
+_ACCESS_FILTER: Final = _NoQueryStrings()
+
+
+def quiet_access_log() -> None:
+    """Install the filter on uvicorn's access logger (once, however many apps are built)."""
+    logger = logging.getLogger("uvicorn.access")
+    if _ACCESS_FILTER not in logger.filters:
+        logger.addFilter(_ACCESS_FILTER)
