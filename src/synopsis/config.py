@@ -38,6 +38,8 @@ variable                        field                 value (an empty variable c
                                                       (>= 1024; 413 above it)
 ``SYNOPSIS_CPU_THREADS``        ``cpu_threads``       worker threads for a request's CPU work
                                                       (1..64)
+``SYNOPSIS_ADMIN_KEY``          ``admin_key``         the admin API's key, 16+ characters (a
+                                                      secret: never shown; unset = API off)
 ==============================  ====================  =============================================
 
 The server's settings (from ``schema`` on) are None when their variable is unset: their
@@ -117,6 +119,7 @@ class Settings:
     log_level: LogLevel | None = None
     max_body_bytes: int | None = None
     cpu_threads: int | None = None
+    admin_key: str | None = field(default=None, repr=False)
 
     @classmethod
     def from_env(
@@ -266,4 +269,5 @@ _PARSERS: Final[Mapping[str, Callable[[str], Any]]] = {
     "log_level": _choice(LOG_LEVELS),
     "max_body_bytes": _integer(1024),
     "cpu_threads": _integer(1, 64),
+    "admin_key": _secret,
 }

@@ -220,9 +220,10 @@ def create_app(
     app.state.metrics = Metrics()
     errors.install(app)
     _add_probes(app)
-    from synopsis.server import api, proxy
+    from synopsis.server import admin, api, proxy
 
     app.include_router(api.router)
+    app.include_router(admin.router)
     app.include_router(proxy.router)
     app.add_middleware(MetricsMiddleware, metrics=app.state.metrics)
     app.state.offload = worker_pool(options.cpu_threads)
