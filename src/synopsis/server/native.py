@@ -99,7 +99,10 @@ def splice(
     compactor made of ``lead + converted``; its longest suffix equal to the input was kept
     verbatim. Every unit wholly inside that suffix is sent as it came; what comes before
     (the summary, anything the compactor changed, the kept part of a unit cut through) is
-    ``to_native`` of those messages, ``lead`` left out (it is sent as it is).
+    ``to_native`` of those messages, ``lead`` left out (it is sent as it is). When the
+    newest user message went into the summary, it follows the summary as its own message
+    too (as it came, when its unit is that message alone): the model always reads the
+    request it is answering, however long the tool loop after it.
     """
     flat = [*lead, *chain.from_iterable(converted)]
     first = len(flat) - common_suffix(result, flat)
@@ -113,7 +116,22 @@ def splice(
     head = list(result[: len(result) - (len(flat) - cut)])
     if head[: len(lead)] == list(lead):
         head = head[len(lead) :]
-    return [*to_native(head), *chain.from_iterable(units[whole:])]
+    tail = list(chain.from_iterable(units[whole:]))
+    newest = _newest_user(converted)
+    if newest is None or newest >= whole or not head:
+        return [*to_native(head), *tail]
+    user = [m for m in converted[newest] if m.get("role") == "user"][-1]
+    if user in head:  # kept on its own (changed by the compactor)
+        return [*to_native(head), *tail]
+    alone = list(units[newest]) if list(converted[newest]) == [user] else to_native([user])
+    return [*to_native(head[:1]), *alone, *to_native(head[1:]), *tail]
+
+
+def _newest_user(converted: Sequence[Sequence[Message]]) -> int | None:
+    for index in range(len(converted) - 1, -1, -1):
+        if any(m.get("role") == "user" for m in converted[index]):
+            return index
+    return None
 
 
 async def _compacted(
