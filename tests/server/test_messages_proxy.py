@@ -224,16 +224,22 @@ def test_upstream_errors_pass_through_in_anthropic_shape(proxy: Live) -> None:
 
 
 def test_our_errors_are_in_anthropic_shape(proxy: Live, upstream: Upstream) -> None:
-    ask = {"max_tokens": 8, "messages": [{"role": "user", "content": "x"}]}
-    with pytest.raises(anthropic.AuthenticationError) as unknown_key:
-        client_for(proxy, "sk-not-ours").messages.create(model="claude-test", **ask)  # type: ignore[call-overload]
+    ask: dict[str, Any] = {"max_tokens": 8, "messages": [{"role": "user", "content": "x"}]}
+    with (
+        client_for(proxy, "sk-not-ours") as stranger,
+        pytest.raises(anthropic.AuthenticationError) as unknown_key,
+    ):
+        stranger.messages.create(model="claude-test", **ask)
     assert unknown_key.value.body == {
         "type": "error",
         "error": {"type": "authentication_error", "message": "invalid or revoked API key"},
     }
     # Not a claude-* model: the default upstream serves it, in the OpenAI format.
-    with pytest.raises(anthropic.BadRequestError) as wrong_format:
-        client_for(proxy, proxy.key("acme")).messages.create(model="gpt-4o", **ask)  # type: ignore[call-overload]
+    with (
+        client_for(proxy, proxy.key("acme")) as client,
+        pytest.raises(anthropic.BadRequestError) as wrong_format,
+    ):
+        client.messages.create(model="gpt-4o", **ask)
     assert wrong_format.value.body["error"]["type"] == "invalid_request_error"  # type: ignore[index]
     assert "/v1/chat/completions" in wrong_format.value.body["error"]["message"]  # type: ignore[index]
     with proxy.client(proxy.key("acme")) as raw:

@@ -22,6 +22,7 @@ request's ``model``:
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import socket
 import threading
@@ -78,6 +79,7 @@ class FakeUpstream:
         #: their client (the proxy) closed the connection before the answer.
         self.hanging = 0
         self.abandoned = 0
+        self._ids = itertools.count(1)  # each answer's ids unique, as a real upstream's are
         self._lock = threading.Lock()
         self.app = Starlette(
             routes=[
@@ -122,7 +124,7 @@ class FakeUpstream:
             return await self._fail(request, model, _error)
         items = body.get("input")
         items = [{"role": "user", "content": items}] if isinstance(items, str) else items or []
-        output = _responses_output(items, body.get("tools") or [])
+        output = _responses_output(items, body.get("tools") or [], next(self._ids))
         answer = _response(model, output, len(items), "completed")
         if body.get("stream"):
             events = _response_events(answer)
@@ -135,7 +137,7 @@ class FakeUpstream:
         if model in ("fail-429", "fail-500", "hang"):
             return await self._fail(request, model, _anthropic_error)
         messages = body.get("messages") or []
-        content, stop = _anthropic_content(messages, body.get("tools") or [])
+        content, stop = _anthropic_content(messages, body.get("tools") or [], next(self._ids))
         answer = {
             "id": "msg_fake", "type": "message", "role": "assistant", "model": model,
             "content": content, "stop_reason": stop, "stop_sequence": None,
@@ -257,14 +259,13 @@ def _last_user_item(items: list[Any]) -> str:
     return ""
 
 
-def _responses_output(items: list[Any], tools: list[Any]) -> list[dict[str, Any]]:
+def _responses_output(items: list[Any], tools: list[Any], number: int) -> list[dict[str, Any]]:
     last = items[-1] if items else {}
     names = [t.get("name") for t in tools if isinstance(t, dict) and t.get("type") == "function"]
     if isinstance(last, dict) and last.get("type") == "function_call_output":
         text = f"done: {_item_text(last)}"
     elif names and isinstance(last, dict) and last.get("role") == "user":
         arguments = json.dumps({"q": _item_text(last)})
-        number = len(items)
         return [
             {
                 "type": "function_call", "id": f"fc_{number}", "call_id": f"call_{number}",
@@ -275,7 +276,7 @@ def _responses_output(items: list[Any], tools: list[Any]) -> list[dict[str, Any]
         text = f"echo: {_last_user_item(items)}"
     part = {"type": "output_text", "text": text, "annotations": []}
     message = {
-        "type": "message", "id": "msg_fake", "status": "completed", "role": "assistant",
+        "type": "message", "id": f"msg_{number}", "status": "completed", "role": "assistant",
         "content": [part],
     }  # fmt: skip
     return [message]
@@ -353,7 +354,7 @@ def _anthropic_text(content: Any) -> str:
     return ""
 
 
-def _anthropic_content(messages: list[Any], tools: list[Any]) -> tuple[list[Any], str]:
+def _anthropic_content(messages: list[Any], tools: list[Any], number: int) -> tuple[list[Any], str]:
     last = messages[-1] if messages else {}
     content = last.get("content") if isinstance(last, dict) else None
     results = isinstance(content, list) and any(
@@ -363,7 +364,7 @@ def _anthropic_content(messages: list[Any], tools: list[Any]) -> tuple[list[Any]
         return [{"type": "text", "text": f"done: {_anthropic_text(content)}"}], "end_turn"
     if tools and isinstance(last, dict) and last.get("role") == "user":
         call = {
-            "type": "tool_use", "id": f"toolu_{len(messages)}", "name": tools[0].get("name"),
+            "type": "tool_use", "id": f"toolu_{number}", "name": tools[0].get("name"),
             "input": {"q": _anthropic_text(content)},
         }  # fmt: skip
         return [call], "tool_use"
