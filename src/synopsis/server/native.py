@@ -299,6 +299,12 @@ def _content(call: _Call, field: str, history: list[Any] | None) -> bytes:
     return json.dumps({**call.body, field: history}, ensure_ascii=False).encode()
 
 
+def _with_query(request: Request, url: str) -> str:
+    """``url`` with the request's query string (Claude Code sends ``?beta=true``)."""
+    query = request.url.query
+    return f"{url}?{query}" if query else url
+
+
 def _openai_headers(request: Request, key: str | None) -> dict[str, str]:
     headers = {n: request.headers[n] for n in _OPENAI_REQUEST if n in request.headers}
     if key:
@@ -343,7 +349,7 @@ async def messages(request: Request) -> Response:
         history = await _anthropic_messages(call.s, call.tenant, call.body)
         upstream = call.s.http.build_request(
             "POST",
-            route.url("/messages"),
+            _with_query(request, route.url("/messages")),
             content=_content(call, "messages", history),
             headers=_anthropic_headers(request, upstream_key(request, route)),
         )
@@ -360,7 +366,7 @@ async def count_tokens(request: Request) -> Response:
         route = call.s.upstreams.pick(call.body.get("model"), "anthropic")
         upstream = call.s.http.build_request(
             "POST",
-            route.url("/messages/count_tokens"),
+            _with_query(request, route.url("/messages/count_tokens")),
             content=call.raw,
             headers=_anthropic_headers(request, upstream_key(request, route)),
         )
