@@ -88,8 +88,14 @@ class FakeUpstream:
                 Route("/v1/messages", self._messages, methods=["POST"]),
                 Route("/v1/messages/count_tokens", self._count_tokens, methods=["POST"]),
                 Route("/v1/models", self._models, methods=["GET"]),
+                Route("/fake/stats", self._stats, methods=["GET"]),
             ]
         )
+
+    async def _stats(self, request: Request) -> Response:
+        """The hanging and abandoned counts, for a fake run in another process (bench)."""
+        with self._lock:
+            return JSONResponse({"hanging": self.hanging, "abandoned": self.abandoned})
 
     def bodies(self, path: str) -> list[Any]:
         """The bodies of every request to ``path`` (e.g. ``/v1/messages``), oldest first."""
