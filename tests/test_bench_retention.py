@@ -72,13 +72,14 @@ def test_a_common_word_anywhere_is_not_the_answer() -> None:
     assert not two.strict and not problem.strict
 
 
-def test_an_inferred_answer_needs_every_evidence_utterance() -> None:
+def test_an_inferred_answer_needs_every_evidence_utterance_not_its_words() -> None:
     first = Evidence("D1:3", 1, "I love hiking in the mountains every weekend.")
     second = Evidence("D2:5", 2, "Camping under the stars is my favourite thing.")
     question = "Would Ana likely enjoy a trip to a national park?"
     likely = probe("Likely yes", first, second, question=question)
-    both = ["Ana: " + first.text, "Ana: " + second.text, "yes, likely"]
-    assert judge(likely, Context(both, DATES), DATES).strict
+    both = ["Ana: " + first.text, "Ana: " + second.text]
+    verdict = judge(likely, Context(both, DATES), DATES)
+    assert verdict.strict and not verdict.loose  # "likely yes" is read from the evidence
     one = ["Ana: " + first.text, "yes, likely"]
     assert not judge(likely, Context(one, DATES), DATES).strict
 
@@ -111,7 +112,7 @@ def test_strict_never_exceeds_loose_over_a_compacted_session(tmp_path: Path, lay
     for name in ("default", "summary", "truncation"):
         tally, _, outcomes = measure(conversation, layout, make(name, 600))
         assert tally.final_tokens[0] < ceiling.final_tokens[0]  # it did compact
-        for outcome in outcomes:
+        for outcome in outcomes:  # every answer here is said in its evidence
             assert outcome.in_context.strict <= outcome.in_context.loose
             assert outcome.with_search.strict <= outcome.with_search.loose
             assert outcome.in_context.strict <= outcome.with_search.strict
@@ -130,3 +131,12 @@ def test_a_context_over_its_budget_is_marked(capsys: pytest.CaptureFixture[str])
     assert rows["| spills"].endswith("4,100 / 4,100 **over** |")
     assert rows["| fits"].endswith("3,900 / 3,900 |")
     assert rows["| none"].endswith("9,000 / 9,000 |")  # the ceiling is never within budget
+
+
+def test_a_short_utterance_counts_only_under_its_own_session_date() -> None:
+    short = Evidence("D2:9", 2, "Alright, see you tomorrow!")
+    ask = probe("28 November 2023", short, question="When did Ana plan to visit?")
+    own = ["27 November, 2023", "Ana: Alright, see you tomorrow!", "28"]
+    assert judge(ask, Context(own, DATES), DATES).strict
+    other = ["8 May, 2023", "Ana: Alright, see you tomorrow!", "28 November 2023"]
+    assert judge(ask, Context(other, DATES), DATES).present == ()
