@@ -118,6 +118,8 @@ def test_strict_never_exceeds_loose_over_a_compacted_session(tmp_path: Path, lay
             assert outcome.in_context.strict <= outcome.with_search.strict
     # Truncation keeps the newest messages verbatim, so the last session's fact is kept.
     assert outcomes[-1].in_context.strict and not outcomes[0].in_context.strict
+    if layout == "tool":  # each dropped session log is one archived message search finds
+        assert all(outcome.with_search.strict for outcome in outcomes)
 
 
 def test_a_context_over_its_budget_is_marked(capsys: pytest.CaptureFixture[str]) -> None:
@@ -140,3 +142,40 @@ def test_a_short_utterance_counts_only_under_its_own_session_date() -> None:
     assert judge(ask, Context(own, DATES), DATES).strict
     other = ["8 May, 2023", "Ana: Alright, see you tomorrow!", "28 November 2023"]
     assert judge(ask, Context(other, DATES), DATES).present == ()
+
+
+def test_the_langchain_summary_prompt_is_read_back_into_messages() -> None:
+    from _langchain_peer import history_from_prompt
+    from langchain.agents.middleware.summarization import DEFAULT_SUMMARY_PROMPT
+    from langchain_core.messages import AIMessage, HumanMessage, ToolMessage, get_buffer_string
+
+    history = [
+        HumanMessage("Read <the> log & tell me"),
+        AIMessage("", tool_calls=[{"id": "c1", "name": "read_log", "args": {"session": 1}}]),
+        ToolMessage("line one\nline two", tool_call_id="c1"),
+        AIMessage("I have read it."),
+    ]
+    prompt = DEFAULT_SUMMARY_PROMPT.format(messages=get_buffer_string(history, format="xml"))
+    back = history_from_prompt(prompt)
+    assert [m["role"] for m in back] == ["user", "assistant", "tool", "assistant"]
+    assert back[0]["content"] == "Read <the> log & tell me"
+    assert back[1]["tool_calls"][0]["function"] == {
+        "name": "read_log",
+        "arguments": '{"session": 1}',
+    }
+    assert back[2] == {"role": "tool", "tool_call_id": "c1", "content": "line one\nline two"}
+    with pytest.raises(ValueError, match="no <messages> block"):
+        history_from_prompt("Summarize this, please.")
+
+
+def test_langchains_own_middleware_runs_as_a_strategy(tmp_path: Path) -> None:
+    data = tmp_path / "locomo.json"
+    data.write_text(json.dumps(_conversation()), encoding="utf-8")
+    (conversation,) = load(data)
+    strategy = make("langchain-mw", 600)
+    tally, history, _ = measure(conversation, "tool", strategy)
+    assert strategy.costs.calls > 0 and tally.summarizer_calls == strategy.costs.calls
+    assert history[0]["role"] == "system"  # the agent's system prompt stays outside the state
+    assert str(history[1]["content"]).startswith("Here is a summary of the conversation to date:")
+    assert len(history) <= 2 + 20  # LangChain's default keeps 20 messages after the summary
+    assert strategy.archive is None and strategy.search("locker code") == []
