@@ -151,6 +151,8 @@ def context_lines(messages: Iterable[Mapping[str, Any]]) -> list[str]:
 def _units(evidence: Evidence, probe: Probe, carried: frozenset[str]) -> list[str]:
     """The word strings whose presence counts as this evidence being in the context."""
     units = [_joined(evidence.text)]
+    if "\n" in evidence.text.strip():  # said over lines (a photo's caption on the next one):
+        units.append(_joined(evidence.text.strip().splitlines()[0]))  # its first line counts
     own = content_words(evidence.text)
     question = content_words(probe.text)
     parts = [(p, MIN_SENTENCE_WORDS) for p in _SENTENCE_END.split(evidence.text)]

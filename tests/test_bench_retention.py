@@ -179,3 +179,16 @@ def test_langchains_own_middleware_runs_as_a_strategy(tmp_path: Path) -> None:
     assert str(history[1]["content"]).startswith("Here is a summary of the conversation to date:")
     assert len(history) <= 2 + 20  # LangChain's default keeps 20 messages after the summary
     assert strategy.archive is None and strategy.search("locker code") == []
+
+
+def test_an_utterance_said_over_two_lines_counts_by_its_first() -> None:
+    said = Evidence(
+        "D1:2", 1, "I finished my degree last week, finally!\n[shares a photo of a cap]"
+    )
+    lines = [
+        "8 May, 2023",
+        "John: I finished my degree last week, finally!",
+        "[shares a photo of a cap]",
+    ]
+    ask = probe("The week before 8 May 2023", said, question="When did John get his degree?")
+    assert judge(ask, Context(lines, DATES), DATES).strict
