@@ -45,6 +45,8 @@ _DEFAULTS: dict[str, object] = {
     "log_level": "info",
     "redact": "off",
     "redact_mode": _D.redact_mode,
+    "max_body_bytes": _D.max_body_bytes,
+    "cpu_threads": _D.cpu_threads,
 }
 #: Settings with no flag: a secret on the command line shows in the process list.
 _ENV_ONLY = ("redact_hash_key",)
@@ -101,6 +103,12 @@ def _options(fn: F) -> F:
             type=click.Choice(REDACT_MODES),
         ),
         _option("--log-level", type=click.Choice(LOG_LEVELS)),
+        _option(
+            "--max-body-bytes",
+            "Largest request body read (413 above it).",
+            type=click.IntRange(1024),
+        ),
+        _option("--cpu-threads", "Threads for requests' CPU work.", type=click.IntRange(1, 64)),
     ]
     for flag in reversed(flags):
         fn = flag(fn)

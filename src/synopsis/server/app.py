@@ -31,6 +31,7 @@ from synopsis import (
     SessionOptions,
     __version__,
 )
+from synopsis._flow import offloading
 from synopsis.errors import MigrationError
 from synopsis.memory import AsyncPostgresStore, AsyncSessionStore, AsyncSQLiteStore
 from synopsis.memory.open import parse_db
@@ -40,6 +41,7 @@ from synopsis.server.db import AsyncDatabase
 from synopsis.server.deps import Services, services
 from synopsis.server.jobs import JobQueue, SummaryWorkers
 from synopsis.server.keys import AsyncKeyRing
+from synopsis.server.limits import RequestLimits, quiet_access_log, worker_pool
 from synopsis.server.metrics import CONTENT_TYPE, Metrics, MetricsMiddleware
 from synopsis.server.options import ServerOptions
 from synopsis.server.schemas import ErrorBody, Health, Readiness
@@ -201,7 +203,8 @@ def create_app(
         found = await _start(app, options, build)
         _log.info("synopsis service starting: %s", options.describe())
         app.state.services = found
-        found.workers.start()
+        with offloading(app.state.offload):  # the summary workers' tasks inherit the pool
+            found.workers.start()
         try:
             yield
         finally:
@@ -222,6 +225,11 @@ def create_app(
     app.include_router(api.router)
     app.include_router(proxy.router)
     app.add_middleware(MetricsMiddleware, metrics=app.state.metrics)
+    app.state.offload = worker_pool(options.cpu_threads)
+    quiet_access_log()
+    app.add_middleware(
+        RequestLimits, max_body_bytes=options.max_body_bytes, offload=app.state.offload
+    )
     return app
 
 

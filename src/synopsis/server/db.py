@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
-from synopsis.errors import MigrationError, StoreError
+from synopsis.errors import MigrationError, SessionConflict, StoreError
 from synopsis.memory.open import parse_db
 from synopsis.server._sql import Dialect, Plan, Rows, Statement, migrate, schema_version
 
@@ -120,6 +120,10 @@ def _sqlite_drive(conn: sqlite3.Connection, plan: Plan[T]) -> T:
 def _translated(action: str) -> Iterator[None]:
     try:
         yield
+    except sqlite3.IntegrityError as exc:  # the twin of PostgreSQL's 23505
+        raise SessionConflict(
+            f"a concurrent write to the same rows conflicted ({exc}); retry the request"
+        ) from exc
     except sqlite3.Error as exc:
         raise StoreError(f"sqlite could not {action}: {exc}") from exc
 
@@ -127,9 +131,20 @@ def _translated(action: str) -> Iterator[None]:
 # --- PostgreSQL ------------------------------------------------------------------------------
 
 
-def _pg_error(exc: Exception, what: str) -> StoreError:
-    """A psycopg error without its text (which may quote data), naming the SQLSTATE."""
+#: SQLSTATEs of a write that met another one (unique violation, serialization failure,
+#: deadlock): the request may be retried, the database is fine.
+_PG_CONFLICTS = frozenset({"23505", "40001", "40P01"})
+
+
+def _pg_error(exc: Exception, what: str) -> StoreError | SessionConflict:
+    """A psycopg error without its text (which may quote data), naming the SQLSTATE; a
+    conflict between concurrent writes is a :class:`SessionConflict` (409), not a 503."""
     state = getattr(exc, "sqlstate", None)
+    if state in _PG_CONFLICTS:
+        return SessionConflict(
+            f"a concurrent write to the same rows conflicted ({type(exc).__name__}, SQLSTATE "
+            f"{state}); retry the request"
+        )
     return StoreError(f"PostgreSQL {what} failed: {type(exc).__name__} (SQLSTATE {state})")
 
 
@@ -208,7 +223,7 @@ def _migrated(runner: _Runner, clock: Callable[[], float]) -> None:
     except MigrationError:
         runner.close()
         raise
-    except StoreError as exc:
+    except (StoreError, SessionConflict) as exc:
         runner.close()
         raise MigrationError(f"could not migrate the server's tables: {exc}") from exc
 
