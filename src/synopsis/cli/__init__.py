@@ -197,7 +197,7 @@ def _usage_line(usage: Mapping[str, int] | None, calls: int | None) -> str | Non
     "--archive",
     type=click.Path(dir_okay=False),
     help="Append the replaced messages to this JSONL file (default: OUT.archive.jsonl, or "
-    "FILE.archive.jsonl when writing to standard output).",
+    "FILE.archive.jsonl when writing to standard output; none when both are standard streams).",
 )
 @click.option("--no-archive", is_flag=True, help="Do not archive the replaced messages.")
 @click.option("--in-place", is_flag=True, help="Overwrite FILE (its replaced part archived).")
