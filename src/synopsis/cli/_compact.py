@@ -132,8 +132,12 @@ class FileArchive:
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
 
+    def path_for(self, session_id: str | None) -> Path:
+        """Where :meth:`write` appends (one file, whatever the session)."""
+        return Path(os.path.abspath(self.path))
+
     def write(self, messages: Sequence[Mapping[str, Any]], *, session_id: str | None) -> str:
-        where = os.path.abspath(self.path)
+        where = str(self.path_for(session_id))
         if self.path.is_symlink():
             raise CompactionError(
                 f"refusing to archive replaced messages to {where}: it is a symbolic link"
