@@ -33,8 +33,8 @@ from synopsis import (
 )
 from synopsis._flow import offloading
 from synopsis.errors import MigrationError
-from synopsis.memory import AsyncPostgresStore, AsyncSessionStore, AsyncSQLiteStore
-from synopsis.memory.open import parse_db
+from synopsis.memory import AsyncSessionStore, AsyncSQLiteStore
+from synopsis.memory.open import parse_db, require_postgres_extra
 from synopsis.server import errors
 from synopsis.server._sql import MIGRATIONS
 from synopsis.server.db import AsyncDatabase
@@ -93,6 +93,8 @@ async def _open_store(options: ServerOptions) -> AsyncSessionStore:
     kind, target = parse_db(options.db)
     if kind == "sqlite":
         return await asyncio.to_thread(AsyncSQLiteStore, target)
+    from synopsis.memory.postgres import AsyncPostgresStore  # the postgres extra, checked
+
     return await AsyncPostgresStore.connect(target, schema=options.schema)
 
 
@@ -196,6 +198,8 @@ def create_app(
     replaces the network under the proxy's HTTP client.
     """
     options = options or ServerOptions()
+    if parse_db(options.db)[0] == "postgres":
+        require_postgres_extra()  # before start-up: the server extra alone serves SQLite
     build = _Builders(model=model, transport=upstream_transport, clock=clock)
 
     @asynccontextmanager

@@ -22,7 +22,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from synopsis.errors import MigrationError, SessionConflict, StoreError
-from synopsis.memory.open import parse_db
+from synopsis.memory.open import parse_db, require_postgres_extra
 from synopsis.server._sql import Dialect, Plan, Rows, Statement, migrate, schema_version
 
 if TYPE_CHECKING:
@@ -214,7 +214,10 @@ class _Runner(Protocol):
 
 def _open_sync(db: str, schema: str) -> _Runner:
     kind, target = parse_db(db)
-    return _SQLite(target) if kind == "sqlite" else _Postgres(target, schema)
+    if kind == "sqlite":
+        return _SQLite(target)
+    require_postgres_extra()
+    return _Postgres(target, schema)
 
 
 def _migrated(runner: _Runner, clock: Callable[[], float]) -> None:
@@ -290,6 +293,7 @@ class AsyncDatabase:
             sqlite = await asyncio.to_thread(_SQLite, target)
             await asyncio.to_thread(_migrated, sqlite, clock)
             return cls(sqlite.dialect, sqlite=sqlite, clock=clock)
+        require_postgres_extra()
         return cls(
             Dialect("postgres", schema),
             pool=await _open_pool(target, schema, pool_size, clock),
