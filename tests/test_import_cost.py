@@ -60,3 +60,34 @@ def test_an_unknown_name_is_an_attribute_error() -> None:
     with pytest.raises(AttributeError, match="has no attribute 'Nope'"):
         synopsis.Nope  # noqa: B018 - the lookup is the test
     assert "Compactor" in dir(synopsis)
+
+
+def test_synopsis_help_loads_click_and_the_command_list_only() -> None:
+    """``synopsis --help`` lists the commands without importing them: no compactor, store,
+    server or rich (a7a6f03 loaded 83 of synopsis's modules for it)."""
+    modules = loaded_after(
+        "from synopsis.cli import main\n"
+        "import contextlib, io\n"
+        "with contextlib.redirect_stdout(io.StringIO()):\n"
+        "    main(['--help'], standalone_mode=False)"
+    )
+    own = [m for m in modules if m == "synopsis" or m.startswith("synopsis.")]
+    assert len(own) <= 6, own
+    heavy = [
+        m for m in modules if any(m == h or m.startswith(h + ".") for h in HEAVY if h != "click")
+    ]
+    assert not heavy, heavy
+
+
+def test_the_command_list_says_what_each_command_says_of_itself() -> None:
+    """The one line per command ``synopsis --help`` shows without importing it is the line
+    the command's own help gives (the list cannot drift from the commands)."""
+    import click
+
+    from synopsis.cli import main
+
+    context = click.Context(main)
+    for name, (load, line) in main.lazy.items():  # type: ignore[attr-defined]
+        command = load()
+        assert command.get_short_help_str(limit=len(line)) == line, name
+        assert main.get_command(context, name) is not None
