@@ -109,19 +109,25 @@ def history(n: int, seed: int = 7) -> list[dict[str, Any]]:
     return messages
 
 
-def measure(run: Callable[[], Any], runs: int) -> tuple[float, float]:
-    """(median seconds, tracemalloc peak MiB) of ``run``."""
-    run()  # warm caches (regexes, imports)
-    samples = []
+def measure(
+    ours: Callable[[], Any], theirs: Callable[[], Any], runs: int
+) -> tuple[float, float, float, float]:
+    """Median seconds of each (their runs interleaved, so load changes hit both alike), then
+    each one's tracemalloc peak in MiB."""
+    ours(), theirs()  # warm caches (regexes, imports)
+    times: tuple[list[float], list[float]] = ([], [])
     for _ in range(runs):
-        start = time.perf_counter()
+        for run, samples in zip((ours, theirs), times, strict=True):
+            start = time.perf_counter()
+            run()
+            samples.append(time.perf_counter() - start)
+    peaks = []
+    for run in (ours, theirs):
+        tracemalloc.start()
         run()
-        samples.append(time.perf_counter() - start)
-    tracemalloc.start()
-    run()
-    peak = tracemalloc.get_traced_memory()[1]
-    tracemalloc.stop()
-    return statistics.median(samples), peak / 2**20
+        peaks.append(tracemalloc.get_traced_memory()[1] / 2**20)
+        tracemalloc.stop()
+    return statistics.median(times[0]), statistics.median(times[1]), peaks[0], peaks[1]
 
 
 def synopsis_run(
@@ -189,8 +195,11 @@ def main() -> None:
     )
     print("|---|---:|---:|---:|---:|---:|---:|")
     for name, text in (("offline (extractive, both)", None), ("instant model", summary)):
-        ours, our_peak = measure(synopsis_run(messages, args.keep, text), args.runs)
-        theirs, their_peak = measure(langchain_run(messages, args.keep, text), args.runs)
+        ours, theirs, our_peak, their_peak = measure(
+            synopsis_run(messages, args.keep, text),
+            langchain_run(messages, args.keep, text),
+            args.runs,
+        )
         print(
             f"| {name} | {ours * 1e3:.0f} ms | {theirs * 1e3:.0f} ms | {ours / theirs:.2f}x "
             f"| {our_peak:.1f} MiB | {their_peak:.1f} MiB | {our_peak / their_peak:.2f}x |"
