@@ -47,6 +47,7 @@ from synopsis.server.options import ServerOptions
 from synopsis.server.schemas import ErrorBody, Health, Readiness
 from synopsis.server.sessions import AsyncSessionHistories
 from synopsis.server.summary_cache import SummaryCache
+from synopsis.server.upstreams import TenantSlots, Upstreams
 from synopsis.tokens import TokenCounter, default_estimate
 
 __all__ = ["create_app"]
@@ -150,6 +151,8 @@ async def _start(app: FastAPI, options: ServerOptions, build: _Builders) -> Serv
             transport=build.transport or upstream_transport(),
             timeout=httpx.Timeout(options.upstream_timeout, connect=10.0),
         ),
+        upstreams=Upstreams(options.upstreams, options.upstream_url, options.upstream_api_key),
+        slots=TenantSlots(options.upstream_concurrency),
     )
 
 
@@ -224,10 +227,11 @@ def create_app(
     app.state.metrics = Metrics()
     errors.install(app)
     _add_probes(app)
-    from synopsis.server import api, proxy
+    from synopsis.server import api, native, proxy
 
     app.include_router(api.router)
     app.include_router(proxy.router)
+    app.include_router(native.router)
     app.add_middleware(MetricsMiddleware, metrics=app.state.metrics)
     app.state.offload = worker_pool(options.cpu_threads)
     quiet_access_log()
