@@ -172,7 +172,7 @@ def _usage_line(usage: Mapping[str, int] | None, calls: int | None) -> str | Non
     "--archive",
     type=click.Path(dir_okay=False),
     help="Append the replaced messages to this JSONL file (default: OUT.archive.jsonl, or "
-    "FILE.archive.jsonl when writing to standard output).",
+    "FILE.archive.jsonl when writing to standard output; none when both are standard streams).",
 )
 @click.option("--no-archive", is_flag=True, help="Do not archive the replaced messages.")
 @click.option("--in-place", is_flag=True, help="Overwrite FILE (its replaced part archived).")
@@ -236,10 +236,6 @@ def compact(file: Path, output: Path | None, force: bool, as_json: bool, **optio
     from synopsis.compaction.compactor import Compactor
 
     chosen = with_redaction(with_clearing(compaction_options(options, str(file)), options), options)
-    if options["dry_run"]:  # no model call, nothing written
-        transcript = read_transcript(str(file))
-        dry_run(Compactor(options=chosen), transcript.messages, force=force, as_json=as_json)
-        return
     request = compact_request(
         str(file),
         None if output is None else str(output),
@@ -248,6 +244,11 @@ def compact(file: Path, output: Path | None, force: bool, as_json: bool, **optio
         force=force,
         as_json=as_json,
     )
+    if options["dry_run"]:  # no model call, nothing written; the same archive and pointer
+        transcript = read_transcript(str(file))
+        preview = Compactor(options=request.options)
+        dry_run(preview, transcript.messages, force=force, as_json=as_json)
+        return
     done = run_compact(request)
     to_stdout = request.places.output is None
     if as_json:
