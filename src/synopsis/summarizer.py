@@ -384,7 +384,10 @@ class _SummarizerCore:
         """Oversized messages clipped, split into the groups chunks are made of (one group of
         everything when no window is known)."""
         clipped = [
-            clip_message(m, self.max_message_tokens, self.counter.estimate_text) for m in messages
+            clip_message(
+                m, self.max_message_tokens, self.counter.estimate_text, self.counter.text_bound
+            )
+            for m in messages
         ]
         return safe_groups(clipped) if self.window is not None else [clipped]
 
