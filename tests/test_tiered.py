@@ -275,3 +275,14 @@ def test_the_summarizer_reads_the_original_tool_output_that_tier_one_cleared() -
     # ... while the context itself got the stub, not the original.
     kept = [m for m in result.messages if m.get("role") == "tool"]
     assert all("8443" not in str(m["content"]) for m in kept)
+
+
+def test_a_fact_in_cleared_tool_output_reaches_the_extractive_summary() -> None:
+    messages = tool_heavy()
+    messages[3] = {**messages[3], "content": "Deployed by Marguerite Okafor on 2024-03-17.\n"}
+    result = Compactor(
+        trigger_tokens=2_000, clear_tool_outputs=ToolClearing(keep_recent=2, min_tokens=0)
+    ).compact(messages)
+
+    assert [tier.name for tier in result.tiers] == ["clear", "summarize"]
+    assert result.summary is not None and "Marguerite Okafor" in result.summary

@@ -1,25 +1,32 @@
 """An offline, deterministic summarizer that fills the nine sections from the transcript itself.
 
 :class:`ExtractiveModel` (and its twin :class:`AsyncExtractiveModel`) satisfies the model
-protocol, so it stands in wherever an LLM summarizer goes: it is the CLI's default model and
-the last fallback when every LLM fails. It reads the summarizer input
+protocol, so it stands in wherever an LLM summarizer goes: it is the library's and the CLI's
+default model and the last fallback when every LLM fails. It reads the summarizer input
 (``[persona, *context, instruction]``), quotes rather than paraphrases, and answers with a
 ``<summary>`` in the same nine sections the instruction asks an LLM for:
 
-1. the first user requests; 2. frequent identifiers and terms; 3. file paths and the tools that
-touched them; 4. error outputs and what followed each; 5. counts of turns, tool calls and errors;
-6. an ``<all_user_messages>`` block (post-processing back-fills it with the exact texts);
-7. TODO-like lines and an unanswered last request; 8. the last assistant text and tool calls;
-9. the latest user request, quoted.
+1. the first user requests; 2. key terms (identifiers; Chinese phrases between function
+characters, never overlapping windows); 3. file paths and the tools that touched them; 4. error
+outputs and what followed each; 5. counts of turns, tool calls and errors, then the **facts**:
+whole sentences from both speakers and from tool output that carry names, numbers, dates,
+places, decisions, errors and fixes, each tagged with the session date it was said under (or
+its position when the history has no dates), no sentence twice, chosen by how much they say
+for what they cost until the summary's budget is spent, printed oldest first; 6. an
+``<all_user_messages>`` block (post-processing back-fills it with the exact texts); 7. TODO-like
+lines and an unanswered last request; 8. the last assistant text and tool calls; 9. the latest
+user request, quoted.
 
 A previous summary (the ``<previous_summary>`` block of the incremental instruction, or an
-earlier summary message in the context) is merged section by section. It never raises: odd
-input gives a shorter summary, not an error. Pure: no I/O, no clock.
+earlier summary message in the context) is merged section by section; its facts compete with
+the new ones for the budget. It never raises: odd input gives a shorter summary, not an error.
+Pure: no I/O, no clock. Linear in the input (sorting the candidate sentences aside).
 """
 
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
@@ -32,13 +39,16 @@ from synopsis.models._clip import clip as _clip
 from synopsis.models._clip import clip_line as _clip_line
 from synopsis.models._clip import quote as _quote
 from synopsis.prompts import CHINESE, ENGLISH, USER_MESSAGES_TAG, PromptSet
+from synopsis.tokens import default_estimate
 
 __all__ = ["AsyncExtractiveModel", "ExtractiveModel", "extractive_summary"]
 
 _CJK: Final = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
 _CJK_CHAR: Final = re.compile(f"[{_CJK}]")
 _CJK_RUN: Final = re.compile(f"[{_CJK}]{{2,}}")
-_CJK_STOP: Final = frozenset("的了是在我你他她它们这那就也和与及或把被吗呢吧啊个一不有要会能")
+_CJK_STOP: Final = "的了是在我你他她它们这那就也和与及或把被吗呢吧啊个一不有要会能"
+_CJK_SPLIT: Final = re.compile(f"[{_CJK_STOP}]+")
+_MAX_PHRASE: Final = 16
 _PREVIOUS_OPEN: Final = "<previous_summary>"
 _PREVIOUS_CLOSE: Final = "</previous_summary>"
 _SUMMARY_TAG: Final = re.compile(r"</?summary>", re.IGNORECASE)
@@ -77,10 +87,28 @@ _EN_STOP: Final = frozenset(
 )
 _SECTION_WEIGHTS: Final = (3, 2, 3, 3, 1, 3, 2, 3, 2)
 _MIN_SECTION_CHARS: Final = 60
+#: The share of the summary's budget the sections other than the facts may take at most.
+_FIXED_SHARE: Final = 0.4
+#: What each section other than the facts may take at most, in characters.
+_SECTION_CAPS: Final = (700, 300, 700, 900, 200, 600, 500, 800, 500)
 
 
 # ---------------------------------------------------------------------------------------------
 # Reading the transcript
+
+
+@dataclass(frozen=True, slots=True)
+class _Sentence:
+    """A sentence of the transcript as it was said, with who said it and when."""
+
+    text: str
+    who: str  # the speaker named at the start of its line, or the role (a tool's name)
+    when: str  # the session date in force, or "" when the history has none
+    position: int  # the message it is from, 1-based
+
+    def line(self, dated: bool) -> str:
+        tag = f"({self.when}) " if self.when else ("" if dated else f"(#{self.position}) ")
+        return f"- {tag}{self.who}: {self.text}"
 
 
 @dataclass(slots=True)
@@ -97,6 +125,11 @@ class _Transcript:
     stream: list[tuple[str, str]] = field(default_factory=list)
     previous: str = ""
     answered: bool = False
+    # candidate fact sentences, in order, and the session date in force while reading
+    sentences: list[_Sentence] = field(default_factory=list)
+    date: str = ""
+    dated: bool = False
+    position: int = 0
 
 
 def _is_instruction(message: Mapping[str, Any]) -> bool:
@@ -150,6 +183,14 @@ def _read(messages: Sequence[Mapping[str, Any]]) -> tuple[_Transcript, str]:
 def _add(transcript: _Transcript, message: Mapping[str, Any], names: dict[str, str]) -> None:
     role = message.get("role")
     text = "" if role == "tool" and is_internal(message) else text_of(message)  # a cleared stub
+    transcript.position += 1
+    if role in {"user", "assistant", "tool"} and text.strip() and not is_internal(message):
+        if role == "tool":
+            who = names.get(str(message.get("tool_call_id")), str(message.get("name") or "tool"))
+        else:
+            who = str(role)
+        if not (role == "user" and (_is_skills(text) or _strip_wrapping(text) is not None)):
+            _collect_sentences(transcript, text, who)
     if role == "user":
         wrapped = _strip_wrapping(marked_body(message))
         if wrapped is not None:
@@ -191,6 +232,157 @@ def _brief_args(arguments: object, limit: int = 160) -> str:
 
 
 # ---------------------------------------------------------------------------------------------
+# Facts: sentences worth keeping word for word
+
+_MONTHS: Final = (
+    "January|February|March|April|May|June|July|August|September|October|November|December"
+    "|Jan|Feb|Mar|Apr|Jun|Jul|Aug|Sep|Sept|Oct|Nov|Dec"
+)
+_DATE: Final = re.compile(
+    rf"\b(?:\d{{1,2}}(?:st|nd|rd|th)?\s+(?:{_MONTHS})\.?,?\s+\d{{4}}"
+    rf"|(?:{_MONTHS})\.?\s+\d{{1,2}}(?:st|nd|rd|th)?,?\s+\d{{4}}"
+    r"|\d{4}-\d{2}-\d{2}|\d{1,2}/\d{1,2}/\d{4})\b|\d{4}年\d{1,2}月(?:\d{1,2}[日号])?",
+    re.IGNORECASE,
+)
+#: A message that opens with a bracketed stamp (``[8:56 pm on 20 July, 2023] ...``).
+_STAMP: Final = re.compile(r"^\s*\[([^\]\n]{4,60})\]\s*")
+_WHEN: Final = re.compile(
+    r"\b(?:yesterday|today|tomorrow|tonight|ago|last|next|weekend|week|month|year|since|until"
+    r"|monday|tuesday|wednesday|thursday|friday|saturday|sunday|morning|evening|birthday"
+    rf"|{_MONTHS.lower()})\b|昨天|今天|明天|上周|下周|上个月|下个月|去年|明年|周末",
+    re.IGNORECASE,
+)
+_DECISION: Final = re.compile(
+    r"\b(?:decided|decide|chose|choose|agreed|plan|planned|planning|switched|moved|started"
+    r"|finished|fixed|changed|bought|adopted|joined|visited|married|born|won|lost|signed"
+    r"|graduated|because|instead|deadline|budget|price|cost|password|version)\b"
+    r"|决定|计划|打算|改为|改成|修复|完成|因为|预算|截止",
+    re.IGNORECASE,
+)
+#: Sentence ends: ``.!?`` before a space and a capital (so ``3.5`` and ``e.g. x`` hold), CJK
+#: ends, and line breaks.
+_SENTENCE_END: Final = re.compile(r"(?<=[.!?])\s+(?=[\"'(\[A-Z])|(?<=[。！？；])|\n+")
+_SPEAKER: Final = re.compile(r"^([A-Z][\w'.-]{0,30}(?: [A-Z][\w'.-]{0,30}){0,2}):\s+(?=\S)")
+_WORD: Final = re.compile(r"[A-Za-z][A-Za-z'-]*|\d[\d.,:]*")
+_CODE_CHARS: Final = frozenset("{}()[];=<>\\|`$#")
+_NOT_NAMES: Final = frozenset({"I", "I'm", "I've", "I'll", "I'd", "OK", "Ok"})
+_MAX_SENTENCE_CHARS: Final = 400
+_MIN_COST: Final = 8  # tokens: a fragment is never "cheap" enough to crowd out real facts
+#: Candidate sentences read at most (the newest win): bounds the work on a huge input.
+_MAX_SENTENCES: Final = 50_000
+
+
+def _collect_sentences(t: _Transcript, text: str, who: str) -> None:
+    """Add the sentences of one message, noting a session date the message opens with."""
+    stamp = _STAMP.match(text)
+    if stamp and _DATE.search(stamp.group(1)):
+        t.date, t.dated = _short_date(stamp.group(1)), True
+        text = text[stamp.end() :]
+    else:
+        first = text.lstrip().split("\n", 1)[0]
+        found = _DATE.search(first) if len(first) <= 80 else None
+        # A line that is little more than a date opens a session ("Session 3 took place on
+        # ..."); a date inside a sentence is what the sentence says, not when.
+        if found and len((first[: found.start()] + first[found.end() :]).split()) <= 5:
+            t.date, t.dated = found.group(0), True
+    for line in text.splitlines():
+        if not line.strip() or line.startswith(("    ", "\t")):
+            continue  # indented lines are code or data, which sections 3 and 8 cover
+        speaker = _SPEAKER.match(line)
+        name = speaker.group(1) if speaker else who
+        body = line[speaker.end() :] if speaker else line
+        for sentence in _SENTENCE_END.split(body):
+            sentence = sentence.strip(" -*>\t")
+            if _worth_reading(sentence) and not sentence.startswith("Traceback ("):
+                t.sentences.append(_Sentence(sentence, name, t.date, t.position))
+    if len(t.sentences) > 2 * _MAX_SENTENCES:
+        del t.sentences[: len(t.sentences) - _MAX_SENTENCES]
+
+
+def _short_date(stamp: str) -> str:
+    """The date part of a stamp (``8:56 pm on 20 July, 2023`` -> ``20 July, 2023``)."""
+    found = _DATE.search(stamp)
+    return found.group(0) if found else stamp.strip()
+
+
+def _worth_reading(sentence: str) -> bool:
+    if len(sentence) > _MAX_SENTENCE_CHARS:
+        return False
+    if _CJK_CHAR.search(sentence):
+        return len(_CJK_CHAR.findall(sentence)) >= 6
+    if len(sentence.split()) < 4:
+        return False
+    code = sum(1 for c in sentence if c in _CODE_CHARS)
+    return code * 12 <= len(sentence)
+
+
+def _key(text: str) -> str:
+    """What makes two sentences the same: their words, case and punctuation aside."""
+    return " ".join(w.lower() for w in _WORD.findall(text)) or "".join(_CJK_CHAR.findall(text))
+
+
+def _content_words(text: str) -> set[str]:
+    words = {w.lower() for w in _WORD.findall(text) if len(w) >= 3}
+    words -= _EN_STOP
+    words.update(_cjk_phrases(text))
+    return words
+
+
+def _value(text: str, content: set[str], idf: Mapping[str, float]) -> float:
+    """How much a sentence says: rare words, names, numbers, dates, decisions and errors."""
+    words = _WORD.findall(text)
+    names = sum(1 for i, w in enumerate(words) if i and w[0].isupper() and w not in _NOT_NAMES)
+    numbers = sum(1 for w in words if w[0].isdigit())
+    value = sum(idf.get(w, 0.0) for w in content)
+    value += 2.0 * min(names, 3) + 2.0 * min(numbers, 2)
+    value += 3.0 * bool(_DATE.search(text)) + 1.5 * bool(_WHEN.search(text))
+    value += 1.0 * bool(_DECISION.search(text)) + 1.0 * bool(_ERROR.search(text))
+    return value * (0.5 if text.rstrip().endswith(("?", "？")) else 1.0)
+
+
+def _choose_facts(
+    lines: Sequence[str], texts: Sequence[str], *, tokens: int, chars: int
+) -> list[str]:
+    """The ``lines`` (rendered facts, oldest first) that say the most within ``tokens``
+    (estimated) and ``chars``, no sentence twice, in their order. ``texts[i]`` is the
+    sentence of ``lines[i]``."""
+    if tokens <= 0 or chars <= 0 or not lines:
+        return []
+    contents = [_content_words(text) for text in texts]
+    documents = Counter(w for content in contents for w in content)
+    total = len(texts)
+    idf = {w: math.log((total + 1) / (n + 0.5)) for w, n in documents.items() if n < total}
+    costs = [default_estimate(line) + 1 for line in lines]
+    ranked = sorted(
+        range(len(lines)),
+        key=lambda i: (-_value(texts[i], contents[i], idf) / max(costs[i], _MIN_COST), i),
+    )
+    chosen: list[int] = []
+    seen: set[str] = set()
+    left, room = tokens, chars
+    for index in ranked:
+        key = _key(texts[index])
+        if costs[index] > left or len(lines[index]) + 1 > room or key in seen:
+            continue
+        seen.add(key)
+        chosen.append(index)
+        left -= costs[index]
+        room -= len(lines[index]) + 1
+        if left < _MIN_COST:
+            break
+    return [lines[i] for i in sorted(chosen)]
+
+
+def _fact_text(line: str) -> str:
+    """The sentence of a rendered fact line (``- (date) who: text``)."""
+    body = line[2:] if line.startswith("- ") else line
+    if body.startswith("(") and ") " in body:
+        body = body[body.index(") ") + 2 :]
+    who, colon, rest = body.partition(": ")
+    return rest if colon and len(who) <= 40 else body
+
+
+# ---------------------------------------------------------------------------------------------
 # Small text helpers (clipping on word boundaries is in synopsis.models._clip)
 
 
@@ -222,24 +414,10 @@ def _concepts(t: _Transcript) -> list[str]:
     for text in texts:
         counts.update(_technical_terms(text))
         cjk.update(_cjk_terms(text))
-    for term, n in _maximal(cjk).items():
-        counts[term] += n
+    counts.update(_maximal(cjk))
     ranked = sorted(counts.items(), key=lambda item: (-item[1], -len(item[0])))
     chosen = [t for t, n in ranked if n >= 3 or _looks_technical(t) or _CJK_CHAR.match(t)]
     return [f"- {term}" for term in _drop_contained(chosen[:60])[:15]]
-
-
-def _maximal(counts: Counter[str]) -> dict[str, int]:
-    """Repeated Chinese chunks, minus those that only occur inside a longer repeated one."""
-    repeated = {term: n for term, n in counts.items() if n >= 2}
-    # The count of the most frequent longer chunk around each substring, not a pairwise test.
-    around: dict[str, int] = {}
-    for other, m in repeated.items():
-        for size in range(1, len(other)):
-            for start in range(len(other) - size + 1):
-                inner = other[start : start + size]
-                around[inner] = max(around.get(inner, 0), m)
-    return {term: n for term, n in repeated.items() if around.get(term, 0) * 4 < n * 3}
 
 
 def _looks_technical(term: str) -> bool:
@@ -266,23 +444,51 @@ def _technical_terms(text: str) -> list[str]:
     return terms
 
 
-def _cjk_terms(text: str) -> list[str]:
-    """Two- to four-character chunks of Chinese runs, without function characters at the edges."""
-    terms = []
-    for run in _CJK_RUN.findall(text):
-        for size in (2, 3, 4):
-            for start in range(len(run) - size + 1):
-                chunk = run[start : start + size]
-                if chunk[0] not in _CJK_STOP and chunk[-1] not in _CJK_STOP:
-                    terms.append(chunk)
+def _cjk_phrases(text: str) -> list[str]:
+    """The Chinese phrases of ``text``: each run of Chinese cut at function characters (的, 了,
+    是 ...), pieces of at least two characters. A partition, never overlapping windows."""
+    return [p for run in _CJK_RUN.findall(text) for p in _CJK_SPLIT.split(run) if len(p) >= 2]
+
+
+def _cjk_terms(text: str) -> set[str]:
+    """Candidate Chinese terms of one text: the pieces (two to eight characters) of its
+    phrases. Which of them are words is decided by repetition (:func:`_maximal`)."""
+    terms: set[str] = set()
+    for phrase in _cjk_phrases(text):
+        phrase = phrase[:_MAX_PHRASE]
+        for size in range(2, min(len(phrase), 8) + 1):
+            terms.update(phrase[i : i + size] for i in range(len(phrase) - size + 1))
     return terms
 
 
+def _maximal(counts: Counter[str]) -> dict[str, int]:
+    """Chinese terms repeated across messages, minus those that only occur inside a longer
+    repeated one: what repeats as a whole is a word or a phrase, its pieces are not."""
+    repeated = {term: n for term, n in counts.items() if n >= 2}
+    around: dict[str, int] = {}
+    for other, m in repeated.items():
+        for size in range(2, len(other)):
+            for start in range(len(other) - size + 1):
+                inner = other[start : start + size]
+                around[inner] = max(around.get(inner, 0), m)
+    return {term: n for term, n in repeated.items() if around.get(term, 0) * 4 < n * 3}
+
+
+def _overlaps(a: str, b: str) -> bool:
+    """Whether the end of one is the start of the other (``上午游览`` / ``午游览断``)."""
+    shorter = min(len(a), len(b))
+    return any(a[-k:] == b[:k] or b[-k:] == a[:k] for k in range(1, shorter))
+
+
 def _drop_contained(terms: list[str]) -> list[str]:
-    """Drop a term when a higher-ranked one contains it (``用户`` under ``用户消息``)."""
+    """Drop a term when a higher-ranked one contains it (``用户`` under ``用户消息``) or, in
+    Chinese, overlaps it."""
     kept: list[str] = []
     for term in terms:
-        if not any(term in other or other in term for other in kept):
+        cjk = _CJK_CHAR.match(term) is not None
+        if not any(
+            term in other or other in term or (cjk and _overlaps(term, other)) for other in kept
+        ):
             kept.append(term)
     return kept
 
@@ -337,6 +543,10 @@ def _errors(t: _Transcript, keep: int = 12) -> list[str]:
             if len(lines) == keep:
                 break
     return lines[::-1]
+
+
+def _facts_label(zh: bool) -> str:
+    return "事实（按时间先后）：" if zh else "Facts, oldest first:"
 
 
 def _problem_solving(t: _Transcript, zh: bool) -> list[str]:
@@ -445,12 +655,21 @@ def _merge(old: str, new: list[str], number: int) -> list[str]:
         return new
     if number == 6:  # post-processing rebuilds the block from both summaries' messages
         return new if len(new) > 2 else [old]
-    if number == 5:
-        return [old, *new]
+    if number == 5:  # the counts describe the new part; the facts are merged apart
+        return new
     if number in {1, 2, 3, 4}:
         old_lines = old.splitlines()
         return [*old_lines, *(line for line in new if line not in old_lines)]
     return new or [old]  # 7-9 describe the present: the newer view wins
+
+
+def _old_facts(body: str) -> list[str]:
+    """The fact lines of an earlier summary's section 5 (after its facts label)."""
+    lines = body.splitlines()
+    for index, line in enumerate(lines):
+        if line.strip() in {_facts_label(False), _facts_label(True)}:
+            return [x for x in lines[index + 1 :] if x.startswith("- ")]
+    return []
 
 
 # ---------------------------------------------------------------------------------------------
@@ -462,22 +681,18 @@ def _render(prompts: PromptSet, bodies: Sequence[str]) -> str:
     return "<summary>\n" + "\n\n".join(parts) + "\n</summary>"
 
 
-def _fit(bodies: list[str], limit: int, prompts: PromptSet) -> list[str]:
-    """Shrink the sections until the rendered summary has at most ``limit`` characters."""
-    overhead = len(_render(prompts, [""] * 9))
-    room = max(limit - overhead, 9 * _MIN_SECTION_CHARS)
-    total_weight = sum(_SECTION_WEIGHTS)
-    if sum(len(b) for b in bodies) <= room:
-        return bodies
-    shares = [max(_MIN_SECTION_CHARS, room * w // total_weight) for w in _SECTION_WEIGHTS]
+def _fit(bodies: list[str], room: int) -> list[str]:
+    """Each section within its cap (scaled down to ``room`` characters in all)."""
+    scale = min(1.0, room / sum(_SECTION_CAPS))
     fitted = []
-    for number, (body, share) in enumerate(zip(bodies, shares, strict=True), 1):
-        if len(body) <= share:
+    for number, body in enumerate(bodies, 1):
+        cap = max(_MIN_SECTION_CHARS, int(_SECTION_CAPS[number - 1] * scale))
+        if len(body) <= cap:
             fitted.append(body)
         elif number == 6:
-            fitted.append(_shrink_block(body, share))
+            fitted.append(_shrink_block(body, cap))
         else:
-            fitted.append(_clip(body, share))
+            fitted.append(_clip(body, cap))
     return fitted
 
 
@@ -503,21 +718,27 @@ def extractive_summary(
     messages: Sequence[Mapping[str, Any]],
     *,
     max_chars: int = 16_000,
+    max_tokens: int | None = None,
     prompts: PromptSet | None = None,
 ) -> str:
-    """A ``<summary>`` of the summarizer input ``messages``, built without any model.
+    """A ``<summary>`` of the summarizer input ``messages``, built without any model, of at
+    most ``max_chars`` characters and (estimated) ``max_tokens`` tokens.
 
     ``prompts`` picks the section titles; by default the language of the instruction (or of
     the users' messages) decides. Never raises.
     """
     try:
-        return _summarize(messages, max_chars=max_chars, prompts=prompts)
+        return _summarize(messages, max_chars=max_chars, max_tokens=max_tokens, prompts=prompts)
     except Exception:  # the model of last resort must answer whatever it is given
         return _render(prompts or ENGLISH, [""] * 9)
 
 
 def _summarize(
-    messages: Sequence[Mapping[str, Any]], *, max_chars: int, prompts: PromptSet | None
+    messages: Sequence[Mapping[str, Any]],
+    *,
+    max_chars: int,
+    max_tokens: int | None,
+    prompts: PromptSet | None,
 ) -> str:
     transcript, instruction = _read(messages)
     if prompts is None:
@@ -527,11 +748,31 @@ def _summarize(
     new = _sections(transcript, zh)
     old = _previous_sections(transcript.previous) if transcript.previous else [""] * 9
     bodies = ["\n".join(_merge(o, n, k)) for k, (o, n) in enumerate(zip(old, new, strict=True), 1)]
-    return _render(prompts, _fit(bodies, max_chars, prompts))
+    tokens = max_tokens if max_tokens is not None else max_chars
+    room = int(min(max_chars, 4 * tokens) * _FIXED_SHARE)
+    bodies = _fit(bodies, room)
+    label = _facts_label(zh)
+    bodies[4] = f"{bodies[4]}\n{label}".strip()
+    fixed = _render(prompts, bodies)
+    lines = [*_old_facts(old[4]), *(s.line(transcript.dated) for s in transcript.sentences)]
+    facts = _choose_facts(
+        lines,
+        [_fact_text(line) for line in lines],
+        tokens=tokens - default_estimate(fixed),
+        chars=max_chars - len(fixed),
+    )
+    if not facts:
+        bodies[4] = bodies[4][: -len(label)].rstrip()
+    else:
+        bodies[4] = "\n".join([bodies[4], *facts])
+    text = _render(prompts, bodies)
+    if len(text) > max_chars:  # only when the sections alone were over (a tiny max_chars)
+        text = _render(prompts, _fit(bodies, max_chars - len(_render(prompts, [""] * 9))))
+    return text
 
 
 def _response(text: str, name: str) -> ModelResponse:
-    size = max(1, len(text.encode()) // 4)
+    size = default_estimate(text)
     return ModelResponse(
         message={"role": "assistant", "content": text},
         model=name,
@@ -539,20 +780,30 @@ def _response(text: str, name: str) -> ModelResponse:
     )
 
 
-def _limit(max_chars: int, settings: ModelSettings | None) -> int:
-    # A token cap from the caller bounds the output too; 2 characters per token is on the safe
-    # side for English and generous for Chinese.
-    if settings is not None and settings.max_tokens:
-        return max(600, min(max_chars, settings.max_tokens * 2))
-    return max_chars
+#: The fewest tokens an answer is given, whatever ``max_tokens`` says: the nine headings alone
+#: take about 60.
+_MIN_TOKENS: Final = 300
+
+
+def _answer(model: ExtractiveModel | AsyncExtractiveModel, messages: Any, settings: Any) -> Any:
+    """The answer within ``max_chars`` and ``settings.max_tokens`` (estimated tokens)."""
+    tokens = settings.max_tokens if settings is not None and settings.max_tokens else None
+    text = extractive_summary(
+        messages,
+        max_chars=model.max_chars,
+        max_tokens=None if tokens is None else max(_MIN_TOKENS, tokens),
+        prompts=model.prompts,
+    )
+    return _response(text, model.name)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ExtractiveModel:
     """A summarizer model that needs no LLM: deterministic, offline, instant.
 
-    ``max_chars`` bounds the answer (``settings.max_tokens`` may lower it further);
-    ``prompts`` fixes the section language instead of detecting it.
+    ``max_chars`` bounds the answer, and ``settings.max_tokens`` (the summarizer's answer
+    budget) bounds its estimated tokens; ``prompts`` fixes the section language instead of
+    detecting it.
     """
 
     name: str = "extractive"
@@ -564,10 +815,8 @@ class ExtractiveModel:
         self, messages: Sequence[Mapping[str, Any]], *, settings: ModelSettings | None = None
     ) -> ModelResponse:
         """Summarize ``messages`` (a summarizer input) into a ``<summary>`` answer."""
-        limit = _limit(self.max_chars, settings)
-        return _response(
-            extractive_summary(messages, max_chars=limit, prompts=self.prompts), self.name
-        )
+        response: ModelResponse = _answer(self, messages, settings)
+        return response
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -583,7 +832,5 @@ class AsyncExtractiveModel:
         self, messages: Sequence[Mapping[str, Any]], *, settings: ModelSettings | None = None
     ) -> ModelResponse:
         """Summarize ``messages`` (a summarizer input) into a ``<summary>`` answer."""
-        limit = _limit(self.max_chars, settings)
-        return _response(
-            extractive_summary(messages, max_chars=limit, prompts=self.prompts), self.name
-        )
+        response: ModelResponse = _answer(self, messages, settings)
+        return response
