@@ -26,7 +26,6 @@ Pure: no I/O, no clock. Linear in the input (sorting the candidate sentences asi
 from __future__ import annotations
 
 import json
-import math
 import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
@@ -38,16 +37,21 @@ from synopsis.models._base import ModelResponse, ModelSettings, Usage
 from synopsis.models._clip import clip as _clip
 from synopsis.models._clip import clip_line as _clip_line
 from synopsis.models._clip import quote as _quote
+from synopsis.models._facts import (
+    CJK_CHAR,
+    EN_STOP,
+    ERROR,
+    Sentence,
+    choose_facts,
+    cjk_phrases,
+    collect_sentences,
+    fact_text,
+)
 from synopsis.prompts import CHINESE, ENGLISH, USER_MESSAGES_TAG, PromptSet
 from synopsis.tokens import default_estimate
 
 __all__ = ["AsyncExtractiveModel", "ExtractiveModel", "extractive_summary"]
 
-_CJK: Final = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
-_CJK_CHAR: Final = re.compile(f"[{_CJK}]")
-_CJK_RUN: Final = re.compile(f"[{_CJK}]{{2,}}")
-_CJK_STOP: Final = "的了是在我你他她它们这那就也和与及或把被吗呢吧啊个一不有要会能"
-_CJK_SPLIT: Final = re.compile(f"[{_CJK_STOP}]+")
 _MAX_PHRASE: Final = 16
 _PREVIOUS_OPEN: Final = "<previous_summary>"
 _PREVIOUS_CLOSE: Final = "</previous_summary>"
@@ -65,27 +69,11 @@ _IDENT: Final = re.compile(r"`([^`\n]{2,60})`|\b([A-Za-z_][A-Za-z0-9_]*(?:\.[A-Z
 _CODE_DEF: Final = re.compile(
     r"\b(?:def|class|func|fn|function|interface|struct|type|const|let|var)\s+([A-Za-z_]\w*)"
 )
-_ERROR: Final = re.compile(
-    r"Traceback \(most recent call last\)|\b[A-Z]\w*(?:Error|Exception)\b|\berror\b[:\[]?"
-    r"|\bfailed\b|\bfailure\b|\bFAIL\b|exit (?:code|status)[:= ]*[1-9]|\bpanic:|\bfatal:"
-    r"|错误|失败|异常|报错",
-)
 _TODO: Final = re.compile(
     r"^\s*(?:[-*]\s*\[ \]|TODO\b|FIXME\b|(?:[-*]\s*)?(?:next|still need|remaining)\b"
     r"|(?:[-*]\s*)?(?:待办|还需要|接下来|下一步))",
     re.IGNORECASE,
 )
-# Common words that are never a "key technical concept".
-_EN_STOP: Final = frozenset(
-    """
-    the and for with that this from have has are was were will would could should can not
-    you your our they them then than what when where which who how why all any but into
-    out over also just like make made use used using let get got its it's now here there
-    some more most very been being about after before again file files code please thanks
-    true false none null self return import def class
-    """.split()  # noqa: SIM905 - a word list reads better as text
-)
-_SECTION_WEIGHTS: Final = (3, 2, 3, 3, 1, 3, 2, 3, 2)
 _MIN_SECTION_CHARS: Final = 60
 #: The share of the summary's budget the sections other than the facts may take at most.
 _FIXED_SHARE: Final = 0.4
@@ -95,20 +83,6 @@ _SECTION_CAPS: Final = (700, 300, 700, 900, 200, 600, 500, 800, 500)
 
 # ---------------------------------------------------------------------------------------------
 # Reading the transcript
-
-
-@dataclass(frozen=True, slots=True)
-class _Sentence:
-    """A sentence of the transcript as it was said, with who said it and when."""
-
-    text: str
-    who: str  # the speaker named at the start of its line, or the role (a tool's name)
-    when: str  # the session date in force, or "" when the history has none
-    position: int  # the message it is from, 1-based
-
-    def line(self, dated: bool) -> str:
-        tag = f"({self.when}) " if self.when else ("" if dated else f"(#{self.position}) ")
-        return f"- {tag}{self.who}: {self.text}"
 
 
 @dataclass(slots=True)
@@ -126,7 +100,7 @@ class _Transcript:
     previous: str = ""
     answered: bool = False
     # candidate fact sentences, in order, and the session date in force while reading
-    sentences: list[_Sentence] = field(default_factory=list)
+    sentences: list[Sentence] = field(default_factory=list)
     date: str = ""
     dated: bool = False
     position: int = 0
@@ -190,7 +164,7 @@ def _add(transcript: _Transcript, message: Mapping[str, Any], names: dict[str, s
         else:
             who = str(role)
         if not (role == "user" and (_is_skills(text) or _strip_wrapping(text) is not None)):
-            _collect_sentences(transcript, text, who)
+            collect_sentences(transcript, text, who)
     if role == "user":
         wrapped = _strip_wrapping(marked_body(message))
         if wrapped is not None:
@@ -232,157 +206,6 @@ def _brief_args(arguments: object, limit: int = 160) -> str:
 
 
 # ---------------------------------------------------------------------------------------------
-# Facts: sentences worth keeping word for word
-
-_MONTHS: Final = (
-    "January|February|March|April|May|June|July|August|September|October|November|December"
-    "|Jan|Feb|Mar|Apr|Jun|Jul|Aug|Sep|Sept|Oct|Nov|Dec"
-)
-_DATE: Final = re.compile(
-    rf"\b(?:\d{{1,2}}(?:st|nd|rd|th)?\s+(?:{_MONTHS})\.?,?\s+\d{{4}}"
-    rf"|(?:{_MONTHS})\.?\s+\d{{1,2}}(?:st|nd|rd|th)?,?\s+\d{{4}}"
-    r"|\d{4}-\d{2}-\d{2}|\d{1,2}/\d{1,2}/\d{4})\b|\d{4}年\d{1,2}月(?:\d{1,2}[日号])?",
-    re.IGNORECASE,
-)
-#: A message that opens with a bracketed stamp (``[8:56 pm on 20 July, 2023] ...``).
-_STAMP: Final = re.compile(r"^\s*\[([^\]\n]{4,60})\]\s*")
-_WHEN: Final = re.compile(
-    r"\b(?:yesterday|today|tomorrow|tonight|ago|last|next|weekend|week|month|year|since|until"
-    r"|monday|tuesday|wednesday|thursday|friday|saturday|sunday|morning|evening|birthday"
-    rf"|{_MONTHS.lower()})\b|昨天|今天|明天|上周|下周|上个月|下个月|去年|明年|周末",
-    re.IGNORECASE,
-)
-_DECISION: Final = re.compile(
-    r"\b(?:decided|decide|chose|choose|agreed|plan|planned|planning|switched|moved|started"
-    r"|finished|fixed|changed|bought|adopted|joined|visited|married|born|won|lost|signed"
-    r"|graduated|because|instead|deadline|budget|price|cost|password|version)\b"
-    r"|决定|计划|打算|改为|改成|修复|完成|因为|预算|截止",
-    re.IGNORECASE,
-)
-#: Sentence ends: ``.!?`` before a space and a capital (so ``3.5`` and ``e.g. x`` hold), CJK
-#: ends, and line breaks.
-_SENTENCE_END: Final = re.compile(r"(?<=[.!?])\s+(?=[\"'(\[A-Z])|(?<=[。！？；])|\n+")
-_SPEAKER: Final = re.compile(r"^([A-Z][\w'.-]{0,30}(?: [A-Z][\w'.-]{0,30}){0,2}):\s+(?=\S)")
-_WORD: Final = re.compile(r"[A-Za-z][A-Za-z'-]*|\d[\d.,:]*")
-_CODE_CHARS: Final = frozenset("{}()[];=<>\\|`$#")
-_NOT_NAMES: Final = frozenset({"I", "I'm", "I've", "I'll", "I'd", "OK", "Ok"})
-_MAX_SENTENCE_CHARS: Final = 400
-_MIN_COST: Final = 8  # tokens: a fragment is never "cheap" enough to crowd out real facts
-#: Candidate sentences read at most (the newest win): bounds the work on a huge input.
-_MAX_SENTENCES: Final = 50_000
-
-
-def _collect_sentences(t: _Transcript, text: str, who: str) -> None:
-    """Add the sentences of one message, noting a session date the message opens with."""
-    stamp = _STAMP.match(text)
-    if stamp and _DATE.search(stamp.group(1)):
-        t.date, t.dated = _short_date(stamp.group(1)), True
-        text = text[stamp.end() :]
-    else:
-        first = text.lstrip().split("\n", 1)[0]
-        found = _DATE.search(first) if len(first) <= 80 else None
-        # A line that is little more than a date opens a session ("Session 3 took place on
-        # ..."); a date inside a sentence is what the sentence says, not when.
-        if found and len((first[: found.start()] + first[found.end() :]).split()) <= 5:
-            t.date, t.dated = found.group(0), True
-    for line in text.splitlines():
-        if not line.strip() or line.startswith(("    ", "\t")):
-            continue  # indented lines are code or data, which sections 3 and 8 cover
-        speaker = _SPEAKER.match(line)
-        name = speaker.group(1) if speaker else who
-        body = line[speaker.end() :] if speaker else line
-        for sentence in _SENTENCE_END.split(body):
-            sentence = sentence.strip(" -*>\t")
-            if _worth_reading(sentence) and not sentence.startswith("Traceback ("):
-                t.sentences.append(_Sentence(sentence, name, t.date, t.position))
-    if len(t.sentences) > 2 * _MAX_SENTENCES:
-        del t.sentences[: len(t.sentences) - _MAX_SENTENCES]
-
-
-def _short_date(stamp: str) -> str:
-    """The date part of a stamp (``8:56 pm on 20 July, 2023`` -> ``20 July, 2023``)."""
-    found = _DATE.search(stamp)
-    return found.group(0) if found else stamp.strip()
-
-
-def _worth_reading(sentence: str) -> bool:
-    if len(sentence) > _MAX_SENTENCE_CHARS:
-        return False
-    if _CJK_CHAR.search(sentence):
-        return len(_CJK_CHAR.findall(sentence)) >= 6
-    if len(sentence.split()) < 4:
-        return False
-    code = sum(1 for c in sentence if c in _CODE_CHARS)
-    return code * 12 <= len(sentence)
-
-
-def _key(text: str) -> str:
-    """What makes two sentences the same: their words, case and punctuation aside."""
-    return " ".join(w.lower() for w in _WORD.findall(text)) or "".join(_CJK_CHAR.findall(text))
-
-
-def _content_words(text: str) -> set[str]:
-    words = {w.lower() for w in _WORD.findall(text) if len(w) >= 3}
-    words -= _EN_STOP
-    words.update(_cjk_phrases(text))
-    return words
-
-
-def _value(text: str, content: set[str], idf: Mapping[str, float]) -> float:
-    """How much a sentence says: rare words, names, numbers, dates, decisions and errors."""
-    words = _WORD.findall(text)
-    names = sum(1 for i, w in enumerate(words) if i and w[0].isupper() and w not in _NOT_NAMES)
-    numbers = sum(1 for w in words if w[0].isdigit())
-    value = sum(idf.get(w, 0.0) for w in content)
-    value += 2.0 * min(names, 3) + 2.0 * min(numbers, 2)
-    value += 3.0 * bool(_DATE.search(text)) + 1.5 * bool(_WHEN.search(text))
-    value += 1.0 * bool(_DECISION.search(text)) + 1.0 * bool(_ERROR.search(text))
-    return value * (0.5 if text.rstrip().endswith(("?", "？")) else 1.0)
-
-
-def _choose_facts(
-    lines: Sequence[str], texts: Sequence[str], *, tokens: int, chars: int
-) -> list[str]:
-    """The ``lines`` (rendered facts, oldest first) that say the most within ``tokens``
-    (estimated) and ``chars``, no sentence twice, in their order. ``texts[i]`` is the
-    sentence of ``lines[i]``."""
-    if tokens <= 0 or chars <= 0 or not lines:
-        return []
-    contents = [_content_words(text) for text in texts]
-    documents = Counter(w for content in contents for w in content)
-    total = len(texts)
-    idf = {w: math.log((total + 1) / (n + 0.5)) for w, n in documents.items() if n < total}
-    costs = [default_estimate(line) + 1 for line in lines]
-    ranked = sorted(
-        range(len(lines)),
-        key=lambda i: (-_value(texts[i], contents[i], idf) / max(costs[i], _MIN_COST), i),
-    )
-    chosen: list[int] = []
-    seen: set[str] = set()
-    left, room = tokens, chars
-    for index in ranked:
-        key = _key(texts[index])
-        if costs[index] > left or len(lines[index]) + 1 > room or key in seen:
-            continue
-        seen.add(key)
-        chosen.append(index)
-        left -= costs[index]
-        room -= len(lines[index]) + 1
-        if left < _MIN_COST:
-            break
-    return [lines[i] for i in sorted(chosen)]
-
-
-def _fact_text(line: str) -> str:
-    """The sentence of a rendered fact line (``- (date) who: text``)."""
-    body = line[2:] if line.startswith("- ") else line
-    if body.startswith("(") and ") " in body:
-        body = body[body.index(") ") + 2 :]
-    who, colon, rest = body.partition(": ")
-    return rest if colon and len(who) <= 40 else body
-
-
-# ---------------------------------------------------------------------------------------------
 # Small text helpers (clipping on word boundaries is in synopsis.models._clip)
 
 
@@ -393,7 +216,7 @@ def _count(number: int, noun: str, plural: str | None = None) -> str:
 
 def _is_chinese(text: str) -> bool:
     sample = text[:4000]
-    cjk = len(_CJK_CHAR.findall(sample))
+    cjk = len(CJK_CHAR.findall(sample))
     return cjk > 0 and cjk * 4 >= len(sample.replace(" ", "")) * 1
 
 
@@ -416,7 +239,7 @@ def _concepts(t: _Transcript) -> list[str]:
         cjk.update(_cjk_terms(text))
     counts.update(_maximal(cjk))
     ranked = sorted(counts.items(), key=lambda item: (-item[1], -len(item[0])))
-    chosen = [t for t, n in ranked if n >= 3 or _looks_technical(t) or _CJK_CHAR.match(t)]
+    chosen = [t for t, n in ranked if n >= 3 or _looks_technical(t) or CJK_CHAR.match(t)]
     return [f"- {term}" for term in _drop_contained(chosen[:60])[:15]]
 
 
@@ -437,24 +260,18 @@ def _technical_terms(text: str) -> list[str]:
     for match in _IDENT.finditer(text):
         quoted, word = match.group(1), match.group(2)
         term = quoted.strip() if quoted else word
-        if not term or len(term) < 3 or term.lower() in _EN_STOP or term in paths:
+        if not term or len(term) < 3 or term.lower() in EN_STOP or term in paths:
             continue
         if quoted or _looks_technical(term) or len(term) >= 5:
             terms.append(term)
     return terms
 
 
-def _cjk_phrases(text: str) -> list[str]:
-    """The Chinese phrases of ``text``: each run of Chinese cut at function characters (的, 了,
-    是 ...), pieces of at least two characters. A partition, never overlapping windows."""
-    return [p for run in _CJK_RUN.findall(text) for p in _CJK_SPLIT.split(run) if len(p) >= 2]
-
-
 def _cjk_terms(text: str) -> set[str]:
     """Candidate Chinese terms of one text: the pieces (two to eight characters) of its
     phrases. Which of them are words is decided by repetition (:func:`_maximal`)."""
     terms: set[str] = set()
-    for phrase in _cjk_phrases(text):
+    for phrase in cjk_phrases(text):
         phrase = phrase[:_MAX_PHRASE]
         for size in range(2, min(len(phrase), 8) + 1):
             terms.update(phrase[i : i + size] for i in range(len(phrase) - size + 1))
@@ -485,7 +302,7 @@ def _drop_contained(terms: list[str]) -> list[str]:
     Chinese, overlaps it."""
     kept: list[str] = []
     for term in terms:
-        cjk = _CJK_CHAR.match(term) is not None
+        cjk = CJK_CHAR.match(term) is not None
         if not any(
             term in other or other in term or (cjk and _overlaps(term, other)) for other in kept
         ):
@@ -524,7 +341,7 @@ def _error_line(text: str) -> str:
     exceptions = [line for line in text.splitlines() if _EXCEPTION_LINE.match(line)]
     if exceptions:
         return _clip_line(exceptions[-1], 240)
-    lines = [line for line in text.splitlines() if _ERROR.search(line)]
+    lines = [line for line in text.splitlines() if ERROR.search(line)]
     return _clip_line(lines[0] if lines else text, 240)
 
 
@@ -535,7 +352,7 @@ def _errors(t: _Transcript, keep: int = 12) -> list[str]:
     for role, text in reversed(t.stream):
         if role in {"assistant", "call"}:
             followed = text
-        elif role in {"tool", "user"} and _ERROR.search(text):
+        elif role in {"tool", "user"} and ERROR.search(text):
             entry = f"- {_error_line(text)}"
             if followed:
                 entry += f"\n  → {_clip_line(followed, 200)}"
@@ -552,7 +369,7 @@ def _facts_label(zh: bool) -> str:
 def _problem_solving(t: _Transcript, zh: bool) -> list[str]:
     tools = Counter(name for name, _ in t.calls)
     used = ", ".join(f"{name}×{n}" for name, n in tools.most_common(8))
-    errors = sum(1 for role, text in t.stream if role == "tool" and _ERROR.search(text))
+    errors = sum(1 for role, text in t.stream if role == "tool" and ERROR.search(text))
     if zh:
         line = (
             f"- 用户消息 {len(t.users)} 条，助手回复 {len(t.assistants)} 条，"
@@ -755,9 +572,9 @@ def _summarize(
     bodies[4] = f"{bodies[4]}\n{label}".strip()
     fixed = _render(prompts, bodies)
     lines = [*_old_facts(old[4]), *(s.line(transcript.dated) for s in transcript.sentences)]
-    facts = _choose_facts(
+    facts = choose_facts(
         lines,
-        [_fact_text(line) for line in lines],
+        [fact_text(line) for line in lines],
         tokens=tokens - default_estimate(fixed),
         chars=max_chars - len(fixed),
     )
