@@ -19,6 +19,7 @@ from click.testing import CliRunner, Result
 from rich.console import Console
 
 from synopsis.cli import Terminal, main
+from synopsis.messages import content_type
 from synopsis.transcripts import load_transcript
 
 EXAMPLE = Path(__file__).parent.parent / "examples" / "coding-session.json"
@@ -46,7 +47,9 @@ def example(tmp_path: Path) -> Path:
 
 
 def summary_of(path: Path) -> str:
-    return str(load_transcript(path).messages[-1]["content"])
+    """The summary's text (the newest request and the last message stay after it)."""
+    messages = load_transcript(path).messages
+    return next(str(m["content"]) for m in messages if content_type(m) == "summary")
 
 
 # -- 4. the archive -----------------------------------------------------------------------------
@@ -358,7 +361,8 @@ def test_compact_reads_stdin_and_writes_stdout(
     assert result.exit_code == 0, result.output
     messages = json.loads(result.stdout)
     archive = tmp_path / "stdin.archive.jsonl"
-    assert archive.exists() and str(archive) in messages[-1]["content"]
+    summary = next(m["content"] for m in messages if content_type(m) == "summary")
+    assert archive.exists() and str(archive) in summary
 
 
 def test_count_reads_stdin() -> None:

@@ -288,6 +288,7 @@ class SummarizerOptions(TypedDict, total=False):
     counter: TokenCounter | str
     window: int | None
     max_output_tokens: int | None
+    output_cap: int | None
     max_message_tokens: int
     on_event: Sequence[EventHandler]
     clock: Callable[[], float]
@@ -310,12 +311,14 @@ class _SummarizerCore:
         counter: TokenCounter | str = "default",
         window: int | None = None,
         max_output_tokens: int | None = None,
+        output_cap: int | None = None,
         max_message_tokens: int = 20_000,
         on_event: Sequence[EventHandler] = (),
         clock: Callable[[], float] = time.monotonic,
         rng: random.Random | None = None,
     ) -> None:
         _positive("max_message_tokens", max_message_tokens)
+        _positive("output_cap", output_cap)
         self.models = _resolve_models(model, failover, async_=self._async)
         self.retry = retry or RetryPolicy()
         self.cooldown = cooldown
@@ -323,6 +326,8 @@ class _SummarizerCore:
         self.counter = TokenCounter(estimator=counter) if isinstance(counter, str) else counter
         self.window = _window_of(self.models, window)
         self.max_output_tokens = _output_of(self.models, self.window, max_output_tokens)
+        if output_cap is not None and max_output_tokens is None:
+            self.max_output_tokens = min(self.max_output_tokens, output_cap)
         self.max_message_tokens = max_message_tokens
         self.on_event = tuple(on_event)
         self.rng = rng
@@ -485,7 +490,8 @@ class Summarizer(_SummarizerCore):
     the summary of the ones before (rolling), and no request exceeds the window: oversized
     messages and tool-call groups are clipped in the middle. ``max_output_tokens`` caps each
     answer (default: a quarter of the window, at least 1,024, at most what the models allow;
-    8,192 without a window). A window too small for the prompts, the answer and some
+    8,192 without a window), and at most ``output_cap`` when one is given (a compactor gives
+    a share of its trigger). A window too small for the prompts, the answer and some
     conversation is a :class:`~synopsis.errors.ConfigError` here, never during a summary.
     The result's ``usage`` and ``calls`` say what the summary cost.
     """

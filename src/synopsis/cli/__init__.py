@@ -53,6 +53,9 @@ __all__ = [
 
 #: The library's defaults, shown in --help; a flag left out is not passed, so they apply.
 _LIBRARY = CompactionOptions()
+#: ``compact`` works on a coding agent's transcript: no tail beyond what always stays (the last
+#: message with its tool group, and the newest user message); docs/compaction.md, "Defaults".
+CLI_KEEP_TAIL = 0
 _LANGUAGES = (ENGLISH.language, CHINESE.language)
 
 
@@ -115,12 +118,14 @@ _FLAG_KEYWORDS = {
 
 
 def compaction_options(flags: Mapping[str, Any], transcript_path: str) -> CompactionOptions:
-    """The options the ``compact`` flags ask for; a flag left out keeps the library default."""
+    """The options the ``compact`` flags ask for; a flag left out keeps the library default,
+    but for the tail: a coding agent's transcript keeps none (:data:`CLI_KEEP_TAIL`)."""
     chosen: dict[str, Any] = {
         _FLAG_KEYWORDS[flag]: tuple(value) if flag == "failover" else value
         for flag, value in flags.items()
         if flag in _FLAG_KEYWORDS and value not in (None, ())
     }
+    chosen.setdefault("keep_tail", CLI_KEEP_TAIL)
     return CompactionOptions.from_keywords(transcript_path=transcript_path, **chosen)
 
 
@@ -222,8 +227,9 @@ def _usage_line(usage: Mapping[str, int] | None, calls: int | None) -> str | Non
 @click.option(
     "--keep-tail",
     type=click.IntRange(min=0),
-    show_default=str(_LIBRARY.keep_tail.messages),
-    help="Keep the last N messages verbatim (never splitting a tool call).",
+    show_default=str(CLI_KEEP_TAIL),
+    help="Keep the last N messages verbatim (never splitting a tool call); the last message "
+    "and the newest user message always stay.",
 )
 @click.option(
     "--user-budget",

@@ -361,6 +361,8 @@ def _compact(run: _Run) -> Flow[CompactionStep, CompactionResult]:
         keep_tail=run.options.keep_tail,
         estimate=run.counter.estimate,
         min_new_messages=run.options.min_new_messages,
+        budget=run.options.trigger.threshold_tokens(),
+        budget_messages=run.options.trigger.messages,
     )
     events: list[Event] = []
     if not plan.worthwhile:
@@ -432,14 +434,14 @@ def _finish(
         return (yield from _truncate(run, plan, events))
     summary, redacted = redact_summary(run.options.redact, summary)
     try:
-        archive = yield from _write_archive(run, plan.replaced)
+        archive = yield from _write_archive(run, plan.removed)
     except CompactionError as exc:
         return run.unchanged(error=describe_error(exc), events=events)
     version = previous_version(plan) + 1
     new = build(run.options, run.counter, plan, summary, archive=archive)
     after = run.counter.count(new).total
     yield from _emit(events, _after(run, summary, new, after, archive))
-    replaced = _positions(run.messages, plan.replaced)
+    replaced = _positions(run.messages, plan.removed)
     tier = Tier(name="summarize", tokens_before=run.tokens, tokens_after=after, messages=replaced)
     result = run.compacted(
         new,
