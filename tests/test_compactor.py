@@ -582,3 +582,37 @@ def test_a_newest_message_larger_than_a_token_tail_still_stays() -> None:
     history = [*chat(20), {"role": "user", "content": "paste: " + "data " * 2_000}]
     result = Compactor(trigger_tokens=500, keep_tail=KeepTail(tokens=50)).compact(history)
     assert result.compacted and result.messages[-1] == history[-1]
+
+
+def test_a_plain_text_answer_is_a_summary_and_costs_one_call() -> None:
+    """Issue 20.3: a callable answering plain text compacted nothing, after 4 paid calls."""
+    calls: list[int] = []
+
+    def summarizer(messages: Any) -> str:
+        calls.append(len(messages))
+        return "SUMMARY"
+
+    history = chat(30)
+    result = Compactor(model=summarizer, trigger_messages=10).compact(history, force=False)
+    assert result.compacted and len(calls) == 1 and result.attempts == 1
+    assert "SUMMARY" in text_of(summary_of(result.messages))
+
+
+def test_a_langchain_chat_model_is_a_summarizer() -> None:
+    """Issue 20.3: GenericFakeChatModel was refused with ConfigError; any chat model works."""
+    from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
+    from langchain_core.messages import AIMessage
+
+    model = GenericFakeChatModel(messages=iter([AIMessage(content="The user chatted 30 turns.")]))
+    result = Compactor(model=model, trigger_messages=10).compact(chat(30), force=False)
+    assert result.compacted and result.model == "langchain:GenericFakeChatModel"
+    assert "The user chatted 30 turns." in text_of(summary_of(result.messages))
+
+
+async def test_a_langchain_chat_model_summarizes_for_the_async_compactor() -> None:
+    from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
+    from langchain_core.messages import AIMessage
+
+    model = GenericFakeChatModel(messages=iter([AIMessage(content="Thirty turns of chat.")]))
+    result = await AsyncCompactor(model=model, trigger_messages=10).compact(chat(30))
+    assert result.compacted and "Thirty turns of chat." in text_of(summary_of(result.messages))

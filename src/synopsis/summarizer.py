@@ -95,9 +95,6 @@ class AsyncSummarizerLike(Protocol):
     ) -> SummaryResult: ...
 
 
-#: Without a ``<summary>`` part, an answer needs this many non-space characters to count.
-_MIN_CONTENT_CHARS: Final = 20
-
 # Tags only: blocks are paired by _spans, never by a lazy ``<a>.*?</a>``, which rescans the rest
 # of the text from every unclosed opening tag (quadratic on an answer full of them).
 _ANALYSIS_OPEN: Final = re.compile(r"<analysis>", re.IGNORECASE)
@@ -113,8 +110,10 @@ _SUMMARY_CLOSE: Final = re.compile(r"</summary>", re.IGNORECASE)
 def validate_summary_response(response: ModelResponse) -> str:
     """The response's text, or :class:`~synopsis.errors.InvalidSummary` if it is unusable.
 
-    Unusable: tool calls (the model acted instead of summarizing), empty text, or text that
-    has neither a non-empty ``<summary>`` part nor at least a few lines of content.
+    The contract a summarizer must meet: answer with text. Plain text is a summary as it is;
+    the ``<summary>`` tags (and an ``<analysis>`` scratchpad before them) are optional
+    structure. Unusable: tool calls (the model acted instead of summarizing), or no text at
+    all once an ``<analysis>`` block is taken out (retried, as a sampled answer may differ).
     """
     if response.tool_calls:
         names = ", ".join(_tool_names(response.tool_calls)) or "?"
@@ -122,11 +121,9 @@ def validate_summary_response(response: ModelResponse) -> str:
     text = response.text
     if not text.strip():
         raise InvalidSummary("the summarizer returned empty text", model=response.model)
-    summary = extract_summary(text)
-    has_part = _SUMMARY_OPEN.search(_cut(text, _ANALYSIS_OPEN, _ANALYSIS_CLOSE)) is not None
-    if not summary.strip() or (not has_part and len("".join(summary.split())) < _MIN_CONTENT_CHARS):
+    if not extract_summary(text).strip():
         raise InvalidSummary(
-            "the summarizer's answer has no <summary> part and too little content",
+            "the summarizer's answer has no text outside its <analysis> block",
             model=response.model,
         )
     return text
