@@ -164,7 +164,7 @@ def test_build_context_and_recall_spans_count_what_they_return(spans: Any) -> No
     assert dict(built.attributes or {}) == {
         "gen_ai.conversation.id": S,
         "synopsis.session.messages": 12,
-        "synopsis.context.messages": 13,  # the summary's system message, then the window
+        "synopsis.context.messages": 3,  # the summary's system message, the 2 it does not cover
     }
     children = [s.name.split()[0] for s in finished if parent_of(s, finished) == built.name]
     assert children == ["latest_summary", "search"]
@@ -296,6 +296,25 @@ def test_db_system_names_the_backend_and_both_twins_alike(tmp_path: Any) -> None
         store.close()
     assert names == ["sqlite", "postgresql", "redis", "inmemory"]
     assert db_system(AsyncInMemoryStore()) == "inmemory"
+
+
+@pytest.mark.parametrize(
+    ("name", "system"),
+    [
+        ("SQLiteStore", "sqlite"),
+        ("AsyncSQLiteStore", "sqlite"),
+        ("PostgresStore", "postgresql"),
+        ("AsyncPostgresStore", "postgresql"),
+    ],
+)
+def test_db_system_names_the_real_backends_from_where_their_classes_live(
+    name: str, system: str
+) -> None:
+    """The backends' own classes, wherever their modules sit in memory/ (no connection)."""
+    import synopsis.memory
+
+    cls = getattr(synopsis.memory, name)
+    assert db_system(object.__new__(cls)) == system
 
 
 async def test_a_cancelled_async_job_ends_its_span_as_cancelled(spans: Any) -> None:

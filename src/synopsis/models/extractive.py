@@ -25,6 +25,7 @@ Pure: no I/O, no clock. Linear in the input (sorting the candidate sentences asi
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from collections import Counter
@@ -32,6 +33,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from synopsis._flow import cpu
 from synopsis.messages import is_internal, marked_body, text_of
 from synopsis.models._base import ModelResponse, ModelSettings, Usage
 from synopsis.models._clip import clip as _clip
@@ -648,6 +650,7 @@ class AsyncExtractiveModel:
     async def complete(
         self, messages: Sequence[Mapping[str, Any]], *, settings: ModelSettings | None = None
     ) -> ModelResponse:
-        """Summarize ``messages`` (a summarizer input) into a ``<summary>`` answer."""
-        response: ModelResponse = _answer(self, messages, settings)
+        """Summarize ``messages`` (a summarizer input) into a ``<summary>`` answer (in the
+        worker pool of :func:`~synopsis._flow.offloading` when a service set one)."""
+        response: ModelResponse = await cpu(functools.partial(_answer, self, messages, settings))
         return response
