@@ -64,7 +64,9 @@ class ServerOptions:
     recall_limit: int = 5
     #: When the proxy compacts a stateless history (``/v1/chat/completions`` without a session).
     trigger: Trigger = field(default_factory=Trigger.default)
-    keep_tail: KeepTail = field(default_factory=KeepTail)
+    #: A chat product's tail: the newest quarter of the trigger stays verbatim (and the last
+    #: message and newest user message always do; docs/compaction.md, "Defaults").
+    keep_tail: KeepTail = field(default_factory=lambda: KeepTail(fraction=0.25))
     #: Summaries of stateless proxy histories kept for reuse (per process, LRU; 0 = none): a
     #: growing conversation that resends the same summarized prefix is not summarized again.
     summary_cache: int = 1024
