@@ -79,6 +79,9 @@ class ServerOptions:
     max_attempts: int = 5
     #: How often pending dual writes (the outbox) are replayed.
     outbox_seconds: float = 60.0
+    #: How often a replica looks for sessions due for a summary with no job queued (a kill
+    #: between an append and its enqueue); one replica sweeps at a time.
+    sweep_seconds: float = 60.0
     #: On shutdown, how long to wait for running summary jobs before giving up on them
     #: (their leases then run out and another replica, or the next start, retries them).
     drain_seconds: float = 30.0
@@ -114,6 +117,7 @@ class ServerOptions:
         )  # fmt: skip
         _positive(self, "max_body_bytes", "cpu_threads")
         _positive(self, "upstream_timeout", "lease_seconds", "poll_seconds", "outbox_seconds")
+        _positive(self, "sweep_seconds")
         if self.summary_cache < 0:
             raise ConfigError(f"summary_cache must be >= 0, not {self.summary_cache}")
         if self.drain_seconds < 0:
