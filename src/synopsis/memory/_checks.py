@@ -15,7 +15,6 @@ from datetime import UTC, datetime
 from typing import Final, Literal
 
 from synopsis.errors import ConfigError, InvalidInput, InvalidNamespace, StoreError
-from synopsis.memory._kinds import check_kind, check_kind_filter
 from synopsis.memory._types import (
     Embedder,
     MemoryItem,
@@ -29,6 +28,7 @@ from synopsis.memory._types import (
     normalize_tags,
     validate_tenant,
 )
+from synopsis.memory.kinds import check_kind, check_kind_filter
 from synopsis.memory.ranking import query_terms
 
 __all__ = [
@@ -369,7 +369,7 @@ def prepare_search(
 ) -> SearchRequest:
     """Check every argument of ``search``; vector modes need an embedder (ConfigError).
 
-    ``kind`` and ``exclude_kinds`` as :func:`~synopsis.memory._kinds.check_kind_filter` reads
+    ``kind`` and ``exclude_kinds`` as :func:`~synopsis.memory.kinds.check_kind_filter` reads
     them.
     """
     if mode not in _MODES:

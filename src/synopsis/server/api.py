@@ -24,7 +24,8 @@ from synopsis import (
     Trigger,
 )
 from synopsis.memory import MemoryItem, normalize_namespace
-from synopsis.memory._kinds import MAX_FILTER_KINDS
+from synopsis.memory.kinds import MAX_FILTER_KINDS
+from synopsis.memory.rules import default_key
 from synopsis.redact import redact_history
 from synopsis.server.deps import Services, Svc, Tenant
 from synopsis.server.errors import ERRORS
@@ -178,13 +179,6 @@ async def summaries(user: User, session: Session, tenant: Tenant, s: Svc) -> Sum
 # --- memories --------------------------------------------------------------------------------
 
 
-def _default_key(kind: str, text: str) -> str:
-    """The key ``synopsis memory put`` derives: the same memory put twice is one memory."""
-    from synopsis.cli.memory import default_key
-
-    return default_key(kind, text)
-
-
 @router.post("/v1/memories", tags=["memories"], status_code=201, response_model=MemoryOut)
 async def put_memory(body: MemoryIn, tenant: Tenant, s: Svc) -> MemoryOut:
     """Insert or replace a long-term memory (redacted first when the server's policy is on)."""
@@ -195,7 +189,7 @@ async def put_memory(body: MemoryIn, tenant: Tenant, s: Svc) -> MemoryOut:
     item = await s.store.put(
         tenant,
         body.namespace,
-        body.key or _default_key(body.kind, text),
+        body.key or default_key(body.kind, text),
         text,
         kind=body.kind,
         tags=body.tags,

@@ -17,7 +17,7 @@ abort are reused.
 
 Opening checks the URL's shape, then makes one connection bounded by ``connect_timeout``
 (passed to libpq), which migrates the schema, before the pool opens: an unreachable server or
-a refused login is one :class:`DatabaseError` naming the host, never the password.
+a refused login is one :class:`~synopsis.errors.DatabaseError` naming the host, never the password.
 """
 
 from __future__ import annotations
@@ -43,13 +43,13 @@ from tenacity import (
 )
 
 from synopsis._flow import adrive, drive
-from synopsis.errors import ConfigError, MigrationError, StoreError
+from synopsis.errors import ConfigError, DatabaseError, MigrationError, StoreError
 from synopsis.memory import _operations as ops
 from synopsis.memory._types import Embedder
 from synopsis.memory.postgres import plans
 from synopsis.memory.postgres.sql import Statement
 
-__all__ = ["AsyncPostgresStore", "DatabaseError", "PostgresStore"]
+__all__ = ["AsyncPostgresStore", "PostgresStore"]
 
 T = TypeVar("T")
 P = ParamSpec("P")
@@ -63,15 +63,6 @@ _OPERATION_NAMES = {
     "fail_outbox": "outbox",
     "delete_user_summaries": "delete_user",
 }
-
-
-class DatabaseError(StoreError):
-    """PostgreSQL refused or failed an operation; ``operation`` and ``sqlstate`` say which."""
-
-    def __init__(self, message: str, *, operation: str, sqlstate: str | None) -> None:
-        super().__init__(message)
-        self.operation = operation
-        self.sqlstate = sqlstate
 
 
 def _translate(exc: psycopg.Error, what: str) -> StoreError:
