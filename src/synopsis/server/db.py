@@ -12,41 +12,23 @@ a worker thread. PostgreSQL: one autocommit connection (sync) or a connection po
 from __future__ import annotations
 
 import asyncio
-import functools
-import re
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
+from synopsis._sql import sqlite as lite
 from synopsis.errors import MigrationError, StoreError
 from synopsis.memory.open import parse_db
-from synopsis.server._sql import Dialect, Plan, Rows, Statement, migrate, schema_version
+from synopsis.server._sql import Dialect, Plan, migrate, schema_version
 
 if TYPE_CHECKING:
-    import psycopg
     from psycopg_pool import AsyncConnectionPool
 
 __all__ = ["AsyncDatabase", "Database"]
 
 T = TypeVar("T")
-_PARAM = re.compile(r"(?<![:\w]):([A-Za-z_]\w*)")
-
-
-@functools.lru_cache(maxsize=512)
-def _pyformat(sql: str) -> str:
-    """``:name`` -> ``%(name)s`` for psycopg (our SQL holds no literal ``%``)."""
-    return _PARAM.sub(r"%(\1)s", sql)
-
-
-def _step(plan: Plan[T], rows: Rows | None) -> tuple[Statement | None, T | None]:
-    """Advance ``plan``: the next statement, or (None, result) when it returned."""
-    try:
-        return (next(plan) if rows is None else plan.send(rows)), None
-    except StopIteration as stop:
-        return None, stop.value
 
 
 # --- SQLite ----------------------------------------------------------------------------------
@@ -70,12 +52,12 @@ class _SQLite:
         self._reader.execute("PRAGMA query_only=1")
 
     def run(self, plan: Plan[T], write: bool) -> T:
-        with self._lock:
-            return _sqlite_transaction(self._conn, plan, "BEGIN IMMEDIATE" if write else "BEGIN")
+        with self._lock, lite.translated("run a query"):
+            return lite.run(self._conn, plan, "BEGIN IMMEDIATE" if write else "BEGIN")
 
     def lookup(self, plan: Plan[T]) -> T:
-        with self._reader_lock:
-            return _sqlite_transaction(self._reader, plan, "BEGIN")
+        with self._reader_lock, lite.translated("run a query"):
+            return lite.run(self._reader, plan, "BEGIN")
 
     def close(self) -> None:
         with self._lock, self._reader_lock:
@@ -84,7 +66,7 @@ class _SQLite:
 
 
 def _sqlite_connect(path: str, busy_timeout: float) -> sqlite3.Connection:
-    with _translated("open the database"):
+    with lite.translated("open the database"):
         conn = sqlite3.connect(
             path, timeout=busy_timeout, isolation_level=None, check_same_thread=False
         )
@@ -92,71 +74,7 @@ def _sqlite_connect(path: str, busy_timeout: float) -> sqlite3.Connection:
         return conn
 
 
-def _sqlite_transaction(conn: sqlite3.Connection, plan: Plan[T], begin: str) -> T:
-    with _translated("run a query"):
-        conn.execute(begin)
-        try:
-            result = _sqlite_drive(conn, plan)
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
-        conn.execute("COMMIT")
-        return result
-
-
-def _sqlite_drive(conn: sqlite3.Connection, plan: Plan[T]) -> T:
-    statement, result = _step(plan, None)
-    while statement is not None:
-        if statement.many is not None:
-            conn.executemany(statement.sql, statement.many)
-            rows: Rows = []
-        else:
-            rows = conn.execute(statement.sql, statement.params).fetchall()
-        statement, result = _step(plan, rows)
-    return result  # type: ignore[return-value]
-
-
-@contextmanager
-def _translated(action: str) -> Iterator[None]:
-    try:
-        yield
-    except sqlite3.Error as exc:
-        raise StoreError(f"sqlite could not {action}: {exc}") from exc
-
-
 # --- PostgreSQL ------------------------------------------------------------------------------
-
-
-def _pg_error(exc: Exception, what: str) -> StoreError:
-    """A psycopg error without its text (which may quote data), naming the SQLSTATE."""
-    state = getattr(exc, "sqlstate", None)
-    return StoreError(f"PostgreSQL {what} failed: {type(exc).__name__} (SQLSTATE {state})")
-
-
-def _pg_drive(cursor: psycopg.Cursor[Any], plan: Plan[T]) -> T:
-    statement, result = _step(plan, None)
-    while statement is not None:
-        if statement.many is not None:
-            cursor.executemany(_pyformat(statement.sql), statement.many)
-            rows: Rows = []
-        else:
-            cursor.execute(_pyformat(statement.sql), statement.params)
-            rows = cursor.fetchall() if cursor.description else []
-        statement, result = _step(plan, rows)
-    return result  # type: ignore[return-value]
-
-
-async def _pg_adrive(cursor: psycopg.AsyncCursor[Any], plan: Plan[T]) -> T:
-    statement, result = _step(plan, None)
-    while statement is not None:
-        if statement.many is not None:
-            await cursor.executemany(_pyformat(statement.sql), statement.many)
-            rows: Rows = []
-        else:
-            await cursor.execute(_pyformat(statement.sql), statement.params)
-            rows = await cursor.fetchall() if cursor.description else []
-        statement, result = _step(plan, rows)
-    return result  # type: ignore[return-value]
 
 
 class _Postgres:
@@ -165,22 +83,25 @@ class _Postgres:
     def __init__(self, url: str, schema: str) -> None:
         import psycopg
 
+        from synopsis._sql import postgres
+
         self.dialect = Dialect("postgres", schema)
         self._lock = threading.Lock()
         try:
             self._conn = psycopg.connect(url, autocommit=True)
         except psycopg.Error as exc:
-            raise _pg_error(exc, "connect") from exc
+            raise postgres.error(exc, "connect") from exc
 
     def run(self, plan: Plan[T], write: bool) -> T:
         import psycopg
 
+        from synopsis._sql import postgres
+
         with self._lock:
             try:
-                with self._conn.transaction(), self._conn.cursor() as cursor:
-                    return _pg_drive(cursor, plan)
+                return postgres.run(self._conn, plan)
             except psycopg.Error as exc:
-                raise _pg_error(exc, "query") from exc
+                raise postgres.error(exc, "query") from exc
 
     def close(self) -> None:
         self._conn.close()
@@ -294,11 +215,13 @@ class AsyncDatabase:
         assert self._pool is not None
         import psycopg
 
+        from synopsis._sql import postgres
+
         try:
-            async with self._pool.connection() as conn, conn.transaction(), conn.cursor() as cursor:
-                return await _pg_adrive(cursor, plan)
+            async with self._pool.connection() as conn:
+                return await postgres.arun(conn, plan)
         except psycopg.Error as exc:
-            raise _pg_error(exc, "query") from exc
+            raise postgres.error(exc, "query") from exc
 
     async def version(self) -> int:
         """The version the server's tables are at (for the readiness probe)."""
@@ -317,17 +240,19 @@ async def _open_pool(
     import psycopg
     from psycopg_pool import AsyncConnectionPool
 
+    from synopsis._sql import postgres
+
     pool: AsyncConnectionPool[Any] = AsyncConnectionPool(
         url, min_size=1, max_size=size, open=False, kwargs={"autocommit": True}
     )
     try:
         await pool.open(wait=True, timeout=30.0)
-        async with pool.connection() as conn, conn.transaction(), conn.cursor() as cursor:
-            await _pg_adrive(cursor, migrate(Dialect("postgres", schema), clock()))
+        async with pool.connection() as conn:
+            await postgres.arun(conn, migrate(Dialect("postgres", schema), clock()))
     except psycopg.Error as exc:
         await pool.close()
         raise MigrationError(
-            f"could not migrate the server's tables: {_pg_error(exc, 'migration')}"
+            f"could not migrate the server's tables: {postgres.error(exc, 'migration')}"
         ) from exc
     except BaseException:
         await pool.close()

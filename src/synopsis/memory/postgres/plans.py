@@ -20,10 +20,12 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable, Generator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
+from synopsis import _sql
+from synopsis._sql import Rows
 from synopsis.errors import ConfigError, InvalidInput, MigrationError, StoreError
 from synopsis.memory import _operations as ops
 from synopsis.memory._checks import (
@@ -48,9 +50,8 @@ from synopsis.memory.ranking import indexed_terms
 __all__ = ["Plan", "PostgresPlans", "Rows", "migrate"]
 
 T = TypeVar("T")
-Rows = list[tuple[Any, ...]]
 #: A pure operation: yields statements, is sent each statement's rows, returns its result.
-Plan = Generator[q.Statement, Rows, T]
+Plan = _sql.Plan[q.Statement, T]
 #: The fewest items the first step of a tiered search fetches (see ``_tiered``).
 FIRST_STEP = 256
 

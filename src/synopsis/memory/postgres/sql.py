@@ -22,6 +22,7 @@ from synopsis.memory.postgres.schema import (
     MIGRATIONS,
     Statement,
     advisory_key,
+    composed,
     current_version,
     migration,
     migration_lock,
@@ -491,7 +492,7 @@ def tenant_terms(schema: str, tenant: str, terms: Sequence[str], now: float) -> 
     params: dict[str, Any] = {f"q{i}": tsquery_text([term]) for i, term in enumerate(terms)}
     # A term never holds "/" (U+002F); "0" (U+0030) sorts right after it.
     params.update(stats.params, low=[t + "/" for t in terms], high=[t + "0" for t in terms])
-    return stmt(schema, _TENANT_TERMS, params, stats=stats.query, expired=expired)
+    return stmt(schema, _TENANT_TERMS, params, stats=composed(stats), expired=expired)
 
 
 def vector_candidates(schema: str, embedder: str | None, **scope: Unpack[Scope]) -> Statement:

@@ -26,9 +26,9 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Final
 
+from synopsis._sql import Statement
 from synopsis.errors import InvalidNamespace
 from synopsis.memory._checks import (
     PutRequest,
@@ -52,7 +52,6 @@ __all__ = [
     "READ_VERSION",
     "SEPARATOR",
     "WRITE_VERSION",
-    "Batch",
     "Statement",
     "decode_path",
     "encode_path",
@@ -74,20 +73,6 @@ _SUMMARY_COLUMNS: Final = (
     "s.tenant, s.user_id, s.session_id, s.version, s.text, s.covers_from, s.covers_to, "
     "s.model, s.content_hash, s.created_at"
 )
-
-
-@dataclass(frozen=True, slots=True)
-class Statement:
-    sql: str
-    params: tuple[object, ...] = ()
-
-
-@dataclass(frozen=True, slots=True)
-class Batch:
-    """One statement run once per parameter row (``executemany``)."""
-
-    sql: str
-    rows: list[tuple[object, ...]]
 
 
 # --- namespaces and queries --------------------------------------------------------------
@@ -227,14 +212,14 @@ def upsert_memories(
     return statements
 
 
-def upsert_vectors(rows: Sequence[tuple[int, bytes, str | None]]) -> Batch:
+def upsert_vectors(rows: Sequence[tuple[int, bytes, str | None]]) -> Statement:
     """:func:`upsert_vector` for many ``(memory_id, blob, embedder_id)`` rows."""
-    return Batch(upsert_vector(0, b"", None).sql, list(rows))
+    return Statement(upsert_vector(0, b"", None).sql, many=list(rows))
 
 
-def delete_vectors(memory_ids: Sequence[int]) -> Batch:
+def delete_vectors(memory_ids: Sequence[int]) -> Statement:
     """:func:`delete_vector` for many ids."""
-    return Batch(delete_vector(0).sql, [(memory_id,) for memory_id in memory_ids])
+    return Statement(delete_vector(0).sql, many=[(memory_id,) for memory_id in memory_ids])
 
 
 def upsert_vector(memory_id: int, blob: bytes, embedder_id: str | None) -> Statement:
