@@ -293,10 +293,19 @@ def _prepare_item(
         raise item_error(index, InvalidInput(f"expected a NewMemory, got {type(item).__name__}"))
     try:
         request = prepare_put(
-            tenant, item.namespace, item.key, item.text, kind=item.kind, tags=item.tags,
-            ttl=item.ttl, created_at=item.created_at, updated_at=item.updated_at,
-            expires_at=item.expires_at, context=item.context, namespaces=namespaces,
-        )  # fmt: skip
+            tenant,
+            item.namespace,
+            item.key,
+            item.text,
+            kind=item.kind,
+            tags=item.tags,
+            ttl=item.ttl,
+            created_at=item.created_at,
+            updated_at=item.updated_at,
+            expires_at=item.expires_at,
+            context=item.context,
+            namespaces=namespaces,
+        )
     except (InvalidInput, InvalidNamespace) as exc:
         raise item_error(index, exc) from exc
     return request

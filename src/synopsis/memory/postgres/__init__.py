@@ -2,7 +2,7 @@
 
 :mod:`.store` holds :class:`PostgresStore` and :class:`AsyncPostgresStore`, which drive the
 plans of :mod:`.plans` over psycopg; :mod:`.schema` the tables and migrations; :mod:`.sql`,
-:mod:`.summaries` and :mod:`.vectors` the statements; :mod:`.tiers` the impact tiers of
+:mod:`.summaries` and :mod:`.reembed` the statements; :mod:`.tiers` the impact tiers of
 keyword search. :class:`~synopsis.errors.DatabaseError` is re-exported here from
 :mod:`synopsis.errors`, where it lives. The stores (and psycopg) load on first use.
 """

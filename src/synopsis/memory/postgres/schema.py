@@ -342,8 +342,16 @@ _V9: Final[tuple[LiteralString, ...]] = (
 
 #: Ordered migrations; migration ``n`` (1-based) brings the schema to version ``n``.
 MIGRATIONS: Final[tuple[tuple[LiteralString, ...], ...]] = (
-    _V1, _V2, _V3, _V4, _V5, _V6, _V7, _V8, _V9,
-)  # fmt: skip
+    _V1,
+    _V2,
+    _V3,
+    _V4,
+    _V5,
+    _V6,
+    _V7,
+    _V8,
+    _V9,
+)
 
 
 def migration_lock(schema: str) -> Statement:

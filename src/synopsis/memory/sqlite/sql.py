@@ -166,11 +166,19 @@ def _memory_values(request: PutRequest, terms: Sequence[str], now: float) -> tup
     """The column values a put of ``request`` at ``now`` writes (``terms``: its indexed terms)."""
     created = now if request.created_at is None else request.created_at
     return (
-        request.tenant, encode_path(request.namespace), request.key, request.text, request.kind,
+        request.tenant,
+        encode_path(request.namespace),
+        request.key,
+        request.text,
+        request.kind,
         json.dumps(request.tags, ensure_ascii=False, sort_keys=True) if request.tags else "{}",
-        " ".join(terms), len(terms), created, request.updated(now), request.expiry(now),
+        " ".join(terms),
+        len(terms),
+        created,
+        request.updated(now),
+        request.expiry(now),
         request.context,
-    )  # fmt: skip
+    )
 
 
 def upsert_memory(request: PutRequest, terms: Sequence[str], now: float) -> Statement:

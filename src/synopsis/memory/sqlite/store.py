@@ -54,8 +54,8 @@ from synopsis.memory._guards import Claim, Guard
 from synopsis.memory._identity import embedder_identity
 from synopsis.memory._sql_rows import read_outbox_entry, read_summary
 from synopsis.memory.ranking import indexed_terms, pack_vector
+from synopsis.memory.sqlite import reembed as vsql
 from synopsis.memory.sqlite import sql
-from synopsis.memory.sqlite import vectors as vsql
 
 __all__ = ["AsyncSQLiteStore", "SQLiteStore"]
 
@@ -201,10 +201,14 @@ def _keyword(
     if not size:
         return []
     statement = sql.keyword_page(
-        request, now, scope_size=size, scope_length=int(length),
+        request,
+        now,
+        scope_size=size,
+        scope_length=int(length),
         scan=scans_scope(conn, request.terms, size),
-        limit=limit, offset=offset,
-    )  # fmt: skip
+        limit=limit,
+        offset=offset,
+    )
     return [(row[:10], row[10]) for row in conn.execute(statement.text, statement.params)]
 
 
@@ -287,8 +291,13 @@ class _Database:
     ) -> _types.MemoryItem:
         return self._put(request, vector, guard, embedder_id)
 
-    def _put(self, request: PutRequest, vector: ops.Vector | None, guard: Guard | None,
-             embedder_id: str | None) -> _types.MemoryItem:  # fmt: skip
+    def _put(
+        self,
+        request: PutRequest,
+        vector: ops.Vector | None,
+        guard: Guard | None,
+        embedder_id: str | None,
+    ) -> _types.MemoryItem:
         terms = indexed_terms(request.text, request.context)
         with self._writing("store a memory") as conn:
             _check_guard(conn, guard)
@@ -352,8 +361,9 @@ class _Database:
         assert query_vector is not None
         return self._search_vectors(request, now, query_vector, embedder_id)
 
-    def _search_vectors(self, request: SearchRequest, now: float, query_vector: ops.Vector,
-                        embedder_id: str | None) -> list[_types.SearchHit]:  # fmt: skip
+    def _search_vectors(
+        self, request: SearchRequest, now: float, query_vector: ops.Vector, embedder_id: str | None
+    ) -> list[_types.SearchHit]:
         with self._reading("search memories") as conn, _snapshot(conn):
             statement = sql.search_vectors(request, now, embedder_id)
             vector_rows = conn.execute(statement.text, statement.params).fetchall()
@@ -409,8 +419,12 @@ class _Database:
         return [(sql.decode_path(path), key, text) for path, key, text in rows]
 
     @ops.stepless
-    def set_vectors(self, tenant: str, rows: list[tuple[_types.Namespace, str, str, ops.Vector]],
-                    embedder_id: str) -> int:  # fmt: skip
+    def set_vectors(
+        self,
+        tenant: str,
+        rows: list[tuple[_types.Namespace, str, str, ops.Vector]],
+        embedder_id: str,
+    ) -> int:
         packed = [(ns, key, text, pack_vector(vector)) for ns, key, text, vector in rows]
         batch = vsql.sqlite_set_vectors(tenant, packed, embedder_id)
         with self._writing("store vectors") as conn:

@@ -1,11 +1,6 @@
-"""Pure SQL builders for ``reembed`` on the SQLite backend (no I/O).
-
-Statements that embed the memories lacking a vector of the store's embedder (none at all, or
-one another model made): count them, read a batch of them (oldest first), write their vectors
-with the embedder's identity; and one that forgets every vector of a tenant (``reembed
---all``). A vector is written only while the item still holds the text that was embedded, so
-a ``put`` that replaced the text meanwhile keeps its own vector (or none), and the item is
-picked up by the next batch.
+"""The statements of ``reembed`` on SQLite (pure; what they do: the reembed methods of
+:class:`~synopsis.memory._backend.Backend`). A vector lives in ``memory_vectors``, one row per
+item, with the identity of the model that made it.
 """
 
 from __future__ import annotations
