@@ -26,6 +26,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, Unpack
 
 from synopsis._flow import Emit, Flow, adrive, drive
+from synopsis._options import check_twin
 from synopsis.compaction._flow import (
     CompactionResult,
     CompactionStep,
@@ -76,6 +77,8 @@ class _Driver:
         self.archive: Archive | None = (
             JsonlArchive(archive) if isinstance(archive, str) else archive
         )
+        # Both twins write the archive synchronously (the async one in a worker thread).
+        check_twin(self.archive, role="archive", method="write", async_=False, owner="a compactor")
         self.prompts = self.options.prompts
 
     @property
@@ -148,6 +151,9 @@ class Compactor(_Driver):
     ) -> None:
         super().__init__(options, keywords)
         check_sync_handlers(self.options.on_event)
+        check_twin(
+            summarizer, role="summarizer", method="summarize", async_=False, owner="Compactor"
+        )
         self.summarizer: SummarizerLike = summarizer or Summarizer(
             **self._summarizer_options(), sleep=sleep, rng=rng
         )
@@ -202,6 +208,9 @@ class AsyncCompactor(_Driver):
         **keywords: Unpack[CompactionKeywords],
     ) -> None:
         super().__init__(options, keywords)
+        check_twin(
+            summarizer, role="summarizer", method="summarize", async_=True, owner="AsyncCompactor"
+        )
         self.summarizer: AsyncSummarizerLike = summarizer or AsyncSummarizer(
             **self._summarizer_options(), sleep=sleep, rng=rng
         )

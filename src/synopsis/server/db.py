@@ -15,15 +15,17 @@ import asyncio
 import sqlite3
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from synopsis._sql import sqlite as lite
-from synopsis.errors import MigrationError, StoreError
-from synopsis.memory.open import parse_db
+from synopsis.errors import MigrationError, SessionConflict, StoreError
+from synopsis.memory.open import parse_db, require_postgres_extra
 from synopsis.server._sql import Dialect, Plan, migrate, schema_version
 
 if TYPE_CHECKING:
+    import psycopg
     from psycopg_pool import AsyncConnectionPool
 
 __all__ = ["AsyncDatabase", "Database"]
@@ -52,11 +54,11 @@ class _SQLite:
         self._reader.execute("PRAGMA query_only=1")
 
     def run(self, plan: Plan[T], write: bool) -> T:
-        with self._lock, lite.translated("run a query"):
+        with self._lock, _translated("run a query"):
             return lite.run(self._conn, plan, "BEGIN IMMEDIATE" if write else "BEGIN")
 
     def lookup(self, plan: Plan[T]) -> T:
-        with self._reader_lock, lite.translated("run a query"):
+        with self._reader_lock, _translated("run a query"):
             return lite.run(self._reader, plan, "BEGIN")
 
     def close(self) -> None:
@@ -66,7 +68,7 @@ class _SQLite:
 
 
 def _sqlite_connect(path: str, busy_timeout: float) -> sqlite3.Connection:
-    with lite.translated("open the database"):
+    with _translated("open the database"):
         conn = sqlite3.connect(
             path, timeout=busy_timeout, isolation_level=None, check_same_thread=False
         )
@@ -74,7 +76,39 @@ def _sqlite_connect(path: str, busy_timeout: float) -> sqlite3.Connection:
         return conn
 
 
+@contextmanager
+def _translated(action: str) -> Iterator[None]:
+    """The shared translation, plus the server's own rule: a write that met a concurrent one
+    on the same rows is a :class:`SessionConflict` (the request may be retried)."""
+    with lite.translated(action):
+        try:
+            yield
+        except sqlite3.IntegrityError as exc:  # the twin of PostgreSQL's 23505
+            raise SessionConflict(
+                f"a concurrent write to the same rows conflicted ({exc}); retry the request"
+            ) from exc
+
+
 # --- PostgreSQL ------------------------------------------------------------------------------
+
+
+#: SQLSTATEs of a write that met another one (unique violation, serialization failure,
+#: deadlock): the request may be retried, the database is fine.
+_PG_CONFLICTS = frozenset({"23505", "40001", "40P01"})
+
+
+def _pg_error(exc: psycopg.Error, what: str) -> StoreError | SessionConflict:
+    """The shared translation (no driver text, the SQLSTATE named), except that a conflict
+    between concurrent writes is a :class:`SessionConflict` (409), not a 503."""
+    from synopsis._sql import postgres
+
+    state = exc.sqlstate
+    if state in _PG_CONFLICTS:
+        return SessionConflict(
+            f"a concurrent write to the same rows conflicted ({type(exc).__name__}, SQLSTATE "
+            f"{state}); retry the request"
+        )
+    return postgres.error(exc, what)
 
 
 class _Postgres:
@@ -83,14 +117,12 @@ class _Postgres:
     def __init__(self, url: str, schema: str) -> None:
         import psycopg
 
-        from synopsis._sql import postgres
-
         self.dialect = Dialect("postgres", schema)
         self._lock = threading.Lock()
         try:
             self._conn = psycopg.connect(url, autocommit=True)
         except psycopg.Error as exc:
-            raise postgres.error(exc, "connect") from exc
+            raise _pg_error(exc, "connect") from exc
 
     def run(self, plan: Plan[T], write: bool) -> T:
         import psycopg
@@ -101,7 +133,7 @@ class _Postgres:
             try:
                 return postgres.run(self._conn, plan)
             except psycopg.Error as exc:
-                raise postgres.error(exc, "query") from exc
+                raise _pg_error(exc, "query") from exc
 
     def close(self) -> None:
         self._conn.close()
@@ -120,7 +152,10 @@ class _Runner(Protocol):
 
 def _open_sync(db: str, schema: str) -> _Runner:
     kind, target = parse_db(db)
-    return _SQLite(target) if kind == "sqlite" else _Postgres(target, schema)
+    if kind == "sqlite":
+        return _SQLite(target)
+    require_postgres_extra()
+    return _Postgres(target, schema)
 
 
 def _migrated(runner: _Runner, clock: Callable[[], float]) -> None:
@@ -129,7 +164,7 @@ def _migrated(runner: _Runner, clock: Callable[[], float]) -> None:
     except MigrationError:
         runner.close()
         raise
-    except StoreError as exc:
+    except (StoreError, SessionConflict) as exc:
         runner.close()
         raise MigrationError(f"could not migrate the server's tables: {exc}") from exc
 
@@ -196,6 +231,7 @@ class AsyncDatabase:
             sqlite = await asyncio.to_thread(_SQLite, target)
             await asyncio.to_thread(_migrated, sqlite, clock)
             return cls(sqlite.dialect, sqlite=sqlite, clock=clock)
+        require_postgres_extra()
         return cls(
             Dialect("postgres", schema),
             pool=await _open_pool(target, schema, pool_size, clock),
@@ -221,7 +257,7 @@ class AsyncDatabase:
             async with self._pool.connection() as conn:
                 return await postgres.arun(conn, plan)
         except psycopg.Error as exc:
-            raise postgres.error(exc, "query") from exc
+            raise _pg_error(exc, "query") from exc
 
     async def version(self) -> int:
         """The version the server's tables are at (for the readiness probe)."""
@@ -252,7 +288,7 @@ async def _open_pool(
     except psycopg.Error as exc:
         await pool.close()
         raise MigrationError(
-            f"could not migrate the server's tables: {postgres.error(exc, 'migration')}"
+            f"could not migrate the server's tables: {_pg_error(exc, 'migration')}"
         ) from exc
     except BaseException:
         await pool.close()
