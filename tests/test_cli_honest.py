@@ -14,11 +14,13 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+import click
 import pytest
 from click.testing import CliRunner, Result
 from rich.console import Console
 
 from synopsis.cli import Terminal, main
+from synopsis.messages import content_type
 from synopsis.transcripts import load_transcript
 
 EXAMPLE = Path(__file__).parent.parent / "examples" / "coding-session.json"
@@ -46,7 +48,9 @@ def example(tmp_path: Path) -> Path:
 
 
 def summary_of(path: Path) -> str:
-    return str(load_transcript(path).messages[-1]["content"])
+    """The summary's text (the newest request and the last message stay after it)."""
+    messages = load_transcript(path).messages
+    return next(str(m["content"]) for m in messages if content_type(m) == "summary")
 
 
 # -- 4. the archive -----------------------------------------------------------------------------
@@ -271,9 +275,17 @@ def test_a_store_error_is_exit_4(tmp_path: Path) -> None:
     assert json.loads(as_json.stdout)["error"]["type"] == "StoreError"
 
 
-@pytest.mark.parametrize(
-    "command", [[], ["count"], ["compact"], ["memory"], ["memory", "search"], ["memory", "import"]]
-)
+def every_command(group: click.Group, path: tuple[str, ...] = ()) -> Iterator[list[str]]:
+    """The command line of ``group`` and of every command and group under it."""
+    yield list(path)
+    for name, command in sorted(group.commands.items()):
+        if isinstance(command, click.Group):
+            yield from every_command(command, (*path, name))
+        else:
+            yield [*path, name]
+
+
+@pytest.mark.parametrize("command", list(every_command(main)), ids=" ".join)
 def test_help_lists_the_exit_codes(command: list[str]) -> None:
     text = " ".join(run(*command, "--help").output.split())
     assert EXIT_CODES in text and "4 store error" in text
@@ -350,15 +362,21 @@ def test_import_advances_per_batch_on_a_terminal(tmp_path: Path) -> None:
 def test_compact_reads_stdin_and_writes_stdout(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """`compact - -o -` is a filter; its archive, with no file to sit next to, is
-    ./stdin.archive.jsonl, named in the summary."""
+    """`compact - -o -` is a filter: with no file to sit next to, it archives only where
+    --archive says, and writes nothing into the working directory."""
     monkeypatch.chdir(tmp_path)
-    args = ["compact", "-", "-o", "-", *TRIGGER, "--quiet"]
+    for args in (["compact", "-"], ["compact", "-", "-o", "-"]):
+        result = run(*args, *TRIGGER, "--quiet", input=EXAMPLE.read_text(encoding="utf-8"))
+        assert result.exit_code == 0, result.output
+        assert any("<synopsis:summary " in m["content"] for m in json.loads(result.stdout))
+        assert list(tmp_path.iterdir()) == []
+    archive = tmp_path / "kept" / "replaced.jsonl"
+    archive.parent.mkdir()
+    args = ["compact", "-", "--archive", str(archive), *TRIGGER, "--quiet"]
     result = run(*args, input=EXAMPLE.read_text(encoding="utf-8"))
     assert result.exit_code == 0, result.output
-    messages = json.loads(result.stdout)
-    archive = tmp_path / "stdin.archive.jsonl"
-    assert archive.exists() and str(archive) in messages[-1]["content"]
+    summary = next(m["content"] for m in json.loads(result.stdout) if content_type(m) == "summary")
+    assert archive.exists() and str(archive) in summary
 
 
 def test_count_reads_stdin() -> None:

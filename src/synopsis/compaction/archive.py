@@ -3,6 +3,8 @@
 An archive is any object with ``write(messages, *, session_id) -> str`` returning where the
 messages went (a path or URI that the summary then points to). The default appends them to a
 JSONL transcript per session, which :func:`synopsis.transcripts.load_transcript` reads back.
+An archive that also has ``path_for(session_id)`` (:class:`LocatedArchive`) says where a write
+would go without writing, which a dry run shows (and quotes in its stand-in summary).
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from typing import Any, Final, Protocol, runtime_checkable
 from synopsis.errors import CompactionError
 from synopsis.transcripts import json_line
 
-__all__ = ["Archive", "JsonlArchive", "MemoryArchive"]
+__all__ = ["Archive", "JsonlArchive", "LocatedArchive", "MemoryArchive"]
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 # Appending only (O_APPEND), never through a symlink (O_NOFOLLOW), not inherited by children.
@@ -29,6 +31,13 @@ _APPEND: Final = (
 @runtime_checkable
 class Archive(Protocol):
     def write(self, messages: Sequence[Mapping[str, Any]], *, session_id: str | None) -> str: ...
+
+
+@runtime_checkable
+class LocatedArchive(Archive, Protocol):
+    """An archive that knows, before writing, the path its ``write`` returns."""
+
+    def path_for(self, session_id: str | None) -> Path: ...
 
 
 class JsonlArchive:

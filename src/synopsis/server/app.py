@@ -33,8 +33,8 @@ from synopsis import (
 )
 from synopsis._flow import offloading
 from synopsis.errors import MigrationError
-from synopsis.memory import AsyncPostgresStore, AsyncSessionStore, AsyncSQLiteStore
-from synopsis.memory.open import parse_db
+from synopsis.memory import AsyncSessionStore, AsyncSQLiteStore
+from synopsis.memory.open import parse_db, require_postgres_extra
 from synopsis.server import errors
 from synopsis.server._sql import MIGRATIONS
 from synopsis.server.db import AsyncDatabase
@@ -47,6 +47,7 @@ from synopsis.server.options import ServerOptions
 from synopsis.server.schemas import ErrorBody, Health, Readiness
 from synopsis.server.sessions import AsyncSessionHistories
 from synopsis.server.summary_cache import SummaryCache
+from synopsis.server.upstreams import TenantSlots, Upstreams
 from synopsis.tokens import TokenCounter, default_estimate
 
 __all__ = ["create_app"]
@@ -93,6 +94,8 @@ async def _open_store(options: ServerOptions) -> AsyncSessionStore:
     kind, target = parse_db(options.db)
     if kind == "sqlite":
         return await asyncio.to_thread(AsyncSQLiteStore, target)
+    from synopsis.memory.postgres import AsyncPostgresStore  # the postgres extra, checked
+
     return await AsyncPostgresStore.connect(target, schema=options.schema)
 
 
@@ -148,6 +151,8 @@ async def _start(app: FastAPI, options: ServerOptions, build: _Builders) -> Serv
             transport=build.transport or upstream_transport(),
             timeout=httpx.Timeout(options.upstream_timeout, connect=10.0),
         ),
+        upstreams=Upstreams(options.upstreams, options.upstream_url, options.upstream_api_key),
+        slots=TenantSlots(options.upstream_concurrency),
     )
 
 
@@ -196,6 +201,8 @@ def create_app(
     replaces the network under the proxy's HTTP client.
     """
     options = options or ServerOptions()
+    if parse_db(options.db)[0] == "postgres":
+        require_postgres_extra()  # before start-up: the server extra alone serves SQLite
     build = _Builders(model=model, transport=upstream_transport, clock=clock)
 
     @asynccontextmanager
@@ -220,11 +227,12 @@ def create_app(
     app.state.metrics = Metrics()
     errors.install(app)
     _add_probes(app)
-    from synopsis.server import admin, api, proxy
+    from synopsis.server import admin, api, native, proxy
 
     app.include_router(api.router)
     app.include_router(admin.router)
     app.include_router(proxy.router)
+    app.include_router(native.router)
     app.add_middleware(MetricsMiddleware, metrics=app.state.metrics)
     app.state.offload = worker_pool(options.cpu_threads)
     quiet_access_log()
