@@ -1,10 +1,64 @@
 """Settings from the environment: the only place synopsis reads ``SYNOPSIS_*`` variables.
 
+==================================  ==========================  =================================
+variable                            field                       value (an empty variable counts
+                                                                as unset)
+==================================  ==========================  =================================
+``SYNOPSIS_DB``                     ``db``                      a SQLite file or a
+                                                                ``postgresql://`` URL (default
+                                                                ``./synopsis.db``)
+``SYNOPSIS_TENANT``                 ``tenant``                  the tenant id (no default)
+``SYNOPSIS_EMBEDDER``               ``embedder``                ``none``, ``static`` or ``e5``
+                                                                (default ``none``)
+``SYNOPSIS_SCHEMA``                 ``schema``                  PostgreSQL schema of the tables
+                                                                (a plain SQL identifier)
+``SYNOPSIS_HOST``                   ``host``                    address ``synopsis serve``
+                                                                listens on
+``SYNOPSIS_PORT``                   ``port``                    its port, 0..65535
+``SYNOPSIS_UPSTREAM``               ``upstream``                the proxy's OpenAI-compatible
+                                                                base URL (``http(s)://``)
+``SYNOPSIS_UPSTREAM_API_KEY``       ``upstream_api_key``        the upstream's API key (a secret:
+                                                                never shown, not even in an error)
+``SYNOPSIS_UPSTREAMS``              ``upstreams``               a TOML file naming upstreams by
+                                                                model
+``SYNOPSIS_UPSTREAM_TIMEOUT``       ``upstream_timeout``        seconds an upstream call may take
+                                                                (> 0)
+``SYNOPSIS_UPSTREAM_CONCURRENCY``   ``upstream_concurrency``    upstream calls one tenant may
+                                                                have in flight (>= 1)
+``SYNOPSIS_MODEL``                  ``model``                   the summarizer: ``extractive`` or
+                                                                ``provider:model``
+``SYNOPSIS_WORKERS``                ``workers``                 summary jobs one replica runs at
+                                                                once (>= 1)
+``SYNOPSIS_SUMMARIZE_EVERY``        ``summarize_every``         messages between background
+                                                                summaries (>= 1)
+``SYNOPSIS_TRIGGER_TOKENS``         ``trigger_tokens``          the proxy compacts above N tokens
+                                                                (0 = off)
+``SYNOPSIS_TRIGGER_MESSAGES``       ``trigger_messages``        ... or above N messages (0 = off)
+``SYNOPSIS_KEEP_TAIL``              ``keep_tail``               messages kept verbatim (>= 0)
+``SYNOPSIS_SUMMARY_CACHE``          ``summary_cache``           proxy summaries kept for reuse
+                                                                (0 = none)
+``SYNOPSIS_LEASE_SECONDS``          ``lease_seconds``           a claimed job's lease (> 0)
+``SYNOPSIS_DRAIN_SECONDS``          ``drain_seconds``           shutdown's wait for running jobs
+                                                                (>= 0)
+``SYNOPSIS_REDACT``                 ``redact``                  redact secrets and personal data:
+                                                                ``1``, ``true``, ``yes``, ``on``
+                                                                or ``0``, ``false``, ``no``,
+                                                                ``off``
+``SYNOPSIS_REDACT_MODE``            ``redact_mode``             ``mask``, ``hash`` or ``drop``
+                                                                (turns redaction on unless
+                                                                ``redact`` says off)
+``SYNOPSIS_REDACT_HASH_KEY``        ``redact_hash_key``         the key of ``hash`` mode's
+                                                                tokens, 16+ characters (a secret:
+                                                                never shown)
+``SYNOPSIS_LOG_LEVEL``              ``log_level``               ``critical`` .. ``debug``
 ``SYNOPSIS_MAX_BODY_BYTES``         ``max_body_bytes``          largest request body the server
                                                                 reads (>= 1024; 413 above it)
-``SYNOPSIS_CPU_THREADS``            ``cpu_threads``             worker threads for a request's CPU
-                                                                work (1..64)
-==================================  ==========================  =============================
+``SYNOPSIS_CPU_THREADS``            ``cpu_threads``             worker threads for a request's
+                                                                CPU work (1..64)
+``SYNOPSIS_ADMIN_KEY``              ``admin_key``               the admin API's key, 16+
+                                                                characters (a secret: never
+                                                                shown; unset = API off)
+==================================  ==========================  =================================
 
 The server's settings (from ``schema`` on) are None when their variable is unset: their
 defaults live in one place, :class:`synopsis.server.options.ServerOptions`, and ``synopsis
@@ -96,6 +150,7 @@ class Settings:
     log_level: LogLevel | None = None
     max_body_bytes: int | None = None
     cpu_threads: int | None = None
+    admin_key: str | None = field(default=None, repr=False)
 
     @classmethod
     def from_env(
@@ -248,6 +303,7 @@ _PARSERS: Final[Mapping[str, Callable[[str], Any]]] = {
     "log_level": _choice(LOG_LEVELS),
     "max_body_bytes": _integer(1024),
     "cpu_threads": _integer(1, 64),
+    "admin_key": _secret,
 }
 
 

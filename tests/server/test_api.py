@@ -30,7 +30,7 @@ def test_health_and_readiness_need_no_key(live: Live) -> None:
     with live.client() as client:
         assert client.get("/healthz").json() == {"status": "ok"}
         ready = client.get("/readyz").json()
-    assert ready == {"status": "ready", "database": "sqlite", "schema_version": 1}
+    assert ready == {"status": "ready", "database": "sqlite", "schema_version": 2}
 
 
 def test_openapi_document_and_docs_are_served(live: Live) -> None:

@@ -51,7 +51,7 @@ _DEFAULTS: dict[str, object] = {
     "cpu_threads": _D.cpu_threads,
 }
 #: Settings with no flag: a secret on the command line shows in the process list.
-_ENV_ONLY = ("redact_hash_key",)
+_ENV_ONLY = ("redact_hash_key", "admin_key")
 
 
 def _option(name: str, help: str = "", **settings: Any) -> Callable[[F], F]:
@@ -184,7 +184,8 @@ def serve(**flags: Any) -> None:
     """Run the HTTP service: REST API, OpenAI-compatible proxy, background summaries.
 
     A flag not given is read from its SYNOPSIS_* environment variable (named in its help);
-    a flag given always wins.
+    a flag given always wins. The admin API (/v1/admin/keys) is on when SYNOPSIS_ADMIN_KEY
+    is set.
     """
     options, log_level = options_from(flags, os.environ)
     try:
@@ -226,6 +227,8 @@ def _key_dict(key: Any) -> dict[str, Any]:
         "label": key.label,
         "created_at": key.created_at.isoformat(),
         "revoked_at": key.revoked_at.isoformat() if key.revoked_at else None,
+        "expires_at": key.expires_at.isoformat() if key.expires_at else None,
+        "rate_per_minute": key.rate_per_minute,
     }
 
 
@@ -233,12 +236,29 @@ def _key_dict(key: Any) -> dict[str, Any]:
 @_database
 @click.option("--tenant", required=True, help="The tenant this key acts for.")
 @click.option("--label", default="", help="A note to recognize the key by.")
+@click.option(
+    "--expires-in", type=click.FloatRange(min=0, min_open=True), help="Seconds until it expires."
+)
+@click.option("--rate-per-minute", type=click.IntRange(1), help="Requests a minute, per replica.")
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON object.")
 @guarded
-def create_key(db: str | None, schema: str | None, tenant: str, label: str, as_json: bool) -> None:
+def create_key(
+    db: str | None,
+    schema: str | None,
+    tenant: str,
+    label: str,
+    expires_in: float | None,
+    rate_per_minute: int | None,
+    as_json: bool,
+) -> None:
     """Create a key and print it once (only its hash is kept)."""
+    import time
+
+    expires_at = None if expires_in is None else time.time() + expires_in
     with _ring(db, schema) as ring:
-        issued = ring.create(tenant, label=label)
+        issued = ring.create(
+            tenant, label=label, expires_at=expires_at, rate_per_minute=rate_per_minute
+        )
     if as_json:
         emit_json({**_key_dict(issued.key), "key": issued.secret})
         return

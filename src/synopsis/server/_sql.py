@@ -90,8 +90,17 @@ def _migration_1(d: Dialect) -> list[str]:
     ]
 
 
+def _migration_2(d: Dialect) -> list[str]:
+    """Keys may expire and carry a request-rate limit (requests per minute, per replica)."""
+    keys = d.table("keys")
+    return [
+        f"ALTER TABLE {keys} ADD COLUMN expires_at {d.real}",
+        f"ALTER TABLE {keys} ADD COLUMN rate_per_minute INTEGER",
+    ]
+
+
 #: Each migration is a function of the dialect giving its statements, applied in order.
-MIGRATIONS: Final = (_migration_1,)
+MIGRATIONS: Final = (_migration_1, _migration_2)
 
 
 def _prelude(d: Dialect) -> list[Statement]:

@@ -227,9 +227,10 @@ def create_app(
     app.state.metrics = Metrics()
     errors.install(app)
     _add_probes(app)
-    from synopsis.server import api, native, proxy
+    from synopsis.server import admin, api, native, proxy
 
     app.include_router(api.router)
+    app.include_router(admin.router)
     app.include_router(proxy.router)
     app.include_router(native.router)
     app.add_middleware(MetricsMiddleware, metrics=app.state.metrics)

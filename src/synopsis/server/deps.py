@@ -85,9 +85,11 @@ async def tenant_of(
     """The tenant of the request's API key; 401 without a valid, unrevoked key."""
     if credentials is None:
         raise Unauthorized("missing API key: send Authorization: Bearer <key>")
-    key = await services(request).keys.authenticate(credentials.credentials)
+    keys = services(request).keys
+    key = await keys.authenticate(credentials.credentials)
     if key is None:
-        raise Unauthorized("invalid or revoked API key")
+        raise Unauthorized("invalid, expired or revoked API key")
+    keys.admit(key)  # RateLimited (429) over the key's rate
     return key.tenant
 
 

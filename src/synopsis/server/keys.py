@@ -10,18 +10,28 @@ hash speed, and every hash is already unique because every key is; so SHA-256 lo
 and lets each request be authenticated by one indexed lookup of the digest, in microseconds
 (the proxy's overhead budget is a few milliseconds). This is what GitHub and Stripe tokens do.
 
-The plans here are pure (see :mod:`synopsis.server._sql`); :class:`KeyRing` and
-:class:`AsyncKeyRing` run them.
+A key may expire (``expires_at``: refused from then on) and carry a request-rate limit
+(``rate_per_minute``: a token bucket per key in each replica; a request over it gets 429 with
+``Retry-After``). Keys are looked up on every request, never cached, so a revocation holds
+from the next request on, on every replica.
+
+The plans here are pure (see :mod:`synopsis.server._sql`); :class:`KeyRing` (the ``synopsis
+keys`` commands) and :class:`AsyncKeyRing` (the app and its admin API) run the same plans and
+checks: there is one implementation of each operation.
 """
 
 from __future__ import annotations
 
 import hashlib
+import math
 import secrets
+import threading
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from synopsis.errors import InvalidInput
+from synopsis.errors import InvalidInput, RateLimited
 from synopsis.server._sql import Dialect, Plan, Statement
 from synopsis.server.db import AsyncDatabase, Database
 
@@ -30,6 +40,7 @@ __all__ = [
     "AsyncKeyRing",
     "IssuedKey",
     "KeyRing",
+    "KeySpec",
     "digest_of",
     "new_key",
 ]
@@ -48,10 +59,18 @@ class ApiKey:
     label: str
     created_at: datetime
     revoked_at: datetime | None = None
+    expires_at: datetime | None = None
+    #: Requests per minute this key may make on one replica (None: no limit).
+    rate_per_minute: int | None = None
 
     @property
     def active(self) -> bool:
+        """Not revoked (an expired key is active but refused: see :meth:`usable`)."""
         return self.revoked_at is None
+
+    def usable(self, now: float) -> bool:
+        """Not revoked and not expired at ``now`` (seconds since the epoch)."""
+        return self.active and (self.expires_at is None or self.expires_at.timestamp() > now)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -81,6 +100,17 @@ def _check_tenant(tenant: str) -> str:
     return tenant
 
 
+#: The largest rate a key may be given (requests per minute).
+MAX_RATE = 1_000_000
+
+
+def _check_limits(expires_at: float | None, rate: int | None, now: float) -> None:
+    if expires_at is not None and (not math.isfinite(expires_at) or expires_at <= now):
+        raise InvalidInput("expires_at must be a time in the future")
+    if rate is not None and (isinstance(rate, bool) or not 1 <= rate <= MAX_RATE):
+        raise InvalidInput(f"rate_per_minute must be a whole number in 1..{MAX_RATE}")
+
+
 def _check_label(label: str) -> str:
     if len(label) > _MAX_LABEL or any(ord(c) < 32 for c in label):
         raise InvalidInput(f"label must be at most {_MAX_LABEL} printable characters")
@@ -92,7 +122,7 @@ def _when(value: float | None) -> datetime | None:
 
 
 def _api_key(row: tuple[object, ...]) -> ApiKey:
-    key_id, tenant, label, created, revoked = row
+    key_id, tenant, label, created, revoked, expires, rate = row
     created_at = _when(float(created))  # type: ignore[arg-type]
     assert created_at is not None
     return ApiKey(
@@ -101,33 +131,49 @@ def _api_key(row: tuple[object, ...]) -> ApiKey:
         label=str(label),
         created_at=created_at,
         revoked_at=_when(None if revoked is None else float(revoked)),  # type: ignore[arg-type]
+        expires_at=_when(None if expires is None else float(expires)),  # type: ignore[arg-type]
+        rate_per_minute=None if rate is None else int(rate),  # type: ignore[call-overload]
     )
 
 
-_COLUMNS = "key_id, tenant, label, created_at, revoked_at"
+_COLUMNS = "key_id, tenant, label, created_at, revoked_at, expires_at, rate_per_minute"
 
 
 # --- plans (pure) ----------------------------------------------------------------------------
 
 
-def create_plan(
-    d: Dialect, tenant: str, label: str, now: float, issued: tuple[str, str]
-) -> Plan[IssuedKey]:
-    """Store ``issued`` (a :func:`new_key` pair) for ``tenant``."""
+@dataclass(frozen=True, slots=True, kw_only=True)
+class KeySpec:
+    """What a new key is: its tenant, label, expiry (seconds since the epoch) and rate."""
+
+    tenant: str
+    label: str = ""
+    expires_at: float | None = None
+    rate_per_minute: int | None = None
+
+    def checked(self, now: float) -> KeySpec:
+        """The spec, or InvalidInput naming the field that cannot be."""
+        _check_limits(self.expires_at, self.rate_per_minute, now)
+        return KeySpec(
+            tenant=_check_tenant(self.tenant),
+            label=_check_label(self.label),
+            expires_at=self.expires_at,
+            rate_per_minute=self.rate_per_minute,
+        )
+
+
+def create_plan(d: Dialect, spec: KeySpec, now: float, issued: tuple[str, str]) -> Plan[IssuedKey]:
+    """Store ``issued`` (a :func:`new_key` pair) as ``spec`` says."""
     key_id, full_key = issued
-    yield Statement(
-        f"INSERT INTO {d.table('keys')} (key_id, tenant, digest, label, created_at)"
-        " VALUES (:key_id, :tenant, :digest, :label, :now)",
-        {
-            "key_id": key_id,
-            "tenant": tenant,
-            "digest": digest_of(full_key),
-            "label": label,
-            "now": now,
-        },
-    )
-    api_key = ApiKey(key_id=key_id, tenant=tenant, label=label, created_at=_when(now))  # type: ignore[arg-type]
-    return IssuedKey(key=api_key, secret=full_key)
+    rows = yield Statement(
+        f"INSERT INTO {d.table('keys')} (key_id, tenant, digest, label, created_at, expires_at,"
+        " rate_per_minute) VALUES (:key_id, :tenant, :digest, :label, :now, :expires, :rate)"
+        f" RETURNING {_COLUMNS}",
+        {"key_id": key_id, "tenant": spec.tenant, "digest": digest_of(full_key),
+         "label": spec.label, "now": now, "expires": spec.expires_at,
+         "rate": spec.rate_per_minute},
+    )  # fmt: skip
+    return IssuedKey(key=_api_key(rows[0]), secret=full_key)
 
 
 def find_plan(d: Dialect, key: str) -> Plan[ApiKey | None]:
@@ -163,16 +209,51 @@ def _looks_like_key(key: str) -> bool:
 # --- drivers ---------------------------------------------------------------------------------
 
 
+class _Buckets:
+    """A token bucket per rate-limited key, in this process: ``rate_per_minute`` requests a
+    minute, in bursts of up to that many."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._state: dict[str, tuple[float, float]] = {}  # key id -> (tokens, when)
+
+    def admit(self, key: ApiKey) -> None:
+        rate = key.rate_per_minute
+        if rate is None:
+            return
+        now = self._clock()
+        with self._lock:
+            tokens, when = self._state.get(key.key_id, (float(rate), now))
+            tokens = min(float(rate), tokens + (now - when) * rate / 60.0)
+            if tokens < 1.0:
+                self._state[key.key_id] = (tokens, now)
+                wait = (1.0 - tokens) * 60.0 / rate
+                raise RateLimited(
+                    f"key {key.key_id} is limited to {rate} requests a minute", retry_after=wait
+                )
+            self._state[key.key_id] = (tokens - 1.0, now)
+
+
 class KeyRing:
     """Create, list and revoke keys (the ``synopsis keys`` commands)."""
 
     def __init__(self, db: Database) -> None:
         self._db = db
 
-    def create(self, tenant: str, *, label: str = "") -> IssuedKey:
-        tenant, label = _check_tenant(tenant), _check_label(label)
-        plan = create_plan(self._db.dialect, tenant, label, self._db.clock(), new_key())
-        return self._db.run(plan)
+    def create(
+        self,
+        tenant: str,
+        *,
+        label: str = "",
+        expires_at: float | None = None,
+        rate_per_minute: int | None = None,
+    ) -> IssuedKey:
+        now = self._db.clock()
+        spec = KeySpec(
+            tenant=tenant, label=label, expires_at=expires_at, rate_per_minute=rate_per_minute
+        ).checked(now)
+        return self._db.run(create_plan(self._db.dialect, spec, now, new_key()))
 
     def list(self, tenant: str | None = None) -> list[ApiKey]:
         return self._db.run(list_plan(self._db.dialect, tenant), write=False)
@@ -185,19 +266,29 @@ class KeyRing:
         if not _looks_like_key(key):
             return None
         found = self._db.run(find_plan(self._db.dialect, key), write=False)
-        return found if found is not None and found.active else None
+        return found if found is not None and found.usable(self._db.clock()) else None
 
 
 class AsyncKeyRing:
     """The async twin of :class:`KeyRing` (the app authenticates every request with it)."""
 
-    def __init__(self, db: AsyncDatabase) -> None:
+    def __init__(self, db: AsyncDatabase, *, clock: Callable[[], float] = time.monotonic) -> None:
         self._db = db
+        self._buckets = _Buckets(clock)
 
-    async def create(self, tenant: str, *, label: str = "") -> IssuedKey:
-        tenant, label = _check_tenant(tenant), _check_label(label)
-        plan = create_plan(self._db.dialect, tenant, label, self._db.clock(), new_key())
-        return await self._db.run(plan)
+    async def create(
+        self,
+        tenant: str,
+        *,
+        label: str = "",
+        expires_at: float | None = None,
+        rate_per_minute: int | None = None,
+    ) -> IssuedKey:
+        now = self._db.clock()
+        spec = KeySpec(
+            tenant=tenant, label=label, expires_at=expires_at, rate_per_minute=rate_per_minute
+        ).checked(now)
+        return await self._db.run(create_plan(self._db.dialect, spec, now, new_key()))
 
     async def list(self, tenant: str | None = None) -> list[ApiKey]:
         return await self._db.run(list_plan(self._db.dialect, tenant), write=False)
@@ -210,4 +301,8 @@ class AsyncKeyRing:
         if not _looks_like_key(key):
             return None
         found = await self._db.run(find_plan(self._db.dialect, key), write=False, lookup=True)
-        return found if found is not None and found.active else None
+        return found if found is not None and found.usable(self._db.clock()) else None
+
+    def admit(self, key: ApiKey) -> None:
+        """Count a request of ``key``; RateLimited (429) when it is over its rate."""
+        self._buckets.admit(key)

@@ -96,6 +96,8 @@ class ServerOptions:
     #: a value; without one each process draws a random key, so its tokens are stable per
     #: process only.
     redact_hash_key: str | None = field(default=None, repr=False)
+    #: The admin API's key (``/v1/admin/keys``); None turns the admin API off.
+    admin_key: str | None = field(default=None, repr=False)
     #: The largest request body read (bytes); a larger one gets a 413 naming this limit.
     max_body_bytes: int = 8 << 20
     #: Worker threads running a request's CPU work (planning, redaction, token counting, the
@@ -126,6 +128,8 @@ class ServerOptions:
             raise ConfigError(
                 f"redact_mode must be one of {', '.join(REDACT_MODES)}, not {self.redact_mode!r}"
             )
+        if self.admin_key is not None and len(self.admin_key.strip()) < 16:
+            raise ConfigError("admin_key must be at least 16 characters")
         if self.redact_hash_key is not None and not self.redact_hash_key.strip():
             raise ConfigError("redact_hash_key must not be blank")
 

@@ -26,6 +26,10 @@ __all__ = [
     "DeleteUserResponse",
     "ErrorBody",
     "Health",
+    "IssuedKeyOut",
+    "KeyIn",
+    "KeyList",
+    "KeyOut",
     "MemoryIn",
     "MemoryOut",
     "Message",
@@ -245,6 +249,36 @@ class Readiness(BaseModel):
     status: Literal["ready"]
     database: Literal["sqlite", "postgres"]
     schema_version: int
+
+
+class KeyIn(BaseModel):
+    """A tenant key to create (admin API)."""
+
+    tenant: Annotated[str, Field(min_length=1, max_length=128, pattern=r"^[^\x00-\x1f]+$")]
+    label: Annotated[str, Field(max_length=200, pattern=r"^[^\x00-\x1f]*$")] = ""
+    #: Seconds from now until the key stops working (none: it never expires).
+    expires_in: Annotated[float, Field(gt=0, le=1e10)] | None = None
+    #: Requests a minute the key may make on each replica (none: no limit).
+    rate_per_minute: Annotated[int, Field(ge=1, le=1_000_000, strict=True)] | None = None
+
+
+class KeyOut(BaseModel):
+    key_id: str
+    tenant: str
+    label: str
+    created_at: datetime
+    revoked_at: datetime | None
+    expires_at: datetime | None
+    rate_per_minute: int | None
+
+
+class IssuedKeyOut(KeyOut):
+    #: The key itself: shown once, stored nowhere.
+    key: str
+
+
+class KeyList(BaseModel):
+    keys: list[KeyOut]
 
 
 class ChatCompletionRequest(BaseModel):
