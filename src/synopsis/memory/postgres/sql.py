@@ -351,9 +351,8 @@ _FROM_SCOPE: Final = (
 )
 _TF: Final = "cardinality(array_positions(x.w, {term}::text))"
 _IDF: Final = (
-    "greatest(ln(((%(size)s::bigint - count(*) FILTER (WHERE c.tfs[{i}] > 0))::float8"
-    " + 0.5::float8) / (count(*) FILTER (WHERE c.tfs[{i}] > 0)::float8 + 0.5::float8)),"
-    " 1e-6::float8)"
+    "ln(1::float8 + ((%(size)s::bigint - count(*) FILTER (WHERE c.tfs[{i}] > 0))::float8"
+    " + 0.5::float8) / (count(*) FILTER (WHERE c.tfs[{i}] > 0)::float8 + 0.5::float8))"
 )
 _TERM_SCORE: Final = (
     "CASE WHEN c.tfs[{i}] > 0 THEN d.idf[{i}] * c.tfs[{i}]::float8 * %(k1_plus_1)s::float8"
