@@ -1,40 +1,10 @@
 """Settings from the environment: the only place synopsis reads ``SYNOPSIS_*`` variables.
 
-==============================  ====================  =============================================
-variable                        field                 value (an empty variable counts as unset)
-==============================  ====================  =============================================
-``SYNOPSIS_DB``                 ``db``                a SQLite file or a ``postgresql://`` URL
-                                                      (default ``./synopsis.db``)
-``SYNOPSIS_TENANT``             ``tenant``            the tenant id (no default)
-``SYNOPSIS_EMBEDDER``           ``embedder``          ``none``, ``static`` or ``e5``
-                                                      (default ``none``)
-``SYNOPSIS_SCHEMA``             ``schema``            PostgreSQL schema of the tables (a plain
-                                                      SQL identifier)
-``SYNOPSIS_HOST``               ``host``              address ``synopsis serve`` listens on
-``SYNOPSIS_PORT``               ``port``              its port, 0..65535
-``SYNOPSIS_UPSTREAM``           ``upstream``          the proxy's OpenAI-compatible base URL
-                                                      (``http://`` or ``https://``)
-``SYNOPSIS_UPSTREAM_API_KEY``   ``upstream_api_key``  the upstream's API key (a secret: never
-                                                      shown, not even in an error)
-``SYNOPSIS_MODEL``              ``model``             the summarizer: ``extractive`` or
-                                                      ``provider:model``
-``SYNOPSIS_WORKERS``            ``workers``           summary jobs one replica runs at once (>= 1)
-``SYNOPSIS_SUMMARIZE_EVERY``    ``summarize_every``   messages between background summaries (>= 1)
-``SYNOPSIS_TRIGGER_TOKENS``     ``trigger_tokens``    the proxy compacts above N tokens (0 = off)
-``SYNOPSIS_TRIGGER_MESSAGES``   ``trigger_messages``  ... or above N messages (0 = off)
-``SYNOPSIS_KEEP_TAIL``          ``keep_tail``         messages kept verbatim (>= 0)
-``SYNOPSIS_SUMMARY_CACHE``      ``summary_cache``     proxy summaries kept for reuse (0 = none)
-``SYNOPSIS_LEASE_SECONDS``      ``lease_seconds``     a claimed job's lease (> 0)
-``SYNOPSIS_DRAIN_SECONDS``      ``drain_seconds``     shutdown's wait for running jobs (>= 0)
-``SYNOPSIS_REDACT``             ``redact``            redact secrets and personal data: ``1``,
-                                                      ``true``, ``yes``, ``on`` or ``0``,
-                                                      ``false``, ``no``, ``off``
-``SYNOPSIS_REDACT_MODE``        ``redact_mode``       ``mask``, ``hash`` or ``drop`` (turns
-                                                      redaction on unless ``redact`` says off)
-``SYNOPSIS_REDACT_HASH_KEY``    ``redact_hash_key``   the key of ``hash`` mode's tokens, 16+
-                                                      characters (a secret: never shown)
-``SYNOPSIS_LOG_LEVEL``          ``log_level``         ``critical`` .. ``debug``
-==============================  ====================  =============================================
+``SYNOPSIS_MAX_BODY_BYTES``         ``max_body_bytes``          largest request body the server
+                                                                reads (>= 1024; 413 above it)
+``SYNOPSIS_CPU_THREADS``            ``cpu_threads``             worker threads for a request's CPU
+                                                                work (1..64)
+==================================  ==========================  =============================
 
 The server's settings (from ``schema`` on) are None when their variable is unset: their
 defaults live in one place, :class:`synopsis.server.options.ServerOptions`, and ``synopsis
@@ -51,24 +21,30 @@ from __future__ import annotations
 
 import math
 import re
+import tomllib
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Final, Literal, TypeVar, get_args
 
 from synopsis.errors import ConfigError, InvalidInput
-from synopsis.memory._checks import check_tenant
 from synopsis.memory.open import DEFAULT_DB
+from synopsis.memory.rules import check_tenant
 from synopsis.redact import Mode
 
 __all__ = [
     "EMBEDDERS",
     "LOG_LEVELS",
     "REDACT_MODES",
+    "UPSTREAM_FORMATS",
     "VARIABLES",
     "EmbedderName",
     "LogLevel",
     "Settings",
+    "UpstreamFormat",
+    "UpstreamSpec",
     "check_schema_name",
+    "read_upstreams",
 ]
 
 #: Embedders chosen by name: ``none`` (keyword search only), ``static`` or ``e5`` (bundled models).
@@ -78,6 +54,10 @@ LogLevel = Literal["critical", "error", "warning", "info", "debug"]
 LOG_LEVELS: Final[tuple[LogLevel, ...]] = get_args(LogLevel)
 #: How redaction writes what it takes out (:class:`~synopsis.redact.Redactor`'s ``mode``).
 REDACT_MODES: Final[tuple[Mode, ...]] = get_args(Mode)
+#: The wire format an upstream speaks: OpenAI's (``/chat/completions``, ``/responses``) or
+#: Anthropic's (``/messages``).
+UpstreamFormat = Literal["openai", "anthropic"]
+UPSTREAM_FORMATS: Final[tuple[UpstreamFormat, ...]] = get_args(UpstreamFormat)
 T = TypeVar("T")
 _SCHEMA_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")
 
@@ -98,6 +78,9 @@ class Settings:
     port: int | None = None
     upstream: str | None = None
     upstream_api_key: str | None = field(default=None, repr=False)
+    upstreams: str | None = None
+    upstream_timeout: float | None = None
+    upstream_concurrency: int | None = None
     model: str | None = None
     workers: int | None = None
     summarize_every: int | None = None
@@ -111,6 +94,8 @@ class Settings:
     redact_mode: Mode | None = None
     redact_hash_key: str | None = field(default=None, repr=False)
     log_level: LogLevel | None = None
+    max_body_bytes: int | None = None
+    cpu_threads: int | None = None
 
     @classmethod
     def from_env(
@@ -245,6 +230,9 @@ _PARSERS: Final[Mapping[str, Callable[[str], Any]]] = {
     "port": _integer(0, 65535),
     "upstream": _url,
     "upstream_api_key": _secret,
+    "upstreams": _text("the path of a TOML file of upstreams"),
+    "upstream_timeout": _seconds(positive=True),
+    "upstream_concurrency": _integer(1),
     "model": _text('"extractive" or a provider:model spec'),
     "workers": _integer(1, 256),
     "summarize_every": _integer(1),
@@ -258,4 +246,108 @@ _PARSERS: Final[Mapping[str, Callable[[str], Any]]] = {
     "redact_mode": _choice(REDACT_MODES),
     "redact_hash_key": _hash_key,
     "log_level": _choice(LOG_LEVELS),
+    "max_body_bytes": _integer(1024),
+    "cpu_threads": _integer(1, 64),
 }
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class UpstreamSpec:
+    """One upstream of the proxy: where it is, what it speaks, which models it serves.
+
+    ``models`` holds exact model names and prefixes (a name ending in ``*``): a request goes
+    to the upstream naming its ``model`` exactly, else to the one with the longest matching
+    prefix.
+    """
+
+    name: str
+    base_url: str
+    format: UpstreamFormat = "openai"
+    api_key: str | None = field(default=None, repr=False)
+    models: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if not self.base_url.startswith(("http://", "https://")):
+            raise ConfigError(f"upstream {self.name!r}: base_url must be an http(s):// URL")
+        if self.format not in UPSTREAM_FORMATS:
+            raise ConfigError(
+                f"upstream {self.name!r}: format must be one of {', '.join(UPSTREAM_FORMATS)}, "
+                f"not {self.format!r}"
+            )
+        bad = [m for m in self.models if not isinstance(m, str) or not m.strip("*").strip()]
+        if not self.models or bad:
+            raise ConfigError(
+                f"upstream {self.name!r}: models must be a non-empty list of model names or "
+                "prefixes ending in *"
+            )
+
+
+_UPSTREAM_KEYS: Final = frozenset({"base_url", "format", "api_key_env", "models"})
+
+
+def read_upstreams(path: str | Path, environ: Mapping[str, str]) -> tuple[UpstreamSpec, ...]:
+    """The upstreams a TOML file names, each key read from the variable it names in ``environ``.
+
+    The file holds one table per upstream::
+
+        [upstreams.openai]
+        base_url = "https://api.openai.com/v1"
+        format = "openai"                 # or "anthropic"
+        api_key_env = "OPENAI_API_KEY"    # optional: the variable holding its key
+        models = ["gpt-4o-mini", "gpt-4.1*"]
+
+    A missing file, bad TOML, an unknown field, a model named twice or a key variable that is
+    unset is a :class:`~synopsis.errors.ConfigError` naming it (never showing a key).
+    """
+    try:
+        with open(path, "rb") as file:
+            data = tomllib.load(file)
+    except OSError as exc:
+        raise ConfigError(f"cannot read the upstreams file {str(path)!r}: {exc.strerror}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"the upstreams file {str(path)!r} is not valid TOML: {exc}") from None
+    tables = data.get("upstreams")
+    extra = set(data) - {"upstreams"}
+    if not isinstance(tables, dict) or not tables or extra:
+        raise ConfigError(
+            f"the upstreams file {str(path)!r} must hold [upstreams.NAME] tables and nothing else"
+        )
+    found: list[UpstreamSpec] = []
+    seen: dict[str, str] = {}
+    for name, table in tables.items():
+        if not isinstance(table, dict):
+            raise ConfigError(f"upstreams.{name} must be a table")
+        unknown = set(table) - _UPSTREAM_KEYS
+        if unknown:
+            raise ConfigError(f"upstreams.{name}: unknown field(s) {', '.join(sorted(unknown))}")
+        models = table.get("models")
+        if not isinstance(models, list):
+            raise ConfigError(f"upstreams.{name}: models must be a list of model names")
+        for model in models:
+            if isinstance(model, str) and model in seen:
+                raise ConfigError(f"model {model!r} is named by upstreams {seen[model]} and {name}")
+            seen[str(model)] = name
+        found.append(
+            UpstreamSpec(
+                name=name,
+                base_url=str(table.get("base_url", "")),
+                format=table.get("format", "openai"),
+                api_key=_key_from(environ, name, table.get("api_key_env")),
+                models=tuple(models),
+            )
+        )
+    return tuple(found)
+
+
+def _key_from(environ: Mapping[str, str], name: str, variable: object) -> str | None:
+    if variable is None:
+        return None
+    if not isinstance(variable, str) or not variable:
+        raise ConfigError(f"upstreams.{name}: api_key_env must name an environment variable")
+    raw = environ.get(variable)
+    if not raw:
+        raise ConfigError(f"upstreams.{name}: the variable {variable} (its API key) is not set")
+    try:
+        return _secret(raw)
+    except ValueError as exc:
+        raise ConfigError(f"{variable} {exc}") from None

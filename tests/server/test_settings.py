@@ -13,7 +13,7 @@ from click.testing import CliRunner, Result
 
 from synopsis import KeepTail, Trigger
 from synopsis.cli.serve import keys, options_from, serve
-from synopsis.config import VARIABLES, Settings
+from synopsis.config import VARIABLES, Settings, UpstreamSpec
 from synopsis.errors import ConfigError
 from synopsis.server import ServerOptions
 
@@ -24,6 +24,8 @@ ENVIRONMENT = {
     "SYNOPSIS_PORT": "9001",
     "SYNOPSIS_UPSTREAM": "https://llm.example.com/v1",
     "SYNOPSIS_UPSTREAM_API_KEY": "sk-upstream",
+    "SYNOPSIS_UPSTREAM_TIMEOUT": "45",
+    "SYNOPSIS_UPSTREAM_CONCURRENCY": "8",
     "SYNOPSIS_MODEL": "openai:gpt-4o-mini",
     "SYNOPSIS_WORKERS": "7",
     "SYNOPSIS_SUMMARIZE_EVERY": "12",
@@ -37,6 +39,8 @@ ENVIRONMENT = {
     "SYNOPSIS_REDACT_MODE": "hash",
     "SYNOPSIS_REDACT_HASH_KEY": "k" * 32,
     "SYNOPSIS_LOG_LEVEL": "debug",
+    "SYNOPSIS_MAX_BODY_BYTES": "2048",
+    "SYNOPSIS_CPU_THREADS": "3",
 }
 
 
@@ -49,20 +53,35 @@ def run(command: object, *args: str, env: dict[str, str | None]) -> Result:
     return CliRunner().invoke(command, list(args), env=env, catch_exceptions=False)  # type: ignore[arg-type]
 
 
-def test_every_server_variable_reaches_the_options() -> None:
-    """With no flags, each SYNOPSIS_* variable sets its option."""
-    options, log_level = options_from(no_flags(), ENVIRONMENT)
+def test_every_server_variable_reaches_the_options(tmp_path: Path) -> None:
+    """With no flags, each SYNOPSIS_* variable sets its option (the upstreams file's keys
+    come from the variables it names)."""
+    upstreams = tmp_path / "upstreams.toml"
+    upstreams.write_text(
+        '[upstreams.claude]\nbase_url = "https://api.anthropic.com/v1"\nformat = "anthropic"\n'
+        'api_key_env = "CLAUDE_KEY"\nmodels = ["claude-*"]\n'
+    )
+    environ = {**ENVIRONMENT, "SYNOPSIS_UPSTREAMS": str(upstreams), "CLAUDE_KEY": "sk-ant"}
+    options, log_level = options_from(no_flags(), environ)
+    claude = UpstreamSpec(
+        name="claude", base_url="https://api.anthropic.com/v1", format="anthropic",
+        api_key="sk-ant", models=("claude-*",),
+    )  # fmt: skip
+    assert options.upstreams[0].api_key == "sk-ant"
     assert options == ServerOptions(
         db="postgresql://u:pw@db/synopsis", schema="tenant_a", host="0.0.0.0", port=9001,
         upstream="https://llm.example.com/v1", upstream_api_key="sk-upstream",
+        upstreams=(claude,), upstream_timeout=45.0, upstream_concurrency=8,
         model="openai:gpt-4o-mini", workers=7, summarize_every=12,
         trigger=Trigger(tokens=5000, messages=30), keep_tail=KeepTail(messages=6),
         summary_cache=64, lease_seconds=12.5, drain_seconds=0.0,
         redact=True, redact_mode="hash", redact_hash_key="k" * 32,
+        max_body_bytes=2048, cpu_threads=3,
     )  # fmt: skip
     assert log_level == "debug"
     # Every variable of the table is one the server or the memory CLI uses.
-    assert set(ENVIRONMENT) | {"SYNOPSIS_TENANT", "SYNOPSIS_EMBEDDER"} == set(VARIABLES.values())
+    used = {"SYNOPSIS_TENANT", "SYNOPSIS_EMBEDDER", "SYNOPSIS_UPSTREAMS"}
+    assert set(ENVIRONMENT) | used == set(VARIABLES.values())
 
 
 def test_no_variables_and_no_flags_give_the_server_defaults() -> None:

@@ -17,7 +17,7 @@ import click
 from synopsis import KeepTail, Trigger
 from synopsis.cli._errors import OneLineCommand, OneLineGroup, fail, guarded
 from synopsis.cli._terminal import emit_json
-from synopsis.config import LOG_LEVELS, REDACT_MODES, VARIABLES, Settings
+from synopsis.config import LOG_LEVELS, REDACT_MODES, VARIABLES, Settings, read_upstreams
 from synopsis.server.options import UVICORN_HTTP, ServerOptions
 
 __all__ = ["build_options", "keys", "options_from", "resolve", "serve"]
@@ -30,12 +30,14 @@ _DEFAULTS: dict[str, object] = {
     "schema": _D.schema,
     "host": _D.host,
     "port": _D.port,
+    "upstream_timeout": _D.upstream_timeout,
+    "upstream_concurrency": _D.upstream_concurrency,
     "workers": _D.workers,
     "model": _D.model,
     "summarize_every": _D.summarize_every,
     "trigger_tokens": _D.trigger.tokens,
     "trigger_messages": 0,
-    "keep_tail": _D.keep_tail.messages,
+    "keep_tail": "a quarter of the trigger (the last message and newest request always stay)",
     "summary_cache": _D.summary_cache,
     "hybrid": "off",
     "lease_seconds": _D.lease_seconds,
@@ -45,6 +47,8 @@ _DEFAULTS: dict[str, object] = {
     "log_level": "info",
     "redact": "off",
     "redact_mode": _D.redact_mode,
+    "max_body_bytes": _D.max_body_bytes,
+    "cpu_threads": _D.cpu_threads,
 }
 #: Settings with no flag: a secret on the command line shows in the process list.
 _ENV_ONLY = ("redact_hash_key",)
@@ -65,14 +69,35 @@ def _database(fn: F) -> F:
     return _option("--db", "SQLite file or postgresql:// URL (shared by every replica).")(fn)
 
 
+def _upstream_flags() -> list[Callable[[F], F]]:
+    return [
+        _option("--upstream", "OpenAI-compatible base URL, e.g. https://api.openai.com/v1."),
+        _option("--upstream-api-key", "The upstream's API key (never one of ours)."),
+        _option(
+            "--upstreams",
+            "TOML file naming upstreams by model (base URL, format, key variable); "
+            "--upstream serves the models it does not name.",
+        ),
+        _option(
+            "--upstream-timeout",
+            "Seconds an upstream call may take.",
+            type=click.FloatRange(min=0, min_open=True),
+        ),
+        _option(
+            "--upstream-concurrency",
+            "Upstream calls one tenant may have in flight (then 429).",
+            type=click.IntRange(1),
+        ),
+    ]
+
+
 def _options(fn: F) -> F:
     """The flags of ``serve``; a missing one comes from the environment, then ServerOptions."""
     count, seconds = click.IntRange(0), click.FloatRange(min=0)
     flags = [
         _option("--host", "Address to listen on."),
         _option("--port", type=click.IntRange(0, 65535)),
-        _option("--upstream", "OpenAI-compatible base URL, e.g. https://api.openai.com/v1."),
-        _option("--upstream-api-key", "The upstream's API key (never one of ours)."),
+        *_upstream_flags(),
         _option("--workers", "Summary jobs run at once here.", type=click.IntRange(1, 256)),
         _option("--model", 'Summarizer: "extractive" (offline) or "provider:model".'),
         _option(
@@ -101,6 +126,12 @@ def _options(fn: F) -> F:
             type=click.Choice(REDACT_MODES),
         ),
         _option("--log-level", type=click.Choice(LOG_LEVELS)),
+        _option(
+            "--max-body-bytes",
+            "Largest request body read (413 above it).",
+            type=click.IntRange(1024),
+        ),
+        _option("--cpu-threads", "Threads for requests' CPU work.", type=click.IntRange(1, 64)),
     ]
     for flag in reversed(flags):
         fn = flag(fn)
@@ -130,7 +161,7 @@ def build_options(flags: dict[str, Any]) -> tuple[ServerOptions, str]:
     if "trigger_tokens" in flags or "trigger_messages" in flags:
         tokens = flags.pop("trigger_tokens", _D.trigger.tokens)
         trigger = Trigger(tokens=tokens or None, messages=flags.pop("trigger_messages", 0) or None)
-    keep_tail = KeepTail(messages=flags.pop("keep_tail", _D.keep_tail.messages))
+    keep_tail = KeepTail(messages=flags.pop("keep_tail")) if "keep_tail" in flags else _D.keep_tail
     log_level = flags.pop("log_level", "info")
     flags.setdefault("redact", "redact_mode" in flags)  # a mode alone turns redaction on
     return ServerOptions(trigger=trigger, keep_tail=keep_tail, **flags), log_level
@@ -139,7 +170,10 @@ def build_options(flags: dict[str, Any]) -> tuple[ServerOptions, str]:
 def options_from(flags: dict[str, Any], environ: Mapping[str, str]) -> tuple[ServerOptions, str]:
     """ServerOptions and the log level: the flags given, then the variables (of the flags
     missing and of the settings that have no flag), then the defaults."""
-    return build_options(resolve({**dict.fromkeys(_ENV_ONLY), **flags}, environ))
+    resolved = resolve({**dict.fromkeys(_ENV_ONLY), **flags}, environ)
+    if "upstreams" in resolved:  # each upstream's key comes from the variable it names
+        resolved["upstreams"] = read_upstreams(resolved["upstreams"], environ)
+    return build_options(resolved)
 
 
 @click.command(cls=OneLineCommand)

@@ -9,14 +9,20 @@ and the user-message back-fill, pure), :mod:`.skills` (loaded skills kept verbat
 text (:mod:`synopsis.messages`), so its output can go to a provider as it is.
 """
 
-from synopsis.compaction.archive import Archive, JsonlArchive, MemoryArchive
-from synopsis.compaction.compactor import AsyncCompactor, CompactionResult, Compactor
-from synopsis.compaction.model import AsyncCompactingModel, CompactingModel
-from synopsis.compaction.options import CompactionOptions, ToolClearing
-from synopsis.compaction.plan import CompactionPlan, KeepTail, plan_compaction
-from synopsis.compaction.skills import SkillConfig
-from synopsis.compaction.trigger import Trigger, TriggerDecision
-from synopsis.events import CompactionSkipped
+import typing as _typing
+
+from synopsis._lazy import exports as _exports
+
+if _typing.TYPE_CHECKING:
+    from synopsis.compaction.archive import Archive, JsonlArchive, MemoryArchive
+    from synopsis.compaction.compactor import AsyncCompactor, CompactionResult, Compactor
+    from synopsis.compaction.model import AsyncCompactingModel, CompactingModel
+    from synopsis.compaction.options import CompactionOptions, ToolClearing
+    from synopsis.compaction.plan import CompactionPlan, KeepTail, plan_compaction
+    from synopsis.compaction.skills import SkillConfig
+    from synopsis.compaction.trigger import Trigger, TriggerDecision
+    from synopsis.events import CompactionSkipped
+
 
 __all__ = [
     "Archive",
@@ -37,3 +43,38 @@ __all__ = [
     "TriggerDecision",
     "plan_compaction",
 ]
+
+_EXPORTS = {
+    "synopsis.compaction.archive": (
+        "Archive",
+        "JsonlArchive",
+        "MemoryArchive",
+    ),
+    "synopsis.compaction.compactor": (
+        "AsyncCompactor",
+        "CompactionResult",
+        "Compactor",
+    ),
+    "synopsis.compaction.model": (
+        "AsyncCompactingModel",
+        "CompactingModel",
+    ),
+    "synopsis.compaction.options": (
+        "CompactionOptions",
+        "ToolClearing",
+    ),
+    "synopsis.compaction.plan": (
+        "CompactionPlan",
+        "KeepTail",
+        "plan_compaction",
+    ),
+    "synopsis.compaction.skills": ("SkillConfig",),
+    "synopsis.compaction.trigger": (
+        "Trigger",
+        "TriggerDecision",
+    ),
+    "synopsis.events": ("CompactionSkipped",),
+}
+
+# Each name is imported the first time it is read (PEP 562; see synopsis._lazy).
+__getattr__, __dir__ = _exports(__name__, _EXPORTS)

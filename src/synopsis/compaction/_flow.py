@@ -29,7 +29,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, cast
 
 from synopsis._flow import Emit, Flow
 from synopsis.compaction._build import build, previous_version, truncated
@@ -45,7 +45,7 @@ from synopsis.compaction.plan import CompactionPlan, plan_compaction
 from synopsis.compaction.redaction import merged_counts, redact_summary
 from synopsis.compaction.summary import SUMMARY_KIND
 from synopsis.compaction.trigger import TriggerDecision
-from synopsis.errors import CompactionError, ModelError, describe_error
+from synopsis.errors import CompactionError, InvalidMessage, ModelError, describe_error
 from synopsis.events import (
     AfterSummarize,
     BeforeSummarize,
@@ -182,12 +182,30 @@ def decide(
     tools: Sequence[Mapping[str, Any]] | None = None,
 ) -> tuple[int, TriggerDecision]:
     """Count tokens (baseline + increment) and evaluate the trigger. O(new messages)."""
-    require_mappings(messages)
-    tokens = counter.count(messages, tools=tools).total
+    return _decide(options, counter, messages, tools)[:2]
+
+
+def _decide(
+    options: CompactionOptions,
+    counter: TokenCounter,
+    messages: Messages,
+    tools: Sequence[Mapping[str, Any]] | None,
+) -> tuple[int, TriggerDecision, bool]:
+    """:func:`decide`, and whether every message is a plain dict without ``meta``.
+
+    The counter reads only what it has not read before (from the baseline on), refusing a
+    non-mapping as it goes; the full check runs then, for the error naming the converter.
+    """
+    try:
+        count = counter.count(messages, tools=tools)
+    except InvalidMessage:
+        require_mappings(messages)
+        raise
+    tokens = count.total
     decision = options.trigger.evaluate(tokens, len(messages))
     if decision.fired and _regrowth_guard(options, messages, tokens):
         decision = options.trigger.evaluate(0, 0)
-    return tokens, decision
+    return tokens, decision, count.plain
 
 
 def _regrowth_guard(options: CompactionOptions, messages: Messages, tokens: int) -> bool:
@@ -218,6 +236,9 @@ class _Run:
     tokens: int
     reason: str
     triggered: bool
+    #: What the summarizer reads in place of a message tier 1 stubbed (by id of the stub):
+    #: the original, so a fact in an old tool output can still reach the summary.
+    originals: Mapping[int, Mapping[str, Any]] = field(default_factory=dict)
 
     def unchanged(
         self,
@@ -278,9 +299,9 @@ def compaction(
     reason: str = "manual",
 ) -> Flow[CompactionStep, CompactionResult]:
     """Compact ``messages`` if the trigger fires (or always, with ``force``)."""
-    tokens, decision = decide(options, counter, messages, tools)
+    tokens, decision, plain = _decide(options, counter, messages, tools)
     if not (force or decision.fired):
-        return _unchanged(messages, tokens, reason=None, triggered=False)
+        return _unchanged(messages, tokens, reason=None, triggered=False, plain=plain)
     validate_messages(list(messages))
     clean, redacted = redact_history(options.redact, messages)
     run = _Run(
@@ -336,7 +357,8 @@ def _tiered(
     events: list[Event] = []
     yield from _emit(events, _cleared_event(run, plan, after, archive))
     tier = Tier(name="clear", tokens_before=run.tokens, tokens_after=after, messages=plan.results)
-    rest = replace(run, messages=cleared, tokens=after)
+    originals = {id(cleared[i]): run.messages[i] for i in plan.indices}
+    rest = replace(run, messages=cleared, tokens=after, originals=originals)
     if pressed and clearing_is_enough(run.options, after, len(cleared)):
         second = rest.unchanged()
     else:
@@ -357,13 +379,15 @@ def _compact(run: _Run) -> Flow[CompactionStep, CompactionResult]:
         keep_tail=run.options.keep_tail,
         estimate=run.counter.estimate,
         min_new_messages=run.options.min_new_messages,
+        budget=run.options.trigger.threshold_tokens(),
+        budget_messages=run.options.trigger.messages,
     )
     events: list[Event] = []
     if not plan.worthwhile:
         yield from _emit(events, _skipped(run, plan.skip_reason or "nothing to summarize"))
         return run.unchanged(skipped=plan.skip_reason, events=events)
     yield from _emit(events, _before(run))
-    context, previous = summarizer_input(plan, run.options)
+    context, previous = summarizer_input(plan, run.options, run.originals)
     try:
         summary: SummaryResult | None = yield Summarize(context, previous, run.options.session_id)
     except ModelError as exc:
@@ -375,16 +399,25 @@ def _compact(run: _Run) -> Flow[CompactionStep, CompactionResult]:
 
 
 def summarizer_input(
-    plan: CompactionPlan, options: CompactionOptions
+    plan: CompactionPlan,
+    options: CompactionOptions,
+    originals: Mapping[int, Mapping[str, Any]] | None = None,
 ) -> tuple[tuple[Mapping[str, Any], ...], str | None]:
-    """What the summarizer reads, and the previous summary text (incremental mode)."""
+    """What the summarizer reads, and the previous summary text (incremental mode).
+
+    Tier 1 decides what stays in the context, not what the summary may know: a message it
+    stubbed in this compaction is read as it was (``originals``, by id of the stub), never
+    the stub. The summarizer bounds the originals by its window (clipping and chunking)."""
+    to_summarize = plan.to_summarize
+    if originals:
+        to_summarize = tuple(originals.get(id(m), m) for m in to_summarize)
     previous = plan.previous_summary
     if previous is None:
-        return plan.to_summarize, None
+        return to_summarize, None
     body = strip_summary_wrapping(marked_body(previous), options.prompts)
     if options.incremental:
-        return plan.to_summarize, body
-    return ({"role": "user", "content": body}, *plan.to_summarize), None
+        return to_summarize, body
+    return ({"role": "user", "content": body}, *to_summarize), None
 
 
 def _degrade(
@@ -419,14 +452,14 @@ def _finish(
         return (yield from _truncate(run, plan, events))
     summary, redacted = redact_summary(run.options.redact, summary)
     try:
-        archive = yield from _write_archive(run, plan.replaced)
+        archive = yield from _write_archive(run, plan.removed)
     except CompactionError as exc:
         return run.unchanged(error=describe_error(exc), events=events)
     version = previous_version(plan) + 1
     new = build(run.options, run.counter, plan, summary, archive=archive)
     after = run.counter.count(new).total
     yield from _emit(events, _after(run, summary, new, after, archive))
-    replaced = _positions(run.messages, plan.replaced)
+    replaced = _positions(run.messages, plan.removed)
     tier = Tier(name="summarize", tokens_before=run.tokens, tokens_after=after, messages=replaced)
     result = run.compacted(
         new,
@@ -534,6 +567,13 @@ def _after(
     )
 
 
+def _sendable(message: Mapping[str, Any]) -> dict[str, Any]:
+    # A plain dict without ``meta`` is what without_meta would return: no call for it.
+    if type(message) is dict and "meta" not in message:
+        return message
+    return without_meta(message)
+
+
 def _unchanged(
     messages: Messages,
     tokens: int,
@@ -543,10 +583,14 @@ def _unchanged(
     skipped: str | None = None,
     error: dict[str, Any] | None = None,
     events: tuple[Event, ...] = (),
+    plain: bool = False,
 ) -> CompactionResult:
+    """``messages`` in a new list; ``plain`` (the counter found only dicts without ``meta``)
+    makes it one copy, without a pass that moves legacy markers into the text."""
     return CompactionResult(
-        # A plain dict without ``meta`` is what without_meta would return: no call per message.
-        messages=[m if type(m) is dict and "meta" not in m else without_meta(m) for m in messages],
+        messages=cast("list[dict[str, Any]]", list(messages))
+        if plain
+        else [_sendable(m) for m in messages],
         triggered=triggered,
         compacted=False,
         reason=reason,

@@ -26,6 +26,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, Unpack
 
 from synopsis._flow import Emit, Flow, adrive, drive
+from synopsis._options import check_twin
 from synopsis.compaction._flow import (
     CompactionResult,
     CompactionStep,
@@ -76,6 +77,8 @@ class _Driver:
         self.archive: Archive | None = (
             JsonlArchive(archive) if isinstance(archive, str) else archive
         )
+        # Both twins write the archive synchronously (the async one in a worker thread).
+        check_twin(self.archive, role="archive", method="write", async_=False, owner="a compactor")
         self.prompts = self.options.prompts
 
     @property
@@ -120,6 +123,7 @@ class _Driver:
             "counter": self.counter,
             "window": options.summarizer_window,
             "max_output_tokens": options.summarizer_max_output_tokens,
+            "output_cap": options.summary_cap,
             "on_event": options.on_event,
         }
 
@@ -148,6 +152,9 @@ class Compactor(_Driver):
     ) -> None:
         super().__init__(options, keywords)
         check_sync_handlers(self.options.on_event)
+        check_twin(
+            summarizer, role="summarizer", method="summarize", async_=False, owner="Compactor"
+        )
         self.summarizer: SummarizerLike = summarizer or Summarizer(
             **self._summarizer_options(), sleep=sleep, rng=rng
         )
@@ -181,7 +188,10 @@ class Compactor(_Driver):
 
     def _offline_summarizer(self) -> Summarizer:
         self._offline = self._offline or Summarizer(
-            model="extractive", prompts=self.prompts, counter=self.counter
+            model="extractive",
+            prompts=self.prompts,
+            counter=self.counter,
+            output_cap=self.options.summary_cap,
         )
         return self._offline
 
@@ -202,6 +212,9 @@ class AsyncCompactor(_Driver):
         **keywords: Unpack[CompactionKeywords],
     ) -> None:
         super().__init__(options, keywords)
+        check_twin(
+            summarizer, role="summarizer", method="summarize", async_=True, owner="AsyncCompactor"
+        )
         self.summarizer: AsyncSummarizerLike = summarizer or AsyncSummarizer(
             **self._summarizer_options(), sleep=sleep, rng=rng
         )
@@ -241,6 +254,9 @@ class AsyncCompactor(_Driver):
 
     def _offline_summarizer(self) -> AsyncSummarizer:
         self._offline = self._offline or AsyncSummarizer(
-            model="extractive", prompts=self.prompts, counter=self.counter
+            model="extractive",
+            prompts=self.prompts,
+            counter=self.counter,
+            output_cap=self.options.summary_cap,
         )
         return self._offline

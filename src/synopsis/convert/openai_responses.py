@@ -39,7 +39,7 @@ from synopsis.convert._carry import (
 )
 from synopsis.errors import InvalidMessage
 
-__all__ = ["from_responses_items", "to_responses_items"]
+__all__ = ["from_responses_items", "group_items", "to_responses_items"]
 
 _FRAMEWORK: Final = "responses"
 _ASSISTANT_KINDS: Final = frozenset({"reasoning", "function_call", "assistant"})
@@ -61,6 +61,17 @@ def from_responses_items(
         if message is not None:
             messages.append(message)
     return messages
+
+
+def group_items(items: Sequence[Mapping[str, Any]]) -> list[list[Mapping[str, Any]]]:
+    """``items`` in the runs :func:`from_responses_items` makes one message each of (a run of
+    items with no chat equivalent makes none); the runs, joined, are ``items`` in order."""
+    for index, item in enumerate(items):
+        if not isinstance(item, Mapping):
+            raise InvalidMessage(
+                f"expected a Responses item (a dict), got {type(item).__name__}", index=index
+            )
+    return _groups(items)
 
 
 def to_responses_items(

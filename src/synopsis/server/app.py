@@ -31,6 +31,7 @@ from synopsis import (
     SessionOptions,
     __version__,
 )
+from synopsis._flow import offloading
 from synopsis.errors import MigrationError
 from synopsis.memory import AsyncSessionStore, AsyncSQLiteStore
 from synopsis.memory.open import parse_db, require_postgres_extra
@@ -40,11 +41,13 @@ from synopsis.server.db import AsyncDatabase
 from synopsis.server.deps import Services, services
 from synopsis.server.jobs import JobQueue, SummaryWorkers
 from synopsis.server.keys import AsyncKeyRing
+from synopsis.server.limits import RequestLimits, quiet_access_log, worker_pool
 from synopsis.server.metrics import CONTENT_TYPE, Metrics, MetricsMiddleware
 from synopsis.server.options import ServerOptions
 from synopsis.server.schemas import ErrorBody, Health, Readiness
 from synopsis.server.sessions import AsyncSessionHistories
 from synopsis.server.summary_cache import SummaryCache
+from synopsis.server.upstreams import TenantSlots, Upstreams
 from synopsis.tokens import TokenCounter, default_estimate
 
 __all__ = ["create_app"]
@@ -148,6 +151,8 @@ async def _start(app: FastAPI, options: ServerOptions, build: _Builders) -> Serv
             transport=build.transport or upstream_transport(),
             timeout=httpx.Timeout(options.upstream_timeout, connect=10.0),
         ),
+        upstreams=Upstreams(options.upstreams, options.upstream_url, options.upstream_api_key),
+        slots=TenantSlots(options.upstream_concurrency),
     )
 
 
@@ -205,7 +210,8 @@ def create_app(
         found = await _start(app, options, build)
         _log.info("synopsis service starting: %s", options.describe())
         app.state.services = found
-        found.workers.start()
+        with offloading(app.state.offload):  # the summary workers' tasks inherit the pool
+            found.workers.start()
         try:
             yield
         finally:
@@ -221,11 +227,17 @@ def create_app(
     app.state.metrics = Metrics()
     errors.install(app)
     _add_probes(app)
-    from synopsis.server import api, proxy
+    from synopsis.server import api, native, proxy
 
     app.include_router(api.router)
     app.include_router(proxy.router)
+    app.include_router(native.router)
     app.add_middleware(MetricsMiddleware, metrics=app.state.metrics)
+    app.state.offload = worker_pool(options.cpu_threads)
+    quiet_access_log()
+    app.add_middleware(
+        RequestLimits, max_body_bytes=options.max_body_bytes, offload=app.state.offload
+    )
     return app
 
 

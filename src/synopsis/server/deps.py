@@ -25,6 +25,7 @@ from synopsis.server.metrics import Metrics
 from synopsis.server.options import ServerOptions
 from synopsis.server.sessions import AsyncSessionHistories
 from synopsis.server.summary_cache import SummaryCache
+from synopsis.server.upstreams import TenantSlots, Upstreams
 from synopsis.session.memory import AsyncSessionMemory
 from synopsis.summarizer import AsyncSummarizer
 
@@ -52,6 +53,9 @@ class Services:
     summary_cache: SummaryCache
     summarizer: AsyncSummarizer
     http: httpx.AsyncClient
+    #: The proxy's upstreams by model, and the per-tenant bound on calls in flight.
+    upstreams: Upstreams
+    slots: TenantSlots
     #: This process's redactor (one hash key for every request), for ``/v1/compact``'s
     #: per-request ``redact`` too.
     redactor: Redactor

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from synopsis import KeepTail, Redactor, Trigger
-from synopsis.config import REDACT_MODES, check_schema_name
+from synopsis.config import REDACT_MODES, UpstreamSpec, check_schema_name
 from synopsis.errors import ConfigError
 from synopsis.memory.open import DEFAULT_DB
 from synopsis.redact import Mode
@@ -44,7 +44,14 @@ class ServerOptions:
     upstream: str | None = None
     #: The upstream's API key; a request may pass its own in ``X-Upstream-Authorization``.
     upstream_api_key: str | None = field(default=None, repr=False)
+    #: Upstreams chosen by the request's ``model`` (``--upstreams FILE``,
+    #: :func:`~synopsis.config.read_upstreams`); ``upstream`` serves the models none names.
+    upstreams: tuple[UpstreamSpec, ...] = ()
+    #: Seconds an upstream call may take, its whole answer included (then 504).
     upstream_timeout: float = 600.0
+    #: Upstream calls one tenant may have in flight; one more is a 429 with ``Retry-After``,
+    #: so a tenant whose upstream hangs cannot take every connection of the pool.
+    upstream_concurrency: int = 64
     #: The summarizer: ``"extractive"`` (offline) or a ``provider:model`` spec.
     model: str = "extractive"
     #: Background summary jobs this process runs at the same time.
@@ -57,7 +64,9 @@ class ServerOptions:
     recall_limit: int = 5
     #: When the proxy compacts a stateless history (``/v1/chat/completions`` without a session).
     trigger: Trigger = field(default_factory=Trigger.default)
-    keep_tail: KeepTail = field(default_factory=KeepTail)
+    #: A chat product's tail: the newest quarter of the trigger stays verbatim (and the last
+    #: message and newest user message always do; docs/compaction.md, "Defaults").
+    keep_tail: KeepTail = field(default_factory=lambda: KeepTail(fraction=0.25))
     #: Summaries of stateless proxy histories kept for reuse (per process, LRU; 0 = none): a
     #: growing conversation that resends the same summarized prefix is not summarized again.
     summary_cache: int = 1024
@@ -70,6 +79,9 @@ class ServerOptions:
     max_attempts: int = 5
     #: How often pending dual writes (the outbox) are replayed.
     outbox_seconds: float = 60.0
+    #: How often a replica looks for sessions due for a summary with no job queued (a kill
+    #: between an append and its enqueue); one replica sweeps at a time.
+    sweep_seconds: float = 60.0
     #: On shutdown, how long to wait for running summary jobs before giving up on them
     #: (their leases then run out and another replica, or the next start, retries them).
     drain_seconds: float = 30.0
@@ -84,6 +96,11 @@ class ServerOptions:
     #: a value; without one each process draws a random key, so its tokens are stable per
     #: process only.
     redact_hash_key: str | None = field(default=None, repr=False)
+    #: The largest request body read (bytes); a larger one gets a 413 naming this limit.
+    max_body_bytes: int = 8 << 20
+    #: Worker threads running a request's CPU work (planning, redaction, token counting, the
+    #: extractive model), so that none holds the event loop; further work waits its turn.
+    cpu_threads: int = 4
 
     def __post_init__(self) -> None:
         try:
@@ -94,8 +111,13 @@ class ServerOptions:
             raise ConfigError(f"port must be in 0..65535, not {self.port}")
         if self.upstream is not None and not self.upstream.startswith(("http://", "https://")):
             raise ConfigError("upstream must be an http:// or https:// URL")
-        _positive(self, "workers", "summarize_every", "recall_limit", "max_attempts")
+        _positive(
+            self, "workers", "summarize_every", "recall_limit", "max_attempts",
+            "upstream_concurrency",
+        )  # fmt: skip
+        _positive(self, "max_body_bytes", "cpu_threads")
         _positive(self, "upstream_timeout", "lease_seconds", "poll_seconds", "outbox_seconds")
+        _positive(self, "sweep_seconds")
         if self.summary_cache < 0:
             raise ConfigError(f"summary_cache must be >= 0, not {self.summary_cache}")
         if self.drain_seconds < 0:
@@ -134,6 +156,7 @@ class ServerOptions:
             "db": _redact_url(self.db),
             "schema": self.schema,
             "upstream": self.upstream,
+            "upstreams": [u.name for u in self.upstreams],
             "model": self.model,
             "workers": self.workers,
             "summarize_every": self.summarize_every,

@@ -15,34 +15,34 @@
    ``X-Upstream-Authorization``) and only message-schema fields, and return its answer
    unchanged: same status, same body, streamed (SSE) chunk by chunk as it arrives.
 
-``GET /v1/models`` is passed through. An unreachable upstream is a 502, a timeout a 504.
+The upstream is the one serving the request's ``model`` (:mod:`synopsis.server.upstreams`);
+its answer streams back as it arrives, the tenant's calls in flight are bounded (429 with
+``Retry-After``) and a client that disconnects cancels the upstream call.
+
+``GET /v1/models`` lists the configured upstreams' models (``--upstreams``), or passes the
+single upstream's list through. An unreachable upstream is a 502, a timeout a 504.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Annotated, Any
 
 import httpx
 from fastapi import APIRouter, Header, Request
-from fastapi.responses import Response, StreamingResponse
-from starlette.background import BackgroundTask
+from fastapi.responses import JSONResponse, Response
 
-from synopsis.errors import (
-    InvalidInput,
-    ModelTimeout,
-    ProviderUnavailable,
-    UpstreamNotConfigured,
-)
+from synopsis.errors import InvalidInput
 from synopsis.redact import redact_history
 from synopsis.server.deps import Services, Svc, Tenant
 from synopsis.server.errors import ERRORS
 from synopsis.server.schemas import ChatCompletionRequest, ErrorBody
 from synopsis.server.summary_cache import compact_stateless
 from synopsis.server.turns import PRIVATE_KEYS, public_messages, record_turn
+from synopsis.server.upstreams import Route, forward
 
-__all__ = ["router"]
+__all__ = ["router", "send_upstream", "upstream_key"]
 
 router = APIRouter(tags=["proxy"])
 
@@ -71,19 +71,17 @@ _ANSWER: dict[int | str, dict[str, Any]] = {
 }
 
 
-def _upstream(s: Services, path: str) -> str:
-    base = s.options.upstream_url
-    if base is None:
-        raise UpstreamNotConfigured("no upstream configured: start the server with --upstream URL")
-    return f"{base}{path}"
+def upstream_key(request: Request, route: Route) -> str | None:
+    """The upstream's key: the caller's ``X-Upstream-Authorization``, else the configured one."""
+    passed = request.headers.get("x-upstream-authorization")
+    return passed.removeprefix("Bearer ").strip() if passed else route.api_key
 
 
-def _request_headers(request: Request, s: Services) -> dict[str, str]:
+def _request_headers(request: Request, route: Route) -> dict[str, str]:
     headers = {
         name: request.headers[name] for name in _FORWARDED_REQUEST if name in request.headers
     }
-    passed = request.headers.get("x-upstream-authorization")
-    key = passed.removeprefix("Bearer ").strip() if passed else s.options.upstream_api_key
+    key = upstream_key(request, route)
     if key:
         headers["authorization"] = f"Bearer {key}"
     return headers
@@ -93,6 +91,25 @@ def _response_headers(upstream: httpx.Response) -> dict[str, str]:
     headers = {n: upstream.headers[n] for n in _FORWARDED_RESPONSE if n in upstream.headers}
     headers.update({n: v for n, v in upstream.headers.items() if n.startswith("x-ratelimit-")})
     return headers
+
+
+async def send_upstream(
+    s: Services,
+    tenant: str,
+    client: Request,
+    request: httpx.Request,
+    passed_headers: Callable[[httpx.Response], dict[str, str]] = _response_headers,
+) -> Response:
+    """``request`` sent under the tenant's slot, its answer streamed back as it arrives."""
+    release = s.slots.take(tenant)
+    return await forward(
+        s.http,
+        client,
+        request,
+        release=release,
+        timeout=s.options.upstream_timeout,
+        passed_headers=passed_headers,
+    )
 
 
 async def _with_session(
@@ -129,54 +146,6 @@ def _session_ids(user: str | None, session: str | None) -> tuple[str, str] | Non
     return user, session
 
 
-async def _send(s: Services, request: httpx.Request, stream: bool) -> httpx.Response:
-    try:
-        return await s.http.send(request, stream=stream)
-    except httpx.TimeoutException as exc:
-        if _refused(exc):
-            raise ProviderUnavailable("the upstream is unreachable (ConnectError)") from exc
-        raise ModelTimeout("the upstream timed out") from exc
-    except httpx.HTTPError as exc:
-        raise ProviderUnavailable(f"the upstream is unreachable ({type(exc).__name__})") from exc
-
-
-def _refused(exc: httpx.TimeoutException) -> bool:
-    """A connection error reported as a timeout: httpx-aiohttp maps every aiohttp connection
-    error (a refused connection too) to ConnectTimeout; its cause tells them apart."""
-    cause = exc.__cause__
-    return isinstance(cause, OSError) and not isinstance(cause, TimeoutError)
-
-
-async def _passed_through(s: Services, request: httpx.Request) -> Response:
-    upstream = await _send(s, request, stream=False)
-    return Response(
-        upstream.content,
-        status_code=upstream.status_code,
-        headers=_response_headers(upstream),
-        media_type=upstream.headers.get("content-type"),
-    )
-
-
-async def _streamed(s: Services, request: httpx.Request) -> Response:
-    upstream = await _send(s, request, stream=True)
-    if upstream.status_code >= 400:  # an error is one JSON body: read it and pass it on
-        content = await upstream.aread()
-        await upstream.aclose()
-        return Response(
-            content,
-            status_code=upstream.status_code,
-            headers=_response_headers(upstream),
-            media_type=upstream.headers.get("content-type"),
-        )
-    return StreamingResponse(
-        upstream.aiter_bytes(),  # decoded: the upstream's content-encoding is not passed on
-        status_code=upstream.status_code,
-        headers=_response_headers(upstream),
-        media_type=upstream.headers.get("content-type", "text/event-stream"),
-        background=BackgroundTask(upstream.aclose),
-    )
-
-
 @router.post("/v1/chat/completions", responses={**_PROXY_ERRORS, **_ANSWER})
 async def chat_completions(
     body: ChatCompletionRequest,
@@ -187,8 +156,8 @@ async def chat_completions(
     x_synopsis_session: _IdHeader = None,
 ) -> Response:
     """OpenAI chat completions, compacted (and with session memory) on the way through."""
-    url = _upstream(s, "/chat/completions")
     payload = body.model_dump(exclude_unset=True)
+    route = s.upstreams.pick(payload.get("model"), "openai")
     messages: list[dict[str, Any]] = payload["messages"]
     ids = _session_ids(x_synopsis_user, x_synopsis_session)
     tools = payload.get("tools") if _is_tools(payload.get("tools")) else None
@@ -205,11 +174,11 @@ async def chat_completions(
     else:
         payload["messages"] = public_messages(messages if sent is None else sent)
         content = json.dumps(payload, ensure_ascii=False, separators=(",", ":")).encode()
-    headers = {**_request_headers(request, s), "content-type": "application/json"}
-    upstream = s.http.build_request("POST", url, content=content, headers=headers)
-    if payload.get("stream"):
-        return await _streamed(s, upstream)
-    return await _passed_through(s, upstream)
+    headers = {**_request_headers(request, route), "content-type": "application/json"}
+    upstream = s.http.build_request(
+        "POST", route.url("/chat/completions"), content=content, headers=headers
+    )
+    return await send_upstream(s, tenant, request, upstream)
 
 
 async def _compacted(
@@ -234,8 +203,12 @@ def _is_tools(tools: object) -> bool:
 
 @router.get("/v1/models", responses={**_PROXY_ERRORS, **_ANSWER})
 async def models(request: Request, tenant: Tenant, s: Svc) -> Response:
-    """The upstream's model list, passed through."""
-    url = _upstream(s, "/models")
-    return await _passed_through(
-        s, s.http.build_request("GET", url, headers=_request_headers(request, s))
+    """The configured upstreams' models (``--upstreams``), else the upstream's list, passed
+    through."""
+    if s.upstreams.configured:
+        return JSONResponse(s.upstreams.listing())
+    route = s.upstreams.pick(None, "openai")
+    upstream = s.http.build_request(
+        "GET", route.url("/models"), headers=_request_headers(request, route)
     )
+    return await send_upstream(s, tenant, request, upstream)

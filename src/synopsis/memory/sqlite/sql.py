@@ -26,9 +26,9 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Final
 
+from synopsis._sql import Statement
 from synopsis.errors import InvalidNamespace
 from synopsis.memory._checks import (
     PutRequest,
@@ -52,7 +52,6 @@ __all__ = [
     "READ_VERSION",
     "SEPARATOR",
     "WRITE_VERSION",
-    "Batch",
     "Statement",
     "decode_path",
     "encode_path",
@@ -74,20 +73,6 @@ _SUMMARY_COLUMNS: Final = (
     "s.tenant, s.user_id, s.session_id, s.version, s.text, s.covers_from, s.covers_to, "
     "s.model, s.content_hash, s.created_at"
 )
-
-
-@dataclass(frozen=True, slots=True)
-class Statement:
-    sql: str
-    params: tuple[object, ...] = ()
-
-
-@dataclass(frozen=True, slots=True)
-class Batch:
-    """One statement run once per parameter row (``executemany``)."""
-
-    sql: str
-    rows: list[tuple[object, ...]]
 
 
 # --- namespaces and queries --------------------------------------------------------------
@@ -181,11 +166,19 @@ def _memory_values(request: PutRequest, terms: Sequence[str], now: float) -> tup
     """The column values a put of ``request`` at ``now`` writes (``terms``: its indexed terms)."""
     created = now if request.created_at is None else request.created_at
     return (
-        request.tenant, encode_path(request.namespace), request.key, request.text, request.kind,
+        request.tenant,
+        encode_path(request.namespace),
+        request.key,
+        request.text,
+        request.kind,
         json.dumps(request.tags, ensure_ascii=False, sort_keys=True) if request.tags else "{}",
-        " ".join(terms), len(terms), created, request.updated(now), request.expiry(now),
+        " ".join(terms),
+        len(terms),
+        created,
+        request.updated(now),
+        request.expiry(now),
         request.context,
-    )  # fmt: skip
+    )
 
 
 def upsert_memory(request: PutRequest, terms: Sequence[str], now: float) -> Statement:
@@ -227,14 +220,36 @@ def upsert_memories(
     return statements
 
 
-def upsert_vectors(rows: Sequence[tuple[int, bytes, str | None]]) -> Batch:
-    """:func:`upsert_vector` for many ``(memory_id, blob, embedder_id)`` rows."""
-    return Batch(upsert_vector(0, b"", None).sql, list(rows))
+def upsert_vectors(
+    rows: Sequence[tuple[int, bytes, str | None]], *, max_rows: int
+) -> list[Statement]:
+    """:func:`upsert_vector` for many ``(memory_id, blob, embedder_id)`` rows: one multi-row
+    statement per ``max_rows`` rows, so a batch costs a few statements, not one per item."""
+    statements = []
+    for start in range(0, len(rows), max_rows):
+        chunk = rows[start : start + max_rows]
+        values = ", ".join(["(?, ?, ?)"] * len(chunk))
+        statements.append(
+            Statement(
+                f"INSERT INTO memory_vectors (memory_id, vector, embedder) VALUES {values} "
+                "ON CONFLICT (memory_id) DO UPDATE SET vector = excluded.vector,"
+                " embedder = excluded.embedder",
+                tuple(value for row in chunk for value in row),
+            )
+        )
+    return statements
 
 
-def delete_vectors(memory_ids: Sequence[int]) -> Batch:
-    """:func:`delete_vector` for many ids."""
-    return Batch(delete_vector(0).sql, [(memory_id,) for memory_id in memory_ids])
+def delete_vectors(memory_ids: Sequence[int], *, max_rows: int) -> list[Statement]:
+    """:func:`delete_vector` for many ids: one statement per ``max_rows`` ids."""
+    statements = []
+    for start in range(0, len(memory_ids), max_rows):
+        chunk = tuple(memory_ids[start : start + max_rows])
+        marks = ", ".join(["?"] * len(chunk))
+        statements.append(
+            Statement(f"DELETE FROM memory_vectors WHERE memory_id IN ({marks})", chunk)
+        )
+    return statements
 
 
 def upsert_vector(memory_id: int, blob: bytes, embedder_id: str | None) -> Statement:
