@@ -93,9 +93,10 @@ def serve_sqlite() -> None:
                 with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=2) as r:
                     assert r.status == 200
                     return
-            except OSError:
+            except OSError as exc:
                 if server.poll() is not None or time.monotonic() > deadline:
-                    raise SystemExit(f"synopsis serve did not answer: {server.communicate()[1]}")
+                    error = server.communicate()[1]
+                    raise SystemExit(f"synopsis serve did not answer: {error}") from exc
                 time.sleep(0.3)
     finally:
         server.send_signal(signal.SIGTERM)
@@ -116,7 +117,7 @@ def tracing() -> None:
     from synopsis.memory import InMemoryStore
 
     provider = trace.get_tracer_provider()
-    with SessionMemory(store=InMemoryStore(), tracer_provider=provider) as memory:
+    with SessionMemory(store=InMemoryStore(), summarizer=None, tracer_provider=provider) as memory:
         memory.build_context("t", "u", "s", [{"role": "user", "content": "hi"}])
 
 

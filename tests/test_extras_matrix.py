@@ -35,8 +35,10 @@ def test_ci_runs_the_matrix() -> None:
 
 def test_every_page_with_examples_is_run_by_the_matrix() -> None:
     """Its blocks run on the plain install (PAGES), or the page shows an example file that
-    the matrix runs with its extra; docs/server.md's walkthrough needs an upstream model and
-    is run by tests/server/test_docs.py."""
+    the matrix runs with its extra; the proxy walkthroughs need an upstream model and are run
+    by their own tests against a fake one (tests/server/test_docs.py and
+    test_coding_agents_doc.py)."""
+    walkthroughs = {"docs/server.md", "docs/coding-agents.md"}
     examples = {
         (ROOT / "examples" / check.__name__.removeprefix("examples/")).read_text()
         for checks in CHECK["CHECKS"].values()
@@ -46,7 +48,7 @@ def test_every_page_with_examples_is_run_by_the_matrix() -> None:
     for page in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]:
         blocks = CHECK["PYTHON_BLOCK"].findall(page.read_text(encoding="utf-8"))
         name = str(page.relative_to(ROOT))
-        if not blocks or name in CHECK["PAGES"] or name == "docs/server.md":
+        if not blocks or name in CHECK["PAGES"] or name in walkthroughs:
             continue
         assert set(blocks) & examples, f"{name}: no block of it is run by the matrix"
 

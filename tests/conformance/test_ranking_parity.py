@@ -299,3 +299,35 @@ def _tier_lexemes(url: str, store: Any, term: str) -> list[str]:
     ).format(sql.Identifier(store._backend.schema))
     with psycopg.connect(url) as conn:
         return [row[0] for row in conn.execute(query, (term + "/%",))]
+
+
+# --- a small store: one user, few memories ----------------------------------------------------
+
+COFFEE = [("a", "我每天早上都喝咖啡，咖啡是手冲的"), ("b", "下午开会前喝了一杯咖啡，然后写周报")]
+
+
+def _coffee_hits(store: Any) -> list[tuple[str, float]]:
+    store.put_many("acme", [NewMemory(("user", "u1"), key, text) for key, text in COFFEE])
+    return [(h.item.key, h.score) for h in store.search("acme", ("user", "u1"), query="咖啡")]
+
+
+@pytest.mark.parametrize("backend", ["inmemory", "sqlite-scan", "sqlite-fts", "postgres"])
+def test_two_memories_holding_the_query_term_score_positively_and_alike(
+    backend: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest
+) -> None:
+    """With 2 memories both holding 咖啡 (the normal case for one user of a multi-tenant
+    product), BM25's IDF stays positive: both score well above zero, the one saying it twice
+    in fewer words first, with the same scores on every backend. (The old floored IDF scored
+    both 1.1e-06 and left the order to rounding.)"""
+    expected = _coffee_hits(InMemoryStore())
+    assert [key for key, _ in expected] == ["a", "b"]
+    assert all(score is not None and score > 0.1 for _, score in expected)
+    if backend == "inmemory":
+        return
+    if backend == "postgres":
+        for store in _postgres_store(request.getfixturevalue("postgres_url"), FakeClock()):
+            assert _coffee_hits(store) == expected
+        return
+    monkeypatch.setattr(sqlite_backend, "scans_scope", lambda *_: backend == "sqlite-scan")
+    with SQLiteStore(tmp_path / "coffee.sqlite3") as store:
+        assert _coffee_hits(store) == expected

@@ -31,21 +31,21 @@ by "What did Caroline research?" when the turn before it asked Caroline about he
 messages before and after it as its context; the session history recall ranks older
 messages that way, and a store user can put chat turns with it.
 
-**BM25** is Okapi BM25 with ``k1 = 1.2``, ``b = 0.75`` and one IDF formula::
+**BM25** is Okapi BM25 with ``k1 = 1.2``, ``b = 0.75`` and one IDF formula, Lucene's::
 
-    idf(term) = max(log((N - n + 0.5) / (n + 0.5)), 1e-6)
+    idf(term) = log(1 + (N - n + 0.5) / (n + 0.5))
 
-with ``N`` documents in scope, ``n`` of them containing the term (the IDF SQLite FTS5's
-``bm25()`` uses, though FTS5 counts over its whole table). ``N``, ``n`` and the mean length
-always describe the searched scope (tenant, prefix, kind, tags, live items only): the in-memory
-backend scores with :func:`bm25_scope_scores` here, SQLite and PostgreSQL in SQL with the same
-arithmetic in the same order, so all three backends score alike, bit for bit.
-The floor keeps a term found in half the documents or more worth a little, so a document
-scores above zero exactly when it shares a query term. The session context's history recall
-uses it too, rather than Lucene's always-positive ``log(1 + (N - n + 0.5) / (n + 0.5))``:
-one formula means a note ranks the same whether it was recalled from the store or from the
-history. The price is small: among older messages, terms found in half of them or more no
-longer outweigh one another (all weigh 1e-6), so frequency and length decide between them.
+with ``N`` documents in scope, ``n`` of them containing the term. ``N``, ``n`` and the mean
+length always describe the searched scope (tenant, prefix, kind, tags, live items only): the
+in-memory backend scores with :func:`bm25_scope_scores` here, SQLite and PostgreSQL in SQL
+with the same arithmetic in the same order, so all three backends score alike, bit for bit.
+The IDF is positive for every term (a document scores above zero exactly when it shares a
+query term) and falls smoothly as a term gets commoner: a user with two memories that both say
+咖啡 gets both back with real scores, ranked by frequency and length, where the classic
+``log((N - n + 0.5) / (n + 0.5))`` is zero or negative for a term in half the documents or
+more (SQLite FTS5's ``bm25()`` floors it at 1e-6, which leaves the order to rounding). The
+session context's history recall uses it too: one formula means a note ranks the same whether
+it was recalled from the store or from the history.
 
 **Vectors** are compared by cosine similarity; stored vectors are little-endian float32
 (:func:`pack_vector`); with numpy installed (the ``embeddings`` extra) a ranking is one matrix
@@ -251,7 +251,7 @@ def bm25_scores(
 ) -> list[float]:
     """Okapi BM25 of each document (term counts + length) for ``terms``; 0.0 = no term shared.
 
-    IDF is ``log((N - n + 0.5) / (n + 0.5))`` floored at 1e-6 (see the module docstring). A
+    IDF is ``log(1 + (N - n + 0.5) / (n + 0.5))`` (see the module docstring). A
     repeated term counts once. The arithmetic is :func:`bm25_scope_scores`'s.
     """
     distinct = list(dict.fromkeys(terms))
@@ -286,7 +286,7 @@ def bm25_scope_scores(
     idf = []
     for position in range(width):
         hits = sum(1 for doc in counts if doc[position])
-        idf.append(max(math.log((scope_size - hits + 0.5) / (hits + 0.5)), 1e-6))
+        idf.append(math.log(1 + (scope_size - hits + 0.5) / (hits + 0.5)))
     scores = []
     for doc, length in zip(counts, lengths, strict=True):
         norm = k1 * (1 - b + b * length / average)

@@ -255,7 +255,7 @@ def _tiered(
     for lexeme, count in zip(lexemes, items, strict=True):
         found[parse_lexeme(lexeme)[0]] += int(count)
     counts = [found[term] - int(gone) for term, gone in zip(terms, expired, strict=True)]
-    idf = [max(math.log((size - n + 0.5) / (n + 0.5)), 1e-6) for n in counts]
+    idf = [math.log(1 + (size - n + 0.5) / (n + 0.5)) for n in counts]
     average = (length / size) or 1.0
     tiers = [(lexeme, int(count)) for lexeme, count in zip(lexemes, items, strict=True)]
     walk = TierWalk(tier_plan(tiers, terms, idf, average), len(terms))

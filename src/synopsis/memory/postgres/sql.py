@@ -362,9 +362,8 @@ _FROM_SCOPE: Final = (
 )
 _TF: Final = "cardinality(array_positions(x.w, {term}::text))"
 _IDF: Final = (
-    "greatest(ln(((%(size)s::bigint - count(*) FILTER (WHERE c.tfs[{i}] > 0))::float8"
-    " + 0.5::float8) / (count(*) FILTER (WHERE c.tfs[{i}] > 0)::float8 + 0.5::float8)),"
-    " 1e-6::float8)"
+    "ln(1::float8 + ((%(size)s::bigint - count(*) FILTER (WHERE c.tfs[{i}] > 0))::float8"
+    " + 0.5::float8) / (count(*) FILTER (WHERE c.tfs[{i}] > 0)::float8 + 0.5::float8))"
 )
 #: BM25's constants as the parameters ``_TERM_SCORE`` reads.
 _BM25: Final[dict[str, float]] = {

@@ -344,7 +344,7 @@ _KEYWORD_PAGE: Final = (
     " ON m.id = page.id ORDER BY page.score DESC, m.updated_at DESC, m.key, m.path"
 )
 _TF: Final = "(length(x.spaced) - length(replace(x.spaced, ?, ''))) / length(?) AS tf{i}"
-_IDF: Final = "max(ln((? - sum(c.tf{i} > 0) + 0.5) / (sum(c.tf{i} > 0) + 0.5)), 1e-6) AS idf{i}"
+_IDF: Final = "ln(1 + (? - sum(c.tf{i} > 0) + 0.5) / (sum(c.tf{i} > 0) + 0.5)) AS idf{i}"
 _TERM_SCORE: Final = (
     "CASE WHEN c.tf{i} > 0 THEN d.idf{i} * c.tf{i} * ? / (c.tf{i} + ? * (? + ? * c.doc_len / ?))"
     " ELSE 0.0 END"
