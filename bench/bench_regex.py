@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from synopsis import Compactor
 from synopsis.compaction import summary as post
 from synopsis.memory import ranking
+from synopsis.models import _facts as facts
 from synopsis.models import extractive
 from synopsis.prompts import ENGLISH, USER_MESSAGES_TAG
 from synopsis.summarizer import extract_summary
@@ -92,12 +93,12 @@ def cases() -> list[Case]:
         Case("extractive._IDENT `a", "`a", _scan(extractive._IDENT)),
         Case("extractive._IDENT a.a", "a.", _scan(extractive._IDENT)),
         Case("extractive._CODE_DEF", "def\t", _scan(extractive._CODE_DEF)),
-        Case("extractive._ERROR", "exit code ", _scan(extractive._ERROR)),
+        Case("_facts.ERROR", "exit code ", _scan(facts.ERROR)),
         Case("extractive._TODO", " ", _per_line(extractive._TODO)),
         Case("extractive._EXCEPTION_LINE", " ", _per_line(extractive._EXCEPTION_LINE)),
         Case("extractive._INLINE_TODO", "TODOx", _scan(extractive._INLINE_TODO)),
         Case("extractive._SUMMARY_TAG", "</summary", _scan(extractive._SUMMARY_TAG)),
-        Case("extractive._CJK_RUN", "的了", _scan(extractive._CJK_RUN)),
+        Case("_facts.CJK_RUN", "的了", _scan(facts.CJK_RUN)),
         Case("extractive section marks", " \t#*", lambda t: extractive._previous_sections(t)),
         Case("summary._HEADING blanks", " ", _scan(re.compile(heading, re.MULTILINE))),
         Case("summary._HEADING tabs", "\t ", lambda t: post._heading(6, t, ENGLISH)),

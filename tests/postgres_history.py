@@ -41,7 +41,7 @@ def build_postgres_at(
         for step in range(1, version + 1):
             steps += pq.migration(schema, step)
         for statement in steps:
-            conn.execute(statement.query, statement.params)
+            conn.execute(statement.sql, statement.params)
         for tenant, namespace, key, text in items:
             terms = indexed_terms(text)
             vector = None if embed is None else list(embed(text))

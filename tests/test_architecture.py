@@ -68,28 +68,6 @@ LAYERS: tuple[tuple[str, ...], ...] = (
 )
 FOUNDATION = 0
 
-#: Private names of memory/ that other packages still use, and the one arrow up the layers (the
-#: server's default memory key lives in the CLI): house-memory promotes the names to public ones
-#: of synopsis.memory and moves the key into memory/.
-# removed when house-memory lands
-TEMPORARY_PRIVATE = frozenset(
-    {
-        ("synopsis.memory._checks", "MAX_LIMIT"),
-        ("synopsis.memory._checks", "MAX_TTL_SECONDS"),
-        ("synopsis.memory._checks", "check_tenant"),
-        ("synopsis.memory._checks", "prepare_put"),
-        ("synopsis.memory._kinds", "AGENTS_ITEM_KIND"),
-        ("synopsis.memory._kinds", "AGENTS_SESSION_KIND"),
-        ("synopsis.memory._kinds", "KindFilter"),
-        ("synopsis.memory._kinds", "MAX_FILTER_KINDS"),
-        ("synopsis.memory._kinds", "check_kind_filter"),
-        ("synopsis.memory._types", "normalize_tags"),
-        ("synopsis.memory._types", "validate_tenant"),
-    }
-)
-# removed when house-memory lands
-TEMPORARY_UPWARD = frozenset({("synopsis.server.api", "synopsis.cli.memory")})
-
 
 @dataclass(frozen=True, slots=True)
 class Import:
@@ -254,8 +232,6 @@ def test_nothing_imports_upward() -> None:
     for imports in graph().values():
         for imported in imports:
             importer, imported_module = imported.importer, target(imported)
-            if (importer, imported_module) in TEMPORARY_UPWARD:
-                continue
             (low, mine), (high, theirs) = group_of(importer), group_of(imported_module)
             upward = high > low
             sideways = high == low and mine != theirs and low != FOUNDATION
@@ -276,8 +252,6 @@ def test_no_private_name_crosses_a_package() -> None:
             name = imported.name if module == imported.module else None
             private_module = any(is_private(part) for part in module.split("."))
             if not (private_module or (name is not None and is_private(name))):
-                continue
-            if (module, name) in TEMPORARY_PRIVATE:
                 continue
             offenders.append(str(imported))
     assert offenders == []
@@ -302,14 +276,3 @@ def module_sizes() -> list[tuple[int, str]]:
         for path in modules().values()
     ]
     return sorted((size for size in sizes if size[0] > GUIDE_MODULE_LINES), reverse=True)
-
-
-def test_the_temporary_allowances_are_still_needed() -> None:
-    """Each temporary entry is an import that exists and breaks its rule: once house-memory's
-    promotions land, this fails until the allowlists go."""
-    imports = [i for found in graph().values() for i in found]
-    privately = {(target(i), i.name if target(i) == i.module else None) for i in imports}
-    assert privately >= TEMPORARY_PRIVATE
-    for importer, imported in TEMPORARY_UPWARD:
-        assert any(i.importer == importer and target(i) == imported for i in imports)
-        assert group_of(importer)[0] < group_of(imported)[0]

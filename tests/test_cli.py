@@ -34,7 +34,8 @@ def test_count_reproduces_seed_experiment_a() -> None:
 
 
 def test_compact_seed_d_with_small_user_budget(tmp_path: Path) -> None:
-    """--user-budget 10 keeps only the 4th and 5th questions, in order, in the block."""
+    """--user-budget 10 quotes only the 3rd and 4th questions, in order, in the block: the 5th,
+    the newest, stays in the context as itself."""
     out_file = tmp_path / "out.json"
     code, out, _ = run(
         "compact",
@@ -52,12 +53,15 @@ def test_compact_seed_d_with_small_user_budget(tmp_path: Path) -> None:
     report = json.loads(out)
     for key in ("triggered", "tokens_before", "tokens_after", "model", "attempts", "messages"):
         assert key in report
-    assert report["model"] == "extractive" and report["messages"] == 2
-    summary = json.loads(out_file.read_text(encoding="utf-8"))[-1]["content"]
+    # system, summary, and the newest request with its answer, each as itself (issue 20.5)
+    assert report["model"] == "extractive" and report["messages"] == 4
+    written = json.loads(out_file.read_text(encoding="utf-8"))
+    summary = written[1]["content"]
+    assert [m["content"] for m in written[2:]] == ["用户提问第五号", "回答第五号"]
     block = summary.split("<all_user_messages>")[1].split("</all_user_messages>")[0]
-    assert "用户提问第四号" in block and "用户提问第五号" in block
-    assert block.index("第四号") < block.index("第五号")
-    assert "第一号" not in block and "第三号" not in block
+    assert "用户提问第三号" in block and "用户提问第四号" in block
+    assert block.index("第三号") < block.index("第四号")
+    assert "第一号" not in block and "第五号" not in block
 
 
 def test_compact_example_main_job(tmp_path: Path) -> None:

@@ -20,6 +20,7 @@ from click.testing import CliRunner, Result
 from rich.console import Console
 
 from synopsis.cli import Terminal, main
+from synopsis.messages import content_type
 from synopsis.transcripts import load_transcript
 
 EXAMPLE = Path(__file__).parent.parent / "examples" / "coding-session.json"
@@ -47,7 +48,9 @@ def example(tmp_path: Path) -> Path:
 
 
 def summary_of(path: Path) -> str:
-    return str(load_transcript(path).messages[-1]["content"])
+    """The summary's text (the newest request and the last message stay after it)."""
+    messages = load_transcript(path).messages
+    return next(str(m["content"]) for m in messages if content_type(m) == "summary")
 
 
 # -- 4. the archive -----------------------------------------------------------------------------
@@ -365,14 +368,15 @@ def test_compact_reads_stdin_and_writes_stdout(
     for args in (["compact", "-"], ["compact", "-", "-o", "-"]):
         result = run(*args, *TRIGGER, "--quiet", input=EXAMPLE.read_text(encoding="utf-8"))
         assert result.exit_code == 0, result.output
-        assert "<synopsis:summary " in json.loads(result.stdout)[-1]["content"]
+        assert any("<synopsis:summary " in m["content"] for m in json.loads(result.stdout))
         assert list(tmp_path.iterdir()) == []
     archive = tmp_path / "kept" / "replaced.jsonl"
     archive.parent.mkdir()
     args = ["compact", "-", "--archive", str(archive), *TRIGGER, "--quiet"]
     result = run(*args, input=EXAMPLE.read_text(encoding="utf-8"))
     assert result.exit_code == 0, result.output
-    assert archive.exists() and str(archive) in json.loads(result.stdout)[-1]["content"]
+    summary = next(m["content"] for m in json.loads(result.stdout) if content_type(m) == "summary")
+    assert archive.exists() and str(archive) in summary
 
 
 def test_count_reads_stdin() -> None:

@@ -14,7 +14,7 @@ from click.testing import CliRunner, Result
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from synopsis.cli.memory import memory
+from synopsis.cli import main
 from synopsis.errors import InvalidInput, StoreError
 from synopsis.memory import MemoryItem, NewMemory
 from synopsis.memory._checks import item_error
@@ -30,10 +30,11 @@ def db(tmp_path: Path) -> str:
 
 
 def run(db: str, *args: str, input: str | None = None, tenant: str = "acme") -> Result:
-    """Invoke `memory` with --db/--tenant given through the environment."""
+    """Invoke `synopsis memory` (the group as the CLI serves it, its import/export/reembed
+    attached) with --db/--tenant given through the environment."""
     runner = CliRunner()
     env = {"SYNOPSIS_DB": db, "SYNOPSIS_TENANT": tenant}
-    return runner.invoke(memory, list(args), input=input, env=env, catch_exceptions=False)
+    return runner.invoke(main, ["memory", *args], input=input, env=env, catch_exceptions=False)
 
 
 def assert_one_line_error(result: Result, fragment: str) -> None:
@@ -298,7 +299,9 @@ def test_unknown_database_url_is_one_line_error(tmp_path: Path) -> None:
 
 def test_missing_tenant_is_one_line_error(db: str) -> None:
     """--tenant is required."""
-    result = CliRunner().invoke(memory, ["search", "--db", db, "x"], env={"SYNOPSIS_TENANT": None})
+    result = CliRunner().invoke(
+        main, ["memory", "search", "--db", db, "x"], env={"SYNOPSIS_TENANT": None}
+    )
     assert_one_line_error(result, "--tenant")
 
 

@@ -51,6 +51,11 @@ def _call(call_id: str, name: str = "read_file", args: str = '{"path": "a.py"}')
     return {"id": call_id, "type": "function", "function": {"name": name, "arguments": args}}
 
 
+def summary_of(messages: list[dict[str, Any]]) -> dict[str, Any]:
+    """The summary message of a compacted history (the last message always stays after it)."""
+    return next(m for m in messages if content_type(m) == "summary")
+
+
 def make(model: Any, **options: Any) -> Compactor:
     options.setdefault("retry", NO_SLEEP)
     options.setdefault("sleep", RecordingSleep())
@@ -58,16 +63,17 @@ def make(model: Any, **options: Any) -> Compactor:
 
 
 def test_seed_c_summarizer_input_is_instruction_context_request() -> None:
-    """1 system + 5 context messages -> the summarizer sees 7: persona, the 5, the request."""
+    """1 system + 5 context messages -> the summarizer sees 6: persona, the 4 before the last
+    message (which always stays in the context), the request."""
     model = FakeModel([SUMMARY])
     history = [{"role": "system", "content": "agent prompt"}] + [
         {"role": "user" if i % 2 == 0 else "assistant", "content": f"m{i}"} for i in range(5)
     ]
     make(model, trigger_tokens=1).compact(history)
     sent = model.requests[0].messages
-    assert len(sent) == 7
+    assert len(sent) == 6
     assert sent[0]["role"] == "system" and sent[0]["content"] != "agent prompt"
-    assert [m["content"] for m in sent[1:6]] == [f"m{i}" for i in range(5)]
+    assert [m["content"] for m in sent[1:5]] == [f"m{i}" for i in range(4)]
     assert sent[-1]["role"] == "user" and "<summary>" in sent[-1]["content"]
     assert all(m["role"] != "system" for m in sent[1:])
 
@@ -82,13 +88,14 @@ def test_under_threshold_returns_a_new_unchanged_list() -> None:
 
 
 def test_over_threshold_replaces_history_with_one_marked_summary() -> None:
-    """Tokens over the trigger: [system, summary], summary is a marked user message."""
+    """Tokens over the trigger: [system, summary, newest request], the summary a marked user
+    message; the last message (the newest request) stays as itself."""
     history = load("seed-a.json")
     before = copy.deepcopy(history)
-    out = make(FakeModel([SUMMARY]), trigger_tokens=5000, counter="adk")(history)
+    out = make(FakeModel([SUMMARY]), trigger_tokens=5000, counter="adk", keep_tail=0)(history)
     assert history == before
     assert out[0] == history[0]
-    assert len(out) == 2
+    assert len(out) == 3 and out[2] == history[-1]
     summary = out[1]
     assert summary["role"] == "user" and content_type(summary) == "summary"
     assert "thinking" not in summary["content"]  # the analysis scratchpad is dropped
@@ -96,29 +103,36 @@ def test_over_threshold_replaces_history_with_one_marked_summary() -> None:
 
 
 def test_seed_d_user_budget_keeps_fourth_and_fifth_in_order() -> None:
-    """Budget 10 with adk keeps only the 4th and 5th user questions, oldest first."""
-    result = make(FakeModel([SUMMARY]), counter="adk", user_budget=10).compact(load("seed-d.json"))
-    block = text_of(result.messages[-1]).split("<all_user_messages>")[1]
+    """Budget 10 with adk quotes only the 3rd and 4th user questions, oldest first: the 5th,
+    the newest, stays in the context as its own message and is not quoted again."""
+    compactor = make(FakeModel([SUMMARY]), counter="adk", user_budget=10, keep_tail=0)
+    result = compactor.compact(load("seed-d.json"))
+    summary = next(m for m in result.messages if content_type(m) == "summary")
+    block = text_of(summary).split("<all_user_messages>")[1]
     block = block.split("</all_user_messages>")[0]
-    assert "用户提问第四号" in block and "用户提问第五号" in block
-    assert block.index("第四号") < block.index("第五号")
-    for other in ("第一号", "第二号", "第三号"):
+    assert "用户提问第三号" in block and "用户提问第四号" in block
+    assert block.index("第三号") < block.index("第四号")
+    for other in ("第一号", "第二号", "第五号"):
         assert other not in block
+    assert text_of(result.messages[-2]) == "用户提问第五号"
     assert "model's paraphrase" not in block
 
 
 def test_seed_d_full_budget_keeps_all_five() -> None:
-    """The default 30,000-token budget keeps all five questions."""
-    result = make(FakeModel([SUMMARY]), counter="adk").compact(load("seed-d.json"))
-    text = text_of(result.messages[-1])
-    positions = [text.index(f"用户提问第{n}号") for n in "一二三四五"]
+    """The default 30,000-token budget quotes all four questions the summary replaced (the
+    fifth, the newest, stays as itself)."""
+    result = make(FakeModel([SUMMARY]), counter="adk", keep_tail=0).compact(load("seed-d.json"))
+    text = text_of(next(m for m in result.messages if content_type(m) == "summary"))
+    positions = [text.index(f"用户提问第{n}号") for n in "一二三四"]
     assert positions == sorted(positions)
+    assert [text_of(m) for m in result.messages[-2:]] == ["用户提问第五号", "回答第五号"]
 
 
 def test_seed_e_compacted_history_has_no_real_user_messages() -> None:
-    """After compaction [system, summary] holds 0 real user messages."""
-    result = make(FakeModel([SUMMARY])).compact(load("seed-d.json"))
-    assert [is_real_user_message(m) for m in result.messages] == [False, False]
+    """After compaction [system, summary, newest request, last reply] holds exactly one real
+    user message: the newest (issue 20.5 changed seed E, which kept none)."""
+    result = make(FakeModel([SUMMARY]), keep_tail=0).compact(load("seed-d.json"))
+    assert [is_real_user_message(m) for m in result.messages] == [False, False, True, False]
 
 
 def test_message_only_trigger_does_not_fire_forever() -> None:
@@ -185,7 +199,7 @@ def test_extractive_fallback_compacts_when_models_fail() -> None:
     model = FakeModel(default=ProviderUnavailable("down", model="fake:model"))
     result = make(model, fallback="extractive").compact(load("seed-d.json"))
     assert result.compacted and result.fallback == "extractive"
-    assert content_type(result.messages[-1]) == "summary"
+    assert summary_of(result.messages)
 
 
 def test_truncate_fallback_archives_and_drops() -> None:
@@ -198,7 +212,8 @@ def test_truncate_fallback_archives_and_drops() -> None:
     assert result.compacted and result.fallback == "truncate"
     newest = history[-2]
     assert newest["content"] == "用户提问第五号" and newest in result.messages
-    assert archive.batches[0][1] == [m for m in history[1:] if m is not newest]
+    # ... nor the last message, which always stays
+    assert archive.batches[0][1] == [m for m in history[1:-1] if m is not newest]
     assert "removed" in text_of(result.messages[1])
 
 
@@ -206,6 +221,8 @@ def test_tail_is_kept_tool_pair_safe_and_without_stale_usage() -> None:
     """keep_tail keeps whole tool groups verbatim and drops their stale usage numbers."""
     history = [
         {"role": "system", "content": "s"},
+        {"role": "user", "content": "read b.py"},
+        {"role": "assistant", "content": "b.py is fine"},
         {"role": "user", "content": "fix a.py"},
         {
             "role": "assistant",
@@ -217,17 +234,24 @@ def test_tail_is_kept_tool_pair_safe_and_without_stale_usage() -> None:
     ]
     result = make(FakeModel([SUMMARY]), keep_tail=1).compact(history)
     roles = [m["role"] for m in result.messages]
-    assert roles == ["system", "user", "assistant", "tool"]
-    assert "usage" not in result.messages[2]
+    # system, summary, the newest request (pinned), the tool pair
+    assert roles == ["system", "user", "user", "assistant", "tool"]
+    assert result.messages[2] == history[3]
+    assert "usage" not in result.messages[3]
     validate_messages(result.messages)
 
 
 def test_second_compaction_is_incremental_and_carries_user_messages() -> None:
     """The previous summary is given to the model, and quoted user messages survive."""
     model = FakeModel([SUMMARY, SUMMARY])
-    compactor = make(model)
+    compactor = make(model, keep_tail=0)
+    turns = (("first request", "done"), ("third request", "ok"))
     first = compactor.compact(
-        [{"role": "user", "content": "first request"}, {"role": "assistant", "content": "done"}]
+        [
+            m
+            for q, a in turns
+            for m in ({"role": "user", "content": q}, {"role": "assistant", "content": a})
+        ]
     ).messages
     second = compactor.compact(
         [
@@ -238,9 +262,10 @@ def test_second_compaction_is_incremental_and_carries_user_messages() -> None:
     ).messages
     request = model.requests[1].messages[-1]["content"]
     assert "fix the bug" in request  # the previous summary, for updating
-    text = text_of(second[-1])
-    assert "first request" in text and "second request" in text
-    marker = marker_of(second[-1])
+    text = text_of(summary_of(second))
+    assert "first request" in text and "third request" in text
+    assert second[-2] == {"role": "user", "content": "second request"}  # pinned, as itself
+    marker = marker_of(summary_of(second))
     assert marker is not None and marker.integer("version") == 2
 
 
@@ -277,9 +302,10 @@ def test_archive_receives_replaced_messages_and_summary_points_to_it() -> None:
     """Nothing is lost: the replaced messages are archived and the summary names where."""
     archive = MemoryArchive()
     history = load("seed-d.json")
-    result = make(FakeModel([SUMMARY]), archive=archive, session_id="s1").compact(history)
-    assert archive.batches == [("s1", history[1:])]
-    assert result.archive and result.archive in text_of(result.messages[-1])
+    compactor = make(FakeModel([SUMMARY]), archive=archive, session_id="s1", keep_tail=0)
+    result = compactor.compact(history)
+    assert archive.batches == [("s1", history[1:-2])]  # the newest request and reply stay
+    assert result.archive and result.archive in text_of(summary_of(result.messages))
 
 
 def test_jsonl_archive_is_a_loadable_transcript(tmp_path: Path) -> None:
@@ -287,8 +313,9 @@ def test_jsonl_archive_is_a_loadable_transcript(tmp_path: Path) -> None:
     from synopsis.transcripts import load_transcript
 
     history = load("seed-d.json")
-    result = make(FakeModel([SUMMARY]), archive=str(tmp_path), session_id="a/b").compact(history)
-    assert load_transcript(result.archive or "").messages == history[1:]
+    compactor = make(FakeModel([SUMMARY]), archive=str(tmp_path), session_id="a/b", keep_tail=0)
+    result = compactor.compact(history)
+    assert load_transcript(result.archive or "").messages == history[1:-2]
 
 
 def test_overflow_error_compacts_and_retries_once() -> None:
@@ -297,7 +324,7 @@ def test_overflow_error_compacts_and_retries_once() -> None:
     wrapped = CompactingModel(agent, make(FakeModel([SUMMARY]), trigger_tokens=10**9))
     response = wrapped.complete(load("seed-d.json"))
     assert response.text == "answer"
-    assert content_type(agent.requests[1].messages[-1]) == "summary"
+    assert summary_of(agent.requests[1].messages)
 
 
 def test_chunked_summarization_respects_the_summarizer_window() -> None:
@@ -368,7 +395,7 @@ async def test_async_compactor_matches_sync() -> None:
     result = await compactor.compact(load("seed-d.json"))
     assert result.compacted and result.attempts == 2
     assert seen[0] == "before_summarize" and seen[-1] == "after_summarize"
-    assert "用户提问第五号" in text_of(result.messages[-1])
+    assert "用户提问第五号" in text_of(result.messages[-2])  # the newest request, pinned
     assert await compactor([{"role": "user", "content": "x"}]) == [{"role": "user", "content": "x"}]
 
 
@@ -403,9 +430,13 @@ def test_regrowth_guard_reads_the_summary_marker_after_a_round_trip() -> None:
     model = FakeModel(default="<summary>" + "word " * 400 + "</summary>")
     compactor = make(model, trigger_tokens=100, counter="adk")
     first = compactor(
-        [{"role": "user", "content": "x " * 300}, {"role": "assistant", "content": "y"}]
+        [
+            {"role": "user", "content": "x " * 300},
+            {"role": "assistant", "content": "y"},
+            {"role": "user", "content": "z"},
+        ]
     )
-    assert content_type(first[-1]) == "summary" and len(model.requests) == 1
+    assert summary_of(first) and len(model.requests) == 1
     again = convert_to_openai_messages(convert_to_messages(json.loads(json.dumps(first))))
     again.append({"role": "user", "content": "a little more"})
     assert compactor(again) == again and len(model.requests) == 1
@@ -413,11 +444,12 @@ def test_regrowth_guard_reads_the_summary_marker_after_a_round_trip() -> None:
 
 def test_the_result_and_the_marker_carry_the_summary_version() -> None:
     """Each compaction numbers its summary one above the previous one."""
-    compactor = make(FakeModel(default=SUMMARY))
-    first = compactor.compact([{"role": "user", "content": "a"}])
-    second = compactor.compact([*first.messages, {"role": "user", "content": "b"}])
+    compactor = make(FakeModel(default=SUMMARY), keep_tail=0)
+    turns = [{"role": "user", "content": "a"}, {"role": "assistant", "content": "A"}]
+    first = compactor.compact([*turns, {"role": "user", "content": "b"}])
+    second = compactor.compact([*first.messages, *turns, {"role": "user", "content": "c"}])
     assert (first.version, second.version) == (1, 2) and second.report()["version"] == 2
-    marker = marker_of(second.messages[-1])
+    marker = marker_of(summary_of(second.messages))
     assert marker is not None and marker.integer("version") == 2
 
 
@@ -430,7 +462,7 @@ def test_a_truncation_notice_is_summarized_later_with_its_quotes() -> None:
     ]
     truncated = make(failing, fallback="truncate").compact(history)
     assert truncated.compacted and content_type(truncated.messages[0]) == "notice"
-    summary = make(FakeModel(default=SUMMARY)).compact(truncated.messages).messages[-1]
+    summary = summary_of(make(FakeModel(default=SUMMARY)).compact(truncated.messages).messages)
     assert "message 0 message 0" in text_of(summary)
 
 
@@ -469,10 +501,11 @@ def test_plan_truncation_drops_the_oldest_unprotected_groups_first() -> None:
         return len(text_of(message)) // 4 + 1
 
     plan = plan_compaction(history, estimate=size)
+    assert plan.tail == (history[6],)  # the last message always stays
     keep_all = plan_truncation(plan, estimate=size)
     assert keep_all.dropped == (skills,)
     tight = plan_truncation(plan, estimate=size, max_tokens=21)
-    assert tight.kept == (summary, history[5], history[6])
+    assert tight.kept == (summary, history[5])
     assert tight.dropped == (skills, history[2], history[3], history[4])
     nothing = plan_truncation(plan, estimate=size, max_tokens=0)
     assert nothing.kept == (summary, history[5])
@@ -488,3 +521,98 @@ def test_the_extractive_model_reads_a_marked_summary_as_the_previous_one() -> No
     text = ExtractiveModel().complete(later).text
     assert "first request" in text and "second request" in text  # the block of the previous
     assert "continues an earlier one" not in text and "<synopsis:" not in text
+
+
+# -- defaults never bury the newest request; a compaction ends within its trigger (issue 20) --
+
+
+def chat(turns: int) -> list[dict[str, Any]]:
+    return [
+        {"role": "user" if i % 2 == 0 else "assistant", "content": f"message {i} about topic {i}"}
+        for i in range(turns)
+    ]
+
+
+@pytest.mark.parametrize("keep_tail", [None, 0])
+def test_a_compaction_of_two_thousand_messages_ends_within_its_trigger(
+    keep_tail: int | None,
+) -> None:
+    """2,000 messages and a trigger of 2,000 tokens (issue 20.4 measured 30,710 after): the
+    quotes of the user's words and the summary are capped by the trigger, the tail too."""
+    keywords: dict[str, Any] = {} if keep_tail is None else {"keep_tail": keep_tail}
+    result = Compactor(trigger_tokens=2_000, **keywords).compact(chat(2_000))
+    assert result.compacted and result.tokens_before > 9 * 2_000
+    assert result.tokens_after <= 2_000
+
+
+def test_the_caps_follow_the_trigger_and_give_way_to_explicit_settings() -> None:
+    options = Compactor(trigger_tokens=2_000).options
+    assert options.quote_budget == 400 and options.summary_cap == 500
+    assert Compactor().options.quote_budget == 30_000  # 160,000 tokens: the budget itself
+    explicit = Compactor(trigger_tokens=2_000, summarizer_max_output_tokens=900)
+    assert explicit.options.summary_cap is None
+    assert explicit.summarizer.max_output_tokens == 900  # type: ignore[attr-defined]
+    assert Compactor(trigger_tokens=2_000).summarizer.max_output_tokens == 500  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("keep_tail", [None, 0, 2])
+def test_the_newest_request_and_a_pending_tool_result_stay_as_their_own_messages(
+    keep_tail: int | None,
+) -> None:
+    """Whatever the tail, the upstream never gets only [system, summary] (issue 20.5)."""
+    keywords: dict[str, Any] = {} if keep_tail is None else {"keep_tail": keep_tail}
+    history = [
+        {"role": "system", "content": "You are helpful."},
+        *chat(40),
+        {"role": "user", "content": "What is the weather in Oslo tomorrow?"},
+        {"role": "assistant", "content": None, "tool_calls": [_call("w1", "weather")]},
+        {"role": "tool", "tool_call_id": "w1", "content": "Oslo tomorrow: 4 C, light snow."},
+    ]
+    result = Compactor(trigger_tokens=100, **keywords).compact(history)
+    assert result.compacted
+    assert history[-3] in result.messages  # the newest request, as itself
+    assert result.messages[-2:] == history[-2:]  # the pending call and its result
+    validate_messages(result.messages)
+
+
+def test_a_newest_message_larger_than_a_token_tail_still_stays() -> None:
+    """LangChain keeps at least the last message; so does a token-sized tail."""
+    from synopsis.compaction.plan import KeepTail
+
+    history = [*chat(20), {"role": "user", "content": "paste: " + "data " * 2_000}]
+    result = Compactor(trigger_tokens=500, keep_tail=KeepTail(tokens=50)).compact(history)
+    assert result.compacted and result.messages[-1] == history[-1]
+
+
+def test_a_plain_text_answer_is_a_summary_and_costs_one_call() -> None:
+    """Issue 20.3: a callable answering plain text compacted nothing, after 4 paid calls."""
+    calls: list[int] = []
+
+    def summarizer(messages: Any) -> str:
+        calls.append(len(messages))
+        return "SUMMARY"
+
+    history = chat(30)
+    result = Compactor(model=summarizer, trigger_messages=10).compact(history, force=False)
+    assert result.compacted and len(calls) == 1 and result.attempts == 1
+    assert "SUMMARY" in text_of(summary_of(result.messages))
+
+
+def test_a_langchain_chat_model_is_a_summarizer() -> None:
+    """Issue 20.3: GenericFakeChatModel was refused with ConfigError; any chat model works."""
+    from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
+    from langchain_core.messages import AIMessage
+
+    model = GenericFakeChatModel(messages=iter([AIMessage(content="The user chatted 30 turns.")]))
+    result = Compactor(model=model, trigger_messages=10).compact(chat(30), force=False)
+    assert result.compacted and result.model == "langchain:GenericFakeChatModel"
+    assert "The user chatted 30 turns." in text_of(summary_of(result.messages))
+
+
+async def test_a_langchain_chat_model_summarizes_for_the_async_compactor() -> None:
+    from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
+    from langchain_core.messages import AIMessage
+
+    model = GenericFakeChatModel(messages=iter([AIMessage(content="Thirty turns of chat.")]))
+    result = await AsyncCompactor(model=model, trigger_messages=10).compact(chat(30))
+    assert result.compacted and "Thirty turns of chat." in text_of(summary_of(result.messages))

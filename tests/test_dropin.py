@@ -296,9 +296,11 @@ def test_ten_turns_through_langchain_compact_only_when_the_trigger_fires() -> No
 
 def test_seed_e_holds_after_a_langchain_round_trip() -> None:
     """Seed E: [system, summary] has 0 real user messages, also after LangChain and back; the
-    summary is internal and recognized as a summary from its content alone."""
+    summary is internal and recognized as a summary from its content alone. (The newest
+    request stays after it as its own message since issue 20.5.)"""
     compacted = compactor().compact(history()).messages
-    pair = langchain_round_trip([compacted[0], compacted[-1]])
+    summary = next(m for m in compacted if content_type(m) == "summary")
+    pair = langchain_round_trip([compacted[0], summary])
     assert pair[1]["role"] == "user" and set(pair[1]) == {"role", "content"}
     assert content_type(pair[1]) == "summary" and is_internal(pair[1])
     assert sum(is_real_user_message(m) for m in pair) == 0
@@ -376,8 +378,8 @@ def test_the_compacted_conversation_is_exposed_and_can_be_reset() -> None:
     messages = history()
     wrapped.complete(messages)
     kept = wrapped.history
-    assert [content_type(m) for m in kept] == [None, "skills", "summary"]
-    assert "LATEST: now make the tests pass" in text_of(kept[-1])
+    assert [content_type(m) for m in kept[:3]] == [None, "skills", "summary"]
+    assert kept[-1] == {"role": "user", "content": "LATEST: now make the tests pass"}  # as itself
     wrapped.complete(
         [*kept, {"role": "assistant", "content": "ok"}, {"role": "user", "content": "x"}]
     )

@@ -11,6 +11,7 @@ import synopsis.errors
 from synopsis.errors import (
     AllModelsFailed,
     CoolingDown,
+    DatabaseError,
     InvalidMessage,
     ProviderUnavailable,
     RateLimited,
@@ -28,6 +29,7 @@ BUILT = [
     AllModelsFailed("every model failed", [RateLimited("a", model="m1"), ValueError("b")]),
     UserDeleted("acme", "u1", expected=1, current=2),
     CoolingDown("cooling down", retry_in=4.0),
+    DatabaseError("put failed on db.example", operation="put", sqlstate="40P01"),
 ]
 TREE = [
     value

@@ -15,6 +15,7 @@ from synopsis.models._clip import clip, clip_line
 from synopsis.models.extractive import AsyncExtractiveModel, ExtractiveModel, extractive_summary
 from synopsis.prompts import CHINESE, ENGLISH, build_summarizer_input
 from synopsis.summarizer import extract_summary, validate_summary_response
+from synopsis.tokens import default_estimate
 
 
 def adk(text: str) -> int:
@@ -144,7 +145,7 @@ def test_output_respects_max_chars_and_max_tokens() -> None:
     assert len(text) <= 3000
     assert text.rstrip().endswith("</summary>")
     capped = ExtractiveModel().complete(messages, settings=ModelSettings(max_tokens=1000)).text
-    assert len(capped) <= 2000
+    assert default_estimate(capped) <= 1000  # the answer budget is in (estimated) tokens
     assert "<all_user_messages>" in capped
     assert "</all_user_messages>" in capped
 
@@ -263,3 +264,106 @@ def test_problem_solving_counts_are_singular_for_one() -> None:
     ]
     text = summarize(context)
     assert "1 user message," in text and "1 assistant reply," in text
+
+
+# -- facts (issue 23, item 3) -------------------------------------------------------------------
+
+FILLER = [
+    "That sounds really nice, thanks for telling me about it.",
+    "I think so too, it is good to hear from you again.",
+    "Yes, it was a lovely time and we should do it more often.",
+    "Totally agree, let us keep in touch about all of this.",
+]
+
+PLANTED = {
+    "user": "My sister Ingrid moved to Lisbon in March 2021 to open a bakery.",
+    "assistant": "I booked the table at Quinta do Lago for 8 guests on Friday at 19:30.",
+    "tool": "Invoice 48213 from Halvorsen Ltd is due on 14 June 2024.",
+}
+
+
+def planted_history(sessions: int = 6) -> list[dict[str, object]]:
+    """Chat sessions, each opened with its date, mostly small talk; three planted facts (one
+    from the user, one from the assistant, one in a tool result) in the second session."""
+    history: list[dict[str, object]] = []
+    for number in range(sessions):
+        stamp = f"[10:00 am on {number + 1} May, 2023] "
+        for turn in range(12):
+            role = "user" if turn % 2 == 0 else "assistant"
+            text = FILLER[(number + turn) % len(FILLER)]
+            history.append({"role": role, "content": (stamp if turn == 0 else "") + text})
+        if number == 1:
+            history.append({"role": "user", "content": PLANTED["user"]})
+            history.append(
+                {
+                    "role": "assistant",
+                    "content": PLANTED["assistant"],
+                    "tool_calls": [call("c1", "read_mail", '{"folder": "inbox"}')],
+                }
+            )
+            history.append({"role": "tool", "tool_call_id": "c1", "content": PLANTED["tool"]})
+    return history
+
+
+def facts_of(text: str) -> str:
+    """Section 5 of a summary, where the facts are."""
+    return text[text.index("5. Problem solving:") : text.index("6. All user messages:")]
+
+
+def test_planted_facts_of_both_speakers_and_tools_are_quoted_with_their_date() -> None:
+    messages = build_summarizer_input(planted_history(), prompts=ENGLISH)
+    text = ExtractiveModel().complete(messages, settings=ModelSettings(max_tokens=600)).text
+    facts = facts_of(text)
+    for sentence in PLANTED.values():
+        assert sentence in facts  # whole and word for word
+    line = next(x for x in facts.splitlines() if PLANTED["tool"] in x)
+    assert line == f"- (2 May, 2023) read_mail: {PLANTED['tool']}"
+    assert default_estimate(text) <= 600
+    validate_summary_response(ExtractiveModel().complete(messages))
+
+
+def test_a_fact_said_twice_is_quoted_once() -> None:
+    history = planted_history()
+    history.append({"role": "user", "content": PLANTED["user"]})
+    text = summarize(history)
+    assert facts_of(text).count(PLANTED["user"]) == 1
+
+
+def test_without_dates_a_fact_is_tagged_with_its_position() -> None:
+    history = [m for m in planted_history() if "[" not in str(m["content"])]
+    text = summarize(history)
+    assert any(
+        line.startswith("- (#") and line.endswith(PLANTED["assistant"])
+        for line in facts_of(text).splitlines()
+    )
+
+
+def test_facts_of_a_previous_summary_compete_with_the_new_ones() -> None:
+    first = summarize(planted_history())
+    later = [
+        {"role": "user", "content": "[9:00 am on 9 May, 2023] Kenji starts at Novartis in Basel."},
+        {"role": "assistant", "content": "Congratulations to Kenji on the new job in Basel!"},
+    ]
+    text = summarize(later, previous_summary=extract_summary(first))
+    facts = facts_of(text)
+    assert PLANTED["tool"] in facts and "Kenji starts at Novartis in Basel." in facts
+    assert facts.index(PLANTED["tool"]) < facts.index("Kenji starts at Novartis")
+
+
+def test_chinese_key_concepts_are_phrases_never_overlapping_windows() -> None:
+    context = [
+        {"role": "user", "content": "明天上午游览断桥，下午去灵隐寺，晚上在楼外楼吃饭。"},
+        {"role": "assistant", "content": "好的，上午游览断桥，下午去灵隐寺，楼外楼已经订好。"},
+        {"role": "user", "content": "灵隐寺门票多少钱？楼外楼几点开门？"},
+    ]
+    text = summarize(context, prompts=CHINESE)
+    start = text.index(CHINESE.section_heading(2))
+    section = text[start : text.index(CHINESE.section_heading(3))]
+    concepts = [line[2:] for line in section.splitlines() if line.startswith("- ")]
+    assert "灵隐寺" in concepts and "楼外楼" in concepts
+    for a in concepts:
+        for b in concepts:
+            if a == b or a in b or b in a:
+                continue
+            # a shifted window: the end of one is the start of the other
+            assert not any(a[k:] == b[: len(a) - k] for k in range(1, len(a))), (a, b)

@@ -30,6 +30,7 @@ from synopsis.cli import main
 from synopsis.compaction import summary as post
 from synopsis.compaction.archive import JsonlArchive
 from synopsis.errors import CompactionError, InvalidMessage
+from synopsis.models import _facts as facts
 from synopsis.models import extractive
 from synopsis.models._base import ModelResponse
 from synopsis.prompts import ENGLISH, USER_MESSAGES_TAG
@@ -271,7 +272,7 @@ def test_repeated_chinese_chunks_are_chosen_as_before(chunks: list[str]) -> None
 def old_errors(stream: list[tuple[str, str]]) -> list[str]:
     lines: list[str] = []
     for index, (role, text) in enumerate(stream):
-        if role not in {"tool", "user"} or not extractive._ERROR.search(text):
+        if role not in {"tool", "user"} or not facts.ERROR.search(text):
             continue
         followed = next((s for r, s in stream[index + 1 :] if r in {"assistant", "call"}), "")
         entry = f"- {extractive._error_line(text)}"

@@ -172,7 +172,7 @@ def build_postgres_v4(url: str, schema: str) -> None:
         for version in range(1, 5):
             steps += q.migration(schema, version)
         for statement in steps:
-            conn.execute(statement.query, statement.params)
+            conn.execute(statement.sql, statement.params)
         for user, session, version, text, created in SUMMARIES:
             conn.execute(
                 pgsql.SQL(

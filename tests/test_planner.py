@@ -29,13 +29,53 @@ SYSTEM = {"role": "system", "content": "be brief"}
 
 
 def test_default_keeps_no_tail_and_all_system_messages() -> None:
-    """With no tail, everything after the leading system messages is replaced."""
-    history = [SYSTEM, {"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}]
+    """With no tail asked for, everything after the leading system messages but the last
+    message is replaced; the newest user message, not in the tail, is pinned."""
+    history = [
+        SYSTEM,
+        *(
+            {"role": r, "content": c}
+            for r, c in (("user", "a"), ("assistant", "b"), ("user", "c"), ("assistant", "d"))
+        ),
+    ]
     plan = plan_compaction(history, estimate=est)
     assert plan.system == (SYSTEM,)
-    assert list(plan.replaced) == history[1:]
-    assert plan.tail == ()
+    assert list(plan.replaced) == history[1:-1]
+    assert plan.tail == (history[-1],)
+    assert plan.pinned == (history[3],)
     assert plan.worthwhile
+
+
+def test_the_last_message_and_a_pending_tool_result_always_stay() -> None:
+    """Even with no tail asked for, the last message stays with its tool group (issue 20.5):
+    a result the model has not answered yet is never summarized away from it."""
+    history = [
+        {"role": "user", "content": "u1"},
+        {"role": "assistant", "content": "a1"},
+        {"role": "user", "content": "look it up"},
+        {"role": "assistant", "tool_calls": [_call("c1")]},
+        {"role": "tool", "tool_call_id": "c1", "content": "result"},
+    ]
+    plan = plan_compaction(history, estimate=est)
+    assert plan.tail == tuple(history[3:])
+    assert plan.pinned == (history[2],)  # the newest request stays as its own message
+    assert plan.to_summarize == tuple(history[:3])  # and is read by the summarizer too
+    huge = [*history[:3], {"role": "user", "content": "x " * 5_000}]
+    tight = plan_compaction(huge, keep_tail=KeepTail(tokens=10), estimate=est)
+    assert tight.tail == (huge[-1],)  # larger than the token tail, kept all the same
+
+
+def test_only_the_newest_request_before_the_tail_is_not_worth_a_summary() -> None:
+    history = [{"role": "user", "content": "q"}, {"role": "assistant", "content": "a"}]
+    plan = plan_compaction(history, estimate=est)
+    assert not plan.worthwhile and "newest user message" in (plan.skip_reason or "")
+
+
+def test_a_fraction_tail_is_a_share_of_the_budget_not_of_a_huge_history() -> None:
+    history = [{"role": r, "content": "w " * 100} for r in ("user", "assistant") * 50]
+    whole = plan_compaction(history, keep_tail=KeepTail(fraction=0.25), estimate=est)
+    bounded = plan_compaction(history, keep_tail=KeepTail(fraction=0.25), estimate=est, budget=800)
+    assert sum(map(est, bounded.tail)) <= 200 < sum(map(est, whole.tail))
 
 
 def test_tail_by_messages_moves_back_to_keep_tool_pairs_whole() -> None:
@@ -71,10 +111,16 @@ def test_pending_tool_calls_stay_in_the_tail() -> None:
 def test_previous_summary_is_not_summarized_as_conversation() -> None:
     """An earlier summary goes to previous_summary, not into to_summarize."""
     summary = {"role": "user", "content": "S", "meta": {"content_type": "summary"}}
-    history = [SYSTEM, summary, {"role": "user", "content": "new"}]
+    history = [
+        SYSTEM,
+        summary,
+        {"role": "user", "content": "new"},
+        {"role": "assistant", "content": "reply"},
+        {"role": "user", "content": "newest"},
+    ]
     plan = plan_compaction(history, estimate=est)
     assert plan.previous_summary is summary
-    assert [m["content"] for m in plan.to_summarize] == ["new"]
+    assert [m["content"] for m in plan.to_summarize] == ["new", "reply"]
 
 
 def test_guard_refuses_to_resummarize_only_the_summary() -> None:
@@ -88,7 +134,12 @@ def test_guard_refuses_to_resummarize_only_the_summary() -> None:
 def test_guard_counts_only_messages_after_the_summary() -> None:
     """With min_new_messages=3, two new messages after a summary are not enough."""
     summary = {"role": "user", "content": "S", "meta": {"content_type": "summary"}}
-    history = [summary, {"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}]
+    # The last message always stays, and the newest user message with it: "a" and "b" go.
+    history = [
+        summary,
+        *({"role": r, "content": c} for r, c in (("user", "a"), ("assistant", "b"))),
+        {"role": "user", "content": "c"},
+    ]
     assert not plan_compaction(history, estimate=est, min_new_messages=3).worthwhile
     assert plan_compaction(history, estimate=est, min_new_messages=2).worthwhile
 

@@ -38,7 +38,7 @@ NS = ("user", "u1", "session", "s1")
 
 
 def _text(statement: q.Statement) -> str:
-    return statement.query.as_string(None)
+    return statement.sql.as_string(None)
 
 
 def test_user_text_is_bound_never_spliced_into_sql() -> None:
@@ -208,7 +208,7 @@ def test_version_1_database_is_upgraded_in_place(
     """A schema left at migration 1 is brought forward on open and keeps its data."""
     with psycopg.connect(postgres_url) as conn:
         for statement in [*q.migration_prelude(schema), *q.migration(schema, 1)]:
-            conn.execute(statement.query, statement.params)
+            conn.execute(statement.sql, statement.params)
         item_id = conn.execute(
             sql.SQL(
                 "INSERT INTO {}.memories (tenant, namespace, key, text, kind, tags, terms,"
@@ -240,7 +240,7 @@ def test_version_3_database_with_term_rows_upgrades_and_keeps_its_scores(
         steps = [*q.migration_prelude(schema), *q.migration(schema, 1)]
         steps += [*q.migration(schema, 2), *q.migration(schema, 3)]
         for statement in steps:
-            conn.execute(statement.query, statement.params)
+            conn.execute(statement.sql, statement.params)
         for key, text in CORPUS.items():
             terms = document_terms(text)
             row = conn.execute(

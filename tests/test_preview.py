@@ -22,7 +22,13 @@ from synopsis.compaction.compactor import AsyncCompactor, CompactionResult, Comp
 from synopsis.compaction.options import ToolClearing
 from synopsis.compaction.preview import CompactionPreview
 from synopsis.compaction.summary import collect_user_messages, parse_user_messages_block
-from synopsis.messages import content_type, is_real_user_message, is_system, marked_body
+from synopsis.messages import (
+    content_type,
+    is_real_user_message,
+    is_system,
+    marked_body,
+    text_of,
+)
 from synopsis.tokens import TokenCounter
 from synopsis.transcripts import load_transcript
 from tests.strategies import histories
@@ -61,14 +67,25 @@ def observed(
     if result.summary is not None:
         at = next(i for i, m in enumerate(result.messages) if content_type(m) == "summary")
         system = sum(1 for _ in _leading(messages, is_system))
-        tail = len(result.messages) - at - 1
-        summarized = set(range(system, len(messages) - tail))
+        after = result.messages[at + 1 :]
+        tail = len(after)
+        # The newest user message may be pinned right after the summary, ahead of the tail.
+        if after and not _same(after[0], messages[len(messages) - tail]):
+            tail -= 1
+            pinned = max(i for i in range(len(messages) - tail) if _same(after[0], messages[i]))
+            summarized = set(range(system, len(messages) - tail)) - {pinned}
+        else:
+            summarized = set(range(system, len(messages) - tail))
     return {
         "cleared": tuple(sorted(cleared)),
         "summarized": tuple(sorted(summarized)),
         "kept": tuple(i for i in everything if i not in summarized | cleared),
         "backfilled": _quoted(messages, result, summarized),
     }
+
+
+def _same(sent: Mapping[str, Any], original: Mapping[str, Any]) -> bool:
+    return sent.get("role") == original.get("role") and text_of(sent) == text_of(original)
 
 
 def _leading(messages: Sequence[Mapping[str, Any]], test: Any) -> list[Mapping[str, Any]]:
@@ -152,12 +169,15 @@ def test_the_async_compactor_previews_the_same(tmp_path: Path) -> None:
 
 
 def test_the_summary_is_the_offline_stand_in_and_its_input_is_counted() -> None:
-    compactor = Compactor(counter="adk", user_budget=10, summarizer=ForbiddenSummarizer())
+    keywords: dict[str, Any] = {"counter": "adk", "user_budget": 10, "keep_tail": 0}
+    compactor = Compactor(summarizer=ForbiddenSummarizer(), **keywords)
     preview = compactor.preview(seed("seed-d.json"))  # seed D: a budget of 10 quotes two
     assert preview.summarizer_tokens > 0 and preview.tiers[-1].name == "summarize"
-    # The extractive summary stands in for the model's; the user messages it quotes count.
-    assert preview.backfilled == (7, 9)
-    offline = Compactor(counter="adk", user_budget=10, model="extractive")
+    # The extractive summary stands in for the model's; the user messages it quotes count
+    # (the newest, 9, stays in the context as itself and is not quoted).
+    assert preview.backfilled == (5, 7)
+    assert 9 in preview.kept and 9 not in preview.summarized
+    offline = Compactor(model="extractive", **keywords)
     assert preview.tokens_after == offline.compact(seed("seed-d.json")).tokens_after
 
 

@@ -112,7 +112,10 @@ def test_a_history_still_over_budget_gets_exactly_one_summary() -> None:
     names = [event.name for event in result.events]
     assert names == ["tool_outputs_cleared", "before_summarize", "after_summarize"]
     sent = model.requests[0].messages
-    assert any(is_cleared(m) for m in sent)  # the summarizer reads the stubs, pairs intact
+    # The summarizer reads the originals tier 1 cleared from the context, pairs intact.
+    tools = [m for m in sent if m.get("role") == "tool"]
+    assert tools and not any(is_cleared(m) for m in tools)
+    assert messages[3]["content"] in [m["content"] for m in tools]
     validate_messages(sent[1:-1])
 
 
@@ -246,3 +249,40 @@ def test_the_default_clears_tool_output_first() -> None:
     assert CompactionOptions().clear_tool_outputs == ToolClearing(
         keep_recent=3, min_tokens=100, clear_arguments=False, target=0.75
     )
+
+
+class RecordingSummarizer:
+    """Keeps what it was asked to read, and answers with the extractive summary of it."""
+
+    def __init__(self) -> None:
+        self.read: list[Mapping[str, Any]] = []
+
+    def summarize(self, messages: Sequence[Mapping[str, Any]], **_: Any) -> SummaryResult:
+        self.read.extend(messages)
+        return SummaryResult(text=SUMMARY, model="recording", attempts=1)
+
+
+def test_the_summarizer_reads_the_original_tool_output_that_tier_one_cleared() -> None:
+    messages = tool_heavy()
+    messages[3] = {**messages[3], "content": messages[3]["content"] + "The secret port is 8443.\n"}
+    summarizer = RecordingSummarizer()
+    result = compactor(2_000, summarizer=summarizer).compact(messages)
+
+    assert [tier.name for tier in result.tiers] == ["clear", "summarize"]
+    read = [m for m in summarizer.read if m.get("role") == "tool"]
+    assert read and not any(is_cleared(m) for m in read)
+    assert any("The secret port is 8443." in str(m["content"]) for m in read)
+    # ... while the context itself got the stub, not the original.
+    kept = [m for m in result.messages if m.get("role") == "tool"]
+    assert all("8443" not in str(m["content"]) for m in kept)
+
+
+def test_a_fact_in_cleared_tool_output_reaches_the_extractive_summary() -> None:
+    messages = tool_heavy()
+    messages[3] = {**messages[3], "content": "Deployed by Marguerite Okafor on 2024-03-17.\n"}
+    result = Compactor(
+        trigger_tokens=2_000, clear_tool_outputs=ToolClearing(keep_recent=2, min_tokens=0)
+    ).compact(messages)
+
+    assert [tier.name for tier in result.tiers] == ["clear", "summarize"]
+    assert result.summary is not None and "Marguerite Okafor" in result.summary

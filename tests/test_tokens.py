@@ -450,3 +450,21 @@ def test_new_baseline_in_appended_messages() -> None:
     history = [*history, assistant("ok", total=700), user("y" * 8)]
     result = counter.count(history)
     assert (result.total, result.baseline_index) == (702, 1)
+
+
+def test_text_bound_holds_for_the_builtin_estimators_and_is_none_for_others() -> None:
+    """``text_bound`` lets the summarizer skip estimating a short message; it must never be
+    below the estimate (worst cases: one CJK character, digits and punctuation in turns)."""
+    import random
+
+    rng = random.Random(3)
+    alphabet = [chr(c) for c in [*range(32, 127), *range(0x4E00, 0x4E20), *range(0x3040, 0x3050)]]
+    alphabet += ["я", "ä", "😀", "。", "\n", "  "]
+    texts = ["中", "中a" * 40, "1 " * 40, "!a" * 40, "😀a" * 40]
+    texts += ["".join(rng.choices(alphabet, k=rng.randint(1, 40))) for _ in range(3_000)]
+    for estimator in ("default", "adk"):
+        counter = TokenCounter(estimator=estimator)
+        for text in texts:
+            bound = counter.text_bound(text)
+            assert bound is not None and counter.estimate_text(text) <= bound, (estimator, text)
+    assert TokenCounter(estimator=len).text_bound("abc") is None

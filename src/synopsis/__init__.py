@@ -24,6 +24,7 @@ if _typing.TYPE_CHECKING:
         ConfigError,
         ContextLengthExceeded,
         CoolingDown,
+        DatabaseError,
         InvalidInput,
         InvalidMessage,
         InvalidNamespace,
@@ -115,6 +116,7 @@ __all__ = [
     "ContextLengthExceeded",
     "Cooldown",
     "CoolingDown",
+    "DatabaseError",
     "ExtractiveModel",
     "FailoverModel",
     "GenerateSummary",
@@ -178,3 +180,9 @@ __all__ = [
 # Each name is imported the first time it is read (PEP 562): ``import synopsis`` loads none of
 # the stores, models, redaction patterns or third-party libraries (see synopsis._lazy).
 __getattr__, __dir__ = _exports(__name__, _TOP_LEVEL)
+
+# The errors are cheap (the standard library only) and every part raises them: load them now,
+# so ``synopsis.errors.ConfigError`` shows ``synopsis.ConfigError`` however it was reached.
+for _name in _TOP_LEVEL["synopsis.errors"]:
+    __getattr__(_name)
+del _name

@@ -10,7 +10,7 @@ estimate, so "fits" means fits by the same counter the summarizer budgets with.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from synopsis.errors import ConfigError
@@ -47,13 +47,20 @@ def clip_text(text: str, max_tokens: int, estimate_text: Estimator) -> str:
 
 
 def clip_message(
-    message: Mapping[str, Any], max_tokens: int, estimate_text: Estimator
+    message: Mapping[str, Any],
+    max_tokens: int,
+    estimate_text: Estimator,
+    bound: Callable[[str], int | None] | None = None,
 ) -> Mapping[str, Any]:
     """A copy of ``message`` whose text is cut to about ``max_tokens`` (head and tail kept).
 
-    Only the summarizer's input is clipped; the archive keeps the original.
+    ``bound`` (e.g. :meth:`TokenCounter.text_bound`) may say the text is short enough without
+    estimating it. Only the summarizer's input is clipped; the archive keeps the original.
     """
     text = text_of(message)
+    limit = bound(text) if bound is not None else None
+    if limit is not None and limit <= max_tokens:
+        return message
     clipped = clip_text(text, max_tokens, estimate_text) if text else text
     if clipped is text:
         return message

@@ -42,6 +42,7 @@ TOP_LEVEL: dict[str, tuple[str, ...]] = {
         "ConfigError",
         "ContextLengthExceeded",
         "CoolingDown",
+        "DatabaseError",
         "InvalidInput",
         "InvalidMessage",
         "InvalidNamespace",

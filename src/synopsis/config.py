@@ -28,8 +28,8 @@ from pathlib import Path
 from typing import Any, Final, Literal, TypeVar, get_args
 
 from synopsis.errors import ConfigError, InvalidInput
-from synopsis.memory._checks import check_tenant
 from synopsis.memory.open import DEFAULT_DB
+from synopsis.memory.rules import check_tenant
 from synopsis.redact import Mode
 
 __all__ = [

@@ -26,7 +26,8 @@
         ├── TenantMismatch          a caller tried to reach another tenant's data
         ├── NotFound                (also KeyError)
         ├── MigrationError
-        └── UserDeleted             a write lost to delete_user; nothing was written
+        ├── UserDeleted             a write lost to delete_user; nothing was written
+        └── DatabaseError           the database refused or failed; .operation, .sqlstate
 
 The service (``synopsis serve``) answers each with the HTTP status that
 :mod:`synopsis.server.errors` maps it to, and its JSON body names the class.
@@ -46,6 +47,7 @@ __all__ = [
     "ConfigError",
     "ContextLengthExceeded",
     "CoolingDown",
+    "DatabaseError",
     "InvalidInput",
     "InvalidMessage",
     "InvalidNamespace",
@@ -276,6 +278,17 @@ class UserDeleted(StoreError):
         self.user_id = user_id
         self.expected = expected
         self.current = current
+
+
+class DatabaseError(StoreError):
+    """The database refused or failed an operation (PostgreSQL: a refused login, an unreachable
+    host, a malformed URL, a failed statement); ``operation`` names the store method and
+    ``sqlstate`` the SQLSTATE when the server sent one. The message never holds a password."""
+
+    def __init__(self, message: str, *, operation: str, sqlstate: str | None) -> None:
+        super().__init__(message)
+        self.operation = operation
+        self.sqlstate = sqlstate
 
 
 class CoolingDown(ModelError):

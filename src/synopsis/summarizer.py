@@ -95,9 +95,6 @@ class AsyncSummarizerLike(Protocol):
     ) -> SummaryResult: ...
 
 
-#: Without a ``<summary>`` part, an answer needs this many non-space characters to count.
-_MIN_CONTENT_CHARS: Final = 20
-
 # Tags only: blocks are paired by _spans, never by a lazy ``<a>.*?</a>``, which rescans the rest
 # of the text from every unclosed opening tag (quadratic on an answer full of them).
 _ANALYSIS_OPEN: Final = re.compile(r"<analysis>", re.IGNORECASE)
@@ -113,8 +110,10 @@ _SUMMARY_CLOSE: Final = re.compile(r"</summary>", re.IGNORECASE)
 def validate_summary_response(response: ModelResponse) -> str:
     """The response's text, or :class:`~synopsis.errors.InvalidSummary` if it is unusable.
 
-    Unusable: tool calls (the model acted instead of summarizing), empty text, or text that
-    has neither a non-empty ``<summary>`` part nor at least a few lines of content.
+    The contract a summarizer must meet: answer with text. Plain text is a summary as it is;
+    the ``<summary>`` tags (and an ``<analysis>`` scratchpad before them) are optional
+    structure. Unusable: tool calls (the model acted instead of summarizing), or no text at
+    all once an ``<analysis>`` block is taken out (retried, as a sampled answer may differ).
     """
     if response.tool_calls:
         names = ", ".join(_tool_names(response.tool_calls)) or "?"
@@ -122,11 +121,9 @@ def validate_summary_response(response: ModelResponse) -> str:
     text = response.text
     if not text.strip():
         raise InvalidSummary("the summarizer returned empty text", model=response.model)
-    summary = extract_summary(text)
-    has_part = _SUMMARY_OPEN.search(_cut(text, _ANALYSIS_OPEN, _ANALYSIS_CLOSE)) is not None
-    if not summary.strip() or (not has_part and len("".join(summary.split())) < _MIN_CONTENT_CHARS):
+    if not extract_summary(text).strip():
         raise InvalidSummary(
-            "the summarizer's answer has no <summary> part and too little content",
+            "the summarizer's answer has no text outside its <analysis> block",
             model=response.model,
         )
     return text
@@ -288,6 +285,7 @@ class SummarizerOptions(TypedDict, total=False):
     counter: TokenCounter | str
     window: int | None
     max_output_tokens: int | None
+    output_cap: int | None
     max_message_tokens: int
     on_event: Sequence[EventHandler]
     clock: Callable[[], float]
@@ -310,12 +308,14 @@ class _SummarizerCore:
         counter: TokenCounter | str = "default",
         window: int | None = None,
         max_output_tokens: int | None = None,
+        output_cap: int | None = None,
         max_message_tokens: int = 20_000,
         on_event: Sequence[EventHandler] = (),
         clock: Callable[[], float] = time.monotonic,
         rng: random.Random | None = None,
     ) -> None:
         _positive("max_message_tokens", max_message_tokens)
+        _positive("output_cap", output_cap)
         self.models = _resolve_models(model, failover, async_=self._async)
         self.retry = retry or RetryPolicy()
         self.cooldown = cooldown
@@ -323,6 +323,8 @@ class _SummarizerCore:
         self.counter = TokenCounter(estimator=counter) if isinstance(counter, str) else counter
         self.window = _window_of(self.models, window)
         self.max_output_tokens = _output_of(self.models, self.window, max_output_tokens)
+        if output_cap is not None and max_output_tokens is None:
+            self.max_output_tokens = min(self.max_output_tokens, output_cap)
         self.max_message_tokens = max_message_tokens
         self.on_event = tuple(on_event)
         self.rng = rng
@@ -384,7 +386,10 @@ class _SummarizerCore:
         """Oversized messages clipped, split into the groups chunks are made of (one group of
         everything when no window is known)."""
         clipped = [
-            clip_message(m, self.max_message_tokens, self.counter.estimate_text) for m in messages
+            clip_message(
+                m, self.max_message_tokens, self.counter.estimate_text, self.counter.text_bound
+            )
+            for m in messages
         ]
         return safe_groups(clipped) if self.window is not None else [clipped]
 
@@ -485,7 +490,8 @@ class Summarizer(_SummarizerCore):
     the summary of the ones before (rolling), and no request exceeds the window: oversized
     messages and tool-call groups are clipped in the middle. ``max_output_tokens`` caps each
     answer (default: a quarter of the window, at least 1,024, at most what the models allow;
-    8,192 without a window). A window too small for the prompts, the answer and some
+    8,192 without a window), and at most ``output_cap`` when one is given (a compactor gives
+    a share of its trigger). A window too small for the prompts, the answer and some
     conversation is a :class:`~synopsis.errors.ConfigError` here, never during a summary.
     The result's ``usage`` and ``calls`` say what the summary cost.
     """

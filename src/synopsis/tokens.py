@@ -204,6 +204,10 @@ def _bundled_ranks(url: str, expected_hash: str | None = None) -> dict[bytes, in
     return ranks
 
 
+#: Estimators known never to give more than 4 tokens per character (see text_bound).
+_BOUNDED: Final = frozenset({default_estimate, adk_estimate})
+
+
 def get_estimator(spec: str | Estimator) -> Estimator:
     """Resolve ``"adk"``, ``"default"``, ``"tiktoken"``, ``"tiktoken:<encoding>"`` or a callable."""
     if callable(spec):
@@ -378,6 +382,12 @@ class TokenCounter:
     def estimate_text(self, text: str) -> int:
         """Estimated tokens of a piece of text (no framing)."""
         return self._text(text)
+
+    def text_bound(self, text: str) -> int | None:
+        """A bound that :meth:`estimate_text` never exceeds, at no estimating cost: 4 per
+        character for the built-in ``default`` and ``adk`` estimators (neither gives a
+        character more than about 1.6), None for any other estimator."""
+        return 4 * len(text) if self._text in _BOUNDED else None
 
     def estimate(self, message: Mapping[str, Any]) -> int:
         """Estimated tokens of one message: text, tool calls, media and framing."""

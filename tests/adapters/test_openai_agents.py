@@ -318,7 +318,9 @@ async def test_a_compaction_replaces_the_history_and_keeps_the_tail_items_exactl
     compacted = await target.get_items()
     assert len(summarizer.requests) == 1
     assert compacted[0]["role"] == "user" and "<synopsis:summary" in compacted[0]["content"]
-    assert compacted[1:] == history[-3:]  # ids, statuses and annotations as stored
+    # The newest question stays too, as itself (pinned), then the tail: ids, statuses and
+    # annotations as stored.
+    assert compacted[1:] == history[-4:]
     assert await target.get_items() == compacted  # stored: no second summary
     assert len(summarizer.requests) == 1
     assert await target.generations() == [history, compacted]
@@ -365,7 +367,7 @@ async def test_an_async_compactor_compacts_the_same_way() -> None:
     history = [item for n in range(3) for item in turn(n)]
     await target.add_items(history)
     compacted = await target.get_items()
-    assert len(summarizer.requests) == 1 and compacted[1:] == history[-3:]
+    assert len(summarizer.requests) == 1 and compacted[1:] == history[-4:]
 
 
 async def test_a_failed_summary_leaves_the_history_as_it_was() -> None:

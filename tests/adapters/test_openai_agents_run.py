@@ -239,13 +239,15 @@ async def test_the_model_sees_the_summary_first_then_the_kept_tail() -> None:
     agent = Agent(name="a", model=model, tools=[lookup])
     for turn in range(3):
         await Runner.run(agent, user_text(turn), session=session, run_config=NO_TRACING)
-    # Turn 2 starts from 6 stored messages (> 4): the model sees the summary, then the newest
-    # two messages as stored, widened to the tool call their tool output answers, then turn 2.
+    # Turn 2 starts from 6 stored messages (> 4): the model sees the summary, the newest
+    # request (pinned: it always stays as itself), the newest two messages as stored, widened
+    # to the tool call their tool output answers, then turn 2.
     seen = model.inputs[-1]
     assert re.match(MARKER, seen[0]["content"]) and seen[0]["role"] == "user"
     kinds = [i.get("type", "message") for i in seen[1:-1]]
-    assert kinds == ["function_call", "function_call_output", "message"]
-    assert seen[1]["call_id"] == seen[2]["call_id"] == "call_2" and seen[3]["id"] == "msg_3"
+    assert kinds == ["message", "function_call", "function_call_output", "message"]
+    assert seen[1] == {"content": user_text(1), "role": "user"}
+    assert seen[2]["call_id"] == seen[3]["call_id"] == "call_2" and seen[4]["id"] == "msg_3"
     assert seen[-1] == {"content": user_text(2), "role": "user"}
     assert len(summarizer.requests) == 1
 

@@ -178,6 +178,8 @@ def test_reattach_gives_each_kept_message_its_own_carried_data(
     again = reattach(result.messages, plain, carried)
     summary = [content_type(m) for m in result.messages].index("summary")
     tail = len(result.messages) - summary - 1
+    if tail and result.messages[summary + 1] != plain[len(plain) - tail]:
+        tail -= 1  # the newest user message, pinned ahead of the tail
     for kept, original in zip(again[len(again) - tail :], ours[len(ours) - tail :], strict=True):
         assert kept.get(CARRY_KEY) == original.get(CARRY_KEY)
     for kept, original in zip(again[: len(system)], ours, strict=False):

@@ -77,7 +77,7 @@ from synopsis.memory import (
     SearchHit,
     SearchMode,
 )
-from synopsis.memory._checks import MAX_LIMIT, check_tenant
+from synopsis.memory.rules import MAX_LIMIT, check_tenant
 
 __all__ = ["StoreCall", "SynopsisStore", "pre_model_hook", "run_ops"]
 

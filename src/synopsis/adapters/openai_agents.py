@@ -78,8 +78,8 @@ from synopsis.memory import (
     NewMemory,
     normalize_namespace,
 )
-from synopsis.memory._kinds import AGENTS_ITEM_KIND, AGENTS_SESSION_KIND
-from synopsis.memory._types import validate_tenant
+from synopsis.memory.kinds import AGENTS_ITEM_KIND, AGENTS_SESSION_KIND
+from synopsis.memory.rules import validate_tenant
 
 if TYPE_CHECKING:
     from agents import RunConfig

@@ -34,6 +34,9 @@ __all__ = ["compact", "compaction_options", "count"]
 
 #: The library's defaults, shown in --help; a flag left out is not passed, so they apply.
 _LIBRARY = CompactionOptions()
+#: ``compact`` works on a coding agent's transcript: no tail beyond what always stays (the last
+#: message with its tool group, and the newest user message); docs/compaction.md, "Defaults".
+CLI_KEEP_TAIL = 0
 _LANGUAGES = (ENGLISH.language, CHINESE.language)
 
 
@@ -96,6 +99,7 @@ def compaction_options(flags: Mapping[str, Any], transcript_path: str) -> Compac
         for flag, value in flags.items()
         if flag in _FLAG_KEYWORDS and value not in (None, ())
     }
+    chosen.setdefault("keep_tail", CLI_KEEP_TAIL)
     return CompactionOptions.from_keywords(transcript_path=transcript_path, **chosen)
 
 
@@ -197,8 +201,9 @@ def _usage_line(usage: Mapping[str, int] | None, calls: int | None) -> str | Non
 @click.option(
     "--keep-tail",
     type=click.IntRange(min=0),
-    show_default=str(_LIBRARY.keep_tail.messages),
-    help="Keep the last N messages verbatim (never splitting a tool call).",
+    show_default=str(CLI_KEEP_TAIL),
+    help="Keep the last N messages verbatim (never splitting a tool call); the last message "
+    "and the newest user message always stay.",
 )
 @click.option(
     "--user-budget",

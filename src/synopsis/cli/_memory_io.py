@@ -17,11 +17,10 @@ import click
 
 from synopsis.cli._errors import OneLineCommand
 from synopsis.cli._terminal import advancer, count_columns, counted, emit_json, terminal
-from synopsis.cli.memory import _common, _embedding, _fail, _namespace, _opened, default_key
+from synopsis.cli.memory import _common, _embedding, _fail, _namespace, _opened
 from synopsis.errors import InvalidInput, InvalidNamespace, StoreError, SynopsisError
 from synopsis.memory import MemoryItem, MemoryStore, Namespace, NewMemory, normalize_namespace
-from synopsis.memory._checks import check_tenant, prepare_put
-from synopsis.memory._types import normalize_tags
+from synopsis.memory.rules import check_tenant, default_key, normalize_tags, prepare_put
 from synopsis.transcripts import json_line, split_json_lines
 
 __all__ = ["ImportRecord", "export", "import_", "parse_record"]

@@ -34,7 +34,7 @@ from synopsis.cli._errors import OneLineCommand
 from synopsis.cli._terminal import advancer, count_columns, counted, emit_json, terminal
 from synopsis.cli.memory import _common, _embedding, _fail, _opened
 from synopsis.memory import MemoryStore
-from synopsis.memory._checks import MAX_LIMIT
+from synopsis.memory.rules import MAX_LIMIT
 
 __all__ = ["reembed", "reembed_all"]
 

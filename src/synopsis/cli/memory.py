@@ -45,7 +45,6 @@ reached) exits with code 4; there are no tracebacks. With ``--json`` a failure i
 
 from __future__ import annotations
 
-import hashlib
 import math
 import os
 import sys
@@ -69,8 +68,8 @@ from synopsis.memory import (
     SearchMode,
     normalize_namespace,
 )
-from synopsis.memory._checks import MAX_TTL_SECONDS
 from synopsis.memory.open import open_store, parse_db
+from synopsis.memory.rules import MAX_TTL_SECONDS, default_key
 
 __all__ = ["memory"]
 
@@ -190,12 +189,6 @@ def _opened(db: str, embedder: str = "none", *, create: bool = True) -> Iterator
     finally:
         if store is not None:
             store.close()
-
-
-def default_key(kind: str, text: str) -> str:
-    """A key derived from the content, so the same memory put twice is one memory."""
-    digest = hashlib.sha256(f"{kind}\x00{text}".encode()).hexdigest()
-    return f"sha256-{digest[:32]}"
 
 
 def _parse_tags(pairs: Sequence[str]) -> dict[str, str]:

@@ -37,7 +37,7 @@ _DEFAULTS: dict[str, object] = {
     "summarize_every": _D.summarize_every,
     "trigger_tokens": _D.trigger.tokens,
     "trigger_messages": 0,
-    "keep_tail": _D.keep_tail.messages,
+    "keep_tail": "a quarter of the trigger (the last message and newest request always stay)",
     "summary_cache": _D.summary_cache,
     "hybrid": "off",
     "lease_seconds": _D.lease_seconds,
@@ -161,7 +161,7 @@ def build_options(flags: dict[str, Any]) -> tuple[ServerOptions, str]:
     if "trigger_tokens" in flags or "trigger_messages" in flags:
         tokens = flags.pop("trigger_tokens", _D.trigger.tokens)
         trigger = Trigger(tokens=tokens or None, messages=flags.pop("trigger_messages", 0) or None)
-    keep_tail = KeepTail(messages=flags.pop("keep_tail", _D.keep_tail.messages))
+    keep_tail = KeepTail(messages=flags.pop("keep_tail")) if "keep_tail" in flags else _D.keep_tail
     log_level = flags.pop("log_level", "info")
     flags.setdefault("redact", "redact_mode" in flags)  # a mode alone turns redaction on
     return ServerOptions(trigger=trigger, keep_tail=keep_tail, **flags), log_level

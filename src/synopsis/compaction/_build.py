@@ -49,7 +49,7 @@ def build(
             plan.replaced, options.skills, estimate=counter.estimate_text, prompts=options.prompts
         )
     new = [*map(_kept_system, plan.system), *([skills] if skills else [])]
-    new += [message, *map(_kept, plan.tail)]
+    new += [message, *map(_kept, plan.pinned), *map(_kept, plan.tail)]
     marker = marker_of(message)
     attributes = {**(marker.attributes if marker else {}), "tokens_after": counter.count(new).total}
     body = marked_body(message, unescape=False)
@@ -67,10 +67,10 @@ def _summary_message(
 ) -> dict[str, Any]:
     return finalize_summary(
         summary.text,
-        context_messages=plan.replaced,
+        context_messages=plan.removed,  # the pinned message is in the context: not quoted
         prompts=options.prompts,
         estimate=counter.estimate_text,
-        user_budget_tokens=options.user_budget,
+        user_budget_tokens=options.quote_budget,
         transcript_path=archive or options.transcript_path,
         extra_meta={"version": previous_version(plan) + 1},
     )
@@ -145,7 +145,7 @@ def _fallback_messages(
     text = f"[{len(dropped)} earlier messages were removed to fit the context window.{where}]"
     block = user_messages_block(
         collect_user_messages(dropped) if quote else [],
-        budget_tokens=options.user_budget,
+        budget_tokens=options.quote_budget,
         estimate=counter.estimate_text,
         prompts=options.prompts,
     )

@@ -236,6 +236,9 @@ class _Run:
     tokens: int
     reason: str
     triggered: bool
+    #: What the summarizer reads in place of a message tier 1 stubbed (by id of the stub):
+    #: the original, so a fact in an old tool output can still reach the summary.
+    originals: Mapping[int, Mapping[str, Any]] = field(default_factory=dict)
 
     def unchanged(
         self,
@@ -354,7 +357,8 @@ def _tiered(
     events: list[Event] = []
     yield from _emit(events, _cleared_event(run, plan, after, archive))
     tier = Tier(name="clear", tokens_before=run.tokens, tokens_after=after, messages=plan.results)
-    rest = replace(run, messages=cleared, tokens=after)
+    originals = {id(cleared[i]): run.messages[i] for i in plan.indices}
+    rest = replace(run, messages=cleared, tokens=after, originals=originals)
     if pressed and clearing_is_enough(run.options, after, len(cleared)):
         second = rest.unchanged()
     else:
@@ -375,13 +379,15 @@ def _compact(run: _Run) -> Flow[CompactionStep, CompactionResult]:
         keep_tail=run.options.keep_tail,
         estimate=run.counter.estimate,
         min_new_messages=run.options.min_new_messages,
+        budget=run.options.trigger.threshold_tokens(),
+        budget_messages=run.options.trigger.messages,
     )
     events: list[Event] = []
     if not plan.worthwhile:
         yield from _emit(events, _skipped(run, plan.skip_reason or "nothing to summarize"))
         return run.unchanged(skipped=plan.skip_reason, events=events)
     yield from _emit(events, _before(run))
-    context, previous = summarizer_input(plan, run.options)
+    context, previous = summarizer_input(plan, run.options, run.originals)
     try:
         summary: SummaryResult | None = yield Summarize(context, previous, run.options.session_id)
     except ModelError as exc:
@@ -393,16 +399,25 @@ def _compact(run: _Run) -> Flow[CompactionStep, CompactionResult]:
 
 
 def summarizer_input(
-    plan: CompactionPlan, options: CompactionOptions
+    plan: CompactionPlan,
+    options: CompactionOptions,
+    originals: Mapping[int, Mapping[str, Any]] | None = None,
 ) -> tuple[tuple[Mapping[str, Any], ...], str | None]:
-    """What the summarizer reads, and the previous summary text (incremental mode)."""
+    """What the summarizer reads, and the previous summary text (incremental mode).
+
+    Tier 1 decides what stays in the context, not what the summary may know: a message it
+    stubbed in this compaction is read as it was (``originals``, by id of the stub), never
+    the stub. The summarizer bounds the originals by its window (clipping and chunking)."""
+    to_summarize = plan.to_summarize
+    if originals:
+        to_summarize = tuple(originals.get(id(m), m) for m in to_summarize)
     previous = plan.previous_summary
     if previous is None:
-        return plan.to_summarize, None
+        return to_summarize, None
     body = strip_summary_wrapping(marked_body(previous), options.prompts)
     if options.incremental:
-        return plan.to_summarize, body
-    return ({"role": "user", "content": body}, *plan.to_summarize), None
+        return to_summarize, body
+    return ({"role": "user", "content": body}, *to_summarize), None
 
 
 def _degrade(
@@ -437,14 +452,14 @@ def _finish(
         return (yield from _truncate(run, plan, events))
     summary, redacted = redact_summary(run.options.redact, summary)
     try:
-        archive = yield from _write_archive(run, plan.replaced)
+        archive = yield from _write_archive(run, plan.removed)
     except CompactionError as exc:
         return run.unchanged(error=describe_error(exc), events=events)
     version = previous_version(plan) + 1
     new = build(run.options, run.counter, plan, summary, archive=archive)
     after = run.counter.count(new).total
     yield from _emit(events, _after(run, summary, new, after, archive))
-    replaced = _positions(run.messages, plan.replaced)
+    replaced = _positions(run.messages, plan.removed)
     tier = Tier(name="summarize", tokens_before=run.tokens, tokens_after=after, messages=replaced)
     result = run.compacted(
         new,

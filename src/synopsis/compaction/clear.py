@@ -106,6 +106,8 @@ def plan_clearing(
         keep_tail=options.keep_tail,
         estimate=estimate,
         min_new_messages=options.min_new_messages,
+        budget=options.trigger.threshold_tokens(),
+        budget_messages=options.trigger.messages,
     ).tail
     names = _tool_names(messages)
     protected = set(clearing.exclude_tools)

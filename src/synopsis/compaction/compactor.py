@@ -123,6 +123,7 @@ class _Driver:
             "counter": self.counter,
             "window": options.summarizer_window,
             "max_output_tokens": options.summarizer_max_output_tokens,
+            "output_cap": options.summary_cap,
             "on_event": options.on_event,
         }
 
@@ -187,7 +188,10 @@ class Compactor(_Driver):
 
     def _offline_summarizer(self) -> Summarizer:
         self._offline = self._offline or Summarizer(
-            model="extractive", prompts=self.prompts, counter=self.counter
+            model="extractive",
+            prompts=self.prompts,
+            counter=self.counter,
+            output_cap=self.options.summary_cap,
         )
         return self._offline
 
@@ -250,6 +254,9 @@ class AsyncCompactor(_Driver):
 
     def _offline_summarizer(self) -> AsyncSummarizer:
         self._offline = self._offline or AsyncSummarizer(
-            model="extractive", prompts=self.prompts, counter=self.counter
+            model="extractive",
+            prompts=self.prompts,
+            counter=self.counter,
+            output_cap=self.options.summary_cap,
         )
         return self._offline

@@ -34,12 +34,23 @@ from synopsis.tokens import ESTIMATORS, TokenCounter
 
 __all__ = [
     "FALLBACKS",
+    "MIN_CAPPED_TOKENS",
+    "QUOTE_SHARE",
+    "SUMMARY_SHARE",
     "CompactionKeywords",
     "CompactionOptions",
     "Fallback",
     "ToolClearing",
     "options_from",
 ]
+
+#: A compaction's own parts are capped by its trigger, so it never ends far above it: the
+#: summary's answer takes at most SUMMARY_SHARE of the trigger's token limit, the quotes of
+#: the user's own words at most QUOTE_SHARE, and the default tail a quarter.
+SUMMARY_SHARE: Final = 0.25
+QUOTE_SHARE: Final = 0.2
+#: The fewest tokens the caps leave the summary and the quotes, whatever the trigger.
+MIN_CAPPED_TOKENS: Final = 256
 
 #: What to do when every model failed: keep the history as it is, summarize it with the
 #: offline extractive summarizer, or drop the oldest messages (they are archived first).
@@ -115,7 +126,7 @@ class CompactionOptions:
     """
 
     trigger: Trigger = field(default_factory=Trigger.default)
-    keep_tail: KeepTail = field(default_factory=KeepTail)
+    keep_tail: KeepTail = field(default_factory=lambda: KeepTail(fraction=0.25))
     counter: TokenCounter | str = "default"
     prompts: PromptSet = field(default=ENGLISH, repr=False)  # the full prompt texts are long
     user_budget: int = DEFAULT_USER_MESSAGES_BUDGET
@@ -150,6 +161,23 @@ class CompactionOptions:
                 f"summarizer_max_output_tokens ({output}) must be well below "
                 f"summarizer_window ({window}): the request has to fit there too"
             )
+
+    @property
+    def quote_budget(self) -> int:
+        """``user_budget``, capped at :data:`QUOTE_SHARE` of the trigger's token limit."""
+        limit = self.trigger.threshold_tokens()
+        if limit is None:
+            return self.user_budget
+        return min(self.user_budget, max(MIN_CAPPED_TOKENS, int(limit * QUOTE_SHARE)))
+
+    @property
+    def summary_cap(self) -> int | None:
+        """The most tokens the summary's answer may take: :data:`SUMMARY_SHARE` of the
+        trigger's token limit (None without one); ``summarizer_max_output_tokens`` overrides."""
+        limit = self.trigger.threshold_tokens()
+        if self.summarizer_max_output_tokens is not None or limit is None:
+            return None
+        return max(MIN_CAPPED_TOKENS, int(limit * SUMMARY_SHARE))
 
     def __repr__(self) -> str:
         shown = (

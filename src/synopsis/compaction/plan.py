@@ -4,9 +4,11 @@ A compacted history is ``[leading system messages] + [preserved skills] + [summa
 [kept tail]``. The planner decides the split without calling any model:
 
 * the leading run of system messages is kept verbatim and never summarized;
-* the tail (by messages, tokens or a fraction of the context; default none, as in the
-  original) starts only at a safe cut point, so a tool call is never separated from its
-  results;
+* the tail (by messages, tokens or a fraction of the budget) starts only at a safe cut point,
+  so a tool call is never separated from its results; whatever ``keep_tail`` says it holds at
+  least the last message with its tool group (a pending call or result stays as it is);
+* the newest message a person wrote stays in the context as its own message: when the tail
+  does not hold it, it is *pinned* after the summary (and still read by the summarizer);
 * everything between is summarized; an earlier summary found there is handed to the
   summarizer as the previous summary (incremental mode) instead of as conversation;
 * a guard refuses a compaction that would only re-summarize the previous summary, and one
@@ -31,7 +33,6 @@ from synopsis.messages import (
     content_type,
     is_internal,
     is_real_user_message,
-    open_tool_calls,
     safe_cut_points,
     split_leading_system,
 )
@@ -44,7 +45,11 @@ Messages = tuple[Mapping[str, Any], ...]
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class KeepTail:
-    """How much recent history to keep verbatim after the summary. All zero: keep nothing."""
+    """How much recent history to keep verbatim after the summary: the last ``messages``,
+    the newest ``tokens``, or ``fraction`` of the budget (the trigger's token limit, or the
+    history when it is smaller or the trigger has none); the largest of them wins. All zero
+    keeps only what is always kept: the last message with its tool group, and the newest
+    user message."""
 
     messages: int = 0
     tokens: int = 0
@@ -86,9 +91,20 @@ class CompactionPlan:
     to_summarize: tuple[Mapping[str, Any], ...]
     tail: tuple[Mapping[str, Any], ...]
     previous_summary: Mapping[str, Any] | None
+    #: The newest user message when the tail does not hold it: one of ``replaced`` (the
+    #: summarizer reads it), kept as its own message between the summary and the tail.
+    pinned: tuple[Mapping[str, Any], ...] = ()
     #: False when there is nothing new to summarize (the re-trigger guard).
     worthwhile: bool
     skip_reason: str | None = None
+
+    @property
+    def removed(self) -> tuple[Mapping[str, Any], ...]:
+        """What leaves the context: ``replaced`` without the pinned message."""
+        if not self.pinned:
+            return self.replaced
+        pinned = {id(m) for m in self.pinned}
+        return tuple(m for m in self.replaced if id(m) not in pinned)
 
 
 def _latest_summary_index(context: Sequence[Mapping[str, Any]]) -> int | None:
@@ -99,24 +115,38 @@ def _latest_summary_index(context: Sequence[Mapping[str, Any]]) -> int | None:
 
 
 def _desired_tail_start(
-    context: Sequence[Mapping[str, Any]], keep: KeepTail, estimate: MessageEstimator
+    context: Sequence[Mapping[str, Any]],
+    keep: KeepTail,
+    estimate: MessageEstimator,
+    budget: int | None,
+    budget_messages: int | None = None,
 ) -> int:
     """Index in ``context`` where the verbatim tail should begin, before safety adjustment."""
     start = len(context)
     if keep.messages:
         start = min(start, max(0, len(context) - keep.messages))
-    token_goal = keep.tokens
+    if keep.tokens:
+        start = min(start, _newest_within(context, keep.tokens, estimate))
     if keep.fraction:
         total = sum(estimate(m) for m in context)
-        token_goal = max(token_goal, int(total * keep.fraction))
-    if token_goal:
-        used = 0
-        index = len(context)
-        while index > 0 and used + estimate(context[index - 1]) <= token_goal:
-            index -= 1
-            used += estimate(context[index])
-        start = min(start, index)
+        base = total if budget is None else min(total, budget)
+        share = _newest_within(context, int(base * keep.fraction), estimate)
+        if budget_messages:  # a trigger by messages bounds the share in messages too
+            share = max(share, len(context) - int(budget_messages * keep.fraction))
+        start = min(start, share)
     return start
+
+
+def _newest_within(
+    context: Sequence[Mapping[str, Any]], tokens: int, estimate: MessageEstimator
+) -> int:
+    """Where the newest run of messages costing at most ``tokens`` starts."""
+    used = 0
+    index = len(context)
+    while index > 0 and used + estimate(context[index - 1]) <= tokens:
+        index -= 1
+        used += estimate(context[index])
+    return index
 
 
 def _safe_tail_start(context: Sequence[Mapping[str, Any]], desired: int, floor: int) -> int:
@@ -133,25 +163,39 @@ def plan_compaction(
     keep_tail: KeepTail | None = None,
     estimate: MessageEstimator,
     min_new_messages: int = 1,
+    budget: int | None = None,
+    budget_messages: int | None = None,
 ) -> CompactionPlan:
-    """Split ``messages`` into system / replaced / tail. Never mutates its input."""
+    """Split ``messages`` into system / replaced / tail. Never mutates its input.
+
+    ``budget`` and ``budget_messages`` (the trigger's token and message limits) bound a
+    ``fraction`` tail."""
     keep = keep_tail or KeepTail()
     system, context = split_leading_system(messages)
     summary_at = _latest_summary_index(context)
     floor = summary_at + 1 if summary_at is not None else 0
-    start = len(context)
-    if not keep.is_zero:
-        start = _safe_tail_start(context, _desired_tail_start(context, keep, estimate), floor)
+    desired = _desired_tail_start(context, keep, estimate, budget, budget_messages)
+    # At least the last message with its tool group (a pending call, a result not yet
+    # answered), as LangChain keeps at least the last message; calls still waiting for results
+    # stay too, or their results would arrive after the summary as orphans.
+    cuts = [p for p in safe_cut_points(context) if floor < p < len(context)]
+    if cuts:
+        start = _safe_tail_start(context, min(desired, cuts[-1]), floor)
         if start == floor:
             return _covered_by_tail(system, context)
-    if open_tool_calls(context):
-        # Calls still waiting for results stay in the tail, or their results would arrive
-        # after the summary as orphans.
-        start = min(start, max(p for p in safe_cut_points(context) if p < len(context)))
+    elif floor < len(context):  # after the summary, one group: all of it is the last message's
+        return _covered_by_tail(system, context)
+    else:
+        start = len(context)  # nothing after the summary: the guard below says so
     replaced = context[:start]
     previous = context[summary_at] if summary_at is not None and summary_at < start else None
     to_summarize = tuple(m for m in replaced if not _injected(m))
-    new_after_summary = sum(1 for m in replaced[floor:] if not _injected(m))
+    tail = tuple(context[start:])
+    pinned: tuple[Mapping[str, Any], ...] = ()
+    if not any(is_real_user_message(m) for m in tail):
+        pinned = tuple([m for m in replaced[floor:] if is_real_user_message(m)][-1:])
+    # What the summary would take out of the context: the pinned message stays.
+    new_after_summary = sum(1 for m in replaced[floor:] if not _injected(m)) - len(pinned)
     worthwhile, reason = True, None
     if not replaced:
         worthwhile, reason = False, "nothing to summarize before the kept tail"
@@ -159,14 +203,17 @@ def plan_compaction(
         worthwhile, reason = False, "only the previous summary would be re-summarized"
     elif previous is None and not to_summarize:
         worthwhile, reason = False, "only internal messages before the kept tail"
+    elif previous is None and new_after_summary < 1:
+        worthwhile, reason = False, "only the newest user message, which stays, before the tail"
     return CompactionPlan(
         system=tuple(system),
         replaced=tuple(replaced),
         to_summarize=to_summarize,
-        tail=tuple(context[start:]),
+        tail=tail,
         previous_summary=previous,
         worthwhile=worthwhile,
         skip_reason=reason,
+        pinned=pinned,
     )
 
 

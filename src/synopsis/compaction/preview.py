@@ -144,6 +144,7 @@ def preview_compaction(
         counter=counter,
         window=options.summarizer_window,
         max_output_tokens=options.summarizer_max_output_tokens,
+        output_cap=options.summary_cap,
     )
     driver = _PreviewDriver(archive, counter, stand_in)
     flow = compaction(options, counter, messages, tools=tools, force=force, reason=reason)

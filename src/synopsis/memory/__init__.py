@@ -7,12 +7,15 @@ on first use). :func:`open_store` opens SQLite or PostgreSQL from a path or URL.
 :func:`neighbour_contexts` gives chat turns the turns around them as their ``context``.
 :data:`TRANSCRIPT_KINDS` are the kinds of stored transcripts (an adapter's raw session items),
 which session recall leaves out: ``search(..., exclude_kinds=TRANSCRIPT_KINDS)`` does too.
+
+Each backend has its folder (:mod:`synopsis.memory.sqlite`, :mod:`synopsis.memory.postgres`).
+:mod:`synopsis.memory.kinds` (kinds and kind filters) and :mod:`synopsis.memory.rules` (the
+checks and limits of stored input) serve code that checks input before a store sees it.
 """
 
 import typing
 
 from synopsis.errors import UserDeleted
-from synopsis.memory._kinds import TRANSCRIPT_KINDS
 from synopsis.memory._types import (
     AsyncMemoryStore,
     AsyncSessionStore,
@@ -32,6 +35,7 @@ from synopsis.memory._types import (
     normalize_namespace,
 )
 from synopsis.memory.inmemory import AsyncInMemoryStore, InMemoryStore
+from synopsis.memory.kinds import TRANSCRIPT_KINDS
 from synopsis.memory.open import open_store
 from synopsis.memory.ranking import neighbour_contexts
 from synopsis.memory.sqlite import AsyncSQLiteStore, SQLiteStore

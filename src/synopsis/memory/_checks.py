@@ -15,7 +15,6 @@ from datetime import UTC, datetime
 from typing import Final, Literal
 
 from synopsis.errors import ConfigError, InvalidInput, InvalidNamespace, StoreError
-from synopsis.memory._kinds import check_kind, check_kind_filter
 from synopsis.memory._types import (
     Embedder,
     MemoryItem,
@@ -29,6 +28,7 @@ from synopsis.memory._types import (
     normalize_tags,
     validate_tenant,
 )
+from synopsis.memory.kinds import check_kind, check_kind_filter
 from synopsis.memory.ranking import query_terms
 
 __all__ = [
@@ -293,10 +293,19 @@ def _prepare_item(
         raise item_error(index, InvalidInput(f"expected a NewMemory, got {type(item).__name__}"))
     try:
         request = prepare_put(
-            tenant, item.namespace, item.key, item.text, kind=item.kind, tags=item.tags,
-            ttl=item.ttl, created_at=item.created_at, updated_at=item.updated_at,
-            expires_at=item.expires_at, context=item.context, namespaces=namespaces,
-        )  # fmt: skip
+            tenant,
+            item.namespace,
+            item.key,
+            item.text,
+            kind=item.kind,
+            tags=item.tags,
+            ttl=item.ttl,
+            created_at=item.created_at,
+            updated_at=item.updated_at,
+            expires_at=item.expires_at,
+            context=item.context,
+            namespaces=namespaces,
+        )
     except (InvalidInput, InvalidNamespace) as exc:
         raise item_error(index, exc) from exc
     return request
@@ -369,7 +378,7 @@ def prepare_search(
 ) -> SearchRequest:
     """Check every argument of ``search``; vector modes need an embedder (ConfigError).
 
-    ``kind`` and ``exclude_kinds`` as :func:`~synopsis.memory._kinds.check_kind_filter` reads
+    ``kind`` and ``exclude_kinds`` as :func:`~synopsis.memory.kinds.check_kind_filter` reads
     them.
     """
     if mode not in _MODES:

@@ -3,12 +3,13 @@
 :class:`StoreOperations` is the one table of public store methods (the contracts are the
 protocols in :mod:`synopsis.memory._types`). Each method is a *flow*: it checks its arguments,
 asks for embeddings with an :class:`Embed` step, then hands the checked values to its
-backend, whose answer is a flow too (a PostgreSQL plan yields SQL statements; the in-process
-backends have no steps). The :func:`operation` decorator binds a flow to the store it is read
-from: on a :class:`SyncDriver` store it runs with :func:`synopsis._flow.drive`, on an
+backend (:class:`~synopsis.memory._backend.Backend`), whose answer is a flow too (a
+PostgreSQL plan yields SQL statements; the in-process backends have no steps). The
+:func:`operation` decorator binds a flow to the store it is read from: on a
+:class:`SyncDriver` store it runs with :func:`synopsis._flow.drive`, on an
 :class:`AsyncDriver` store it is a coroutine function running it with ``adrive``. A store
-pair is therefore one backend and two drivers; the drivers only say how a step is carried out
-(an embedding model runs on a worker thread under asyncio, off the event loop).
+pair is therefore one backend and two drivers; the drivers only say how a step is carried
+out (an embedding model runs on a worker thread under asyncio, off the event loop).
 
 A driver is handed a :data:`Start`, which builds the operation's flow, rather than the flow
 itself: a driver that must run an operation again (PostgreSQL, after a deadlock) starts a
@@ -23,19 +24,26 @@ from __future__ import annotations
 
 import asyncio
 import functools
-from collections.abc import Callable, Collection, Coroutine, Hashable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Collection, Coroutine, Iterable, Mapping, Sequence
 from types import MethodType
-from typing import Any, Concatenate, Generic, ParamSpec, Protocol, Self, TypeVar, overload
+from typing import Any, Concatenate, Generic, ParamSpec, Self, TypeVar, overload
 
-from synopsis._flow import Flow, adrive, drive
+from synopsis._flow import adrive, drive
 from synopsis.errors import ConfigError
 from synopsis.memory import _types
+from synopsis.memory._backend import (
+    Backend,
+    Embed,
+    Op,
+    Start,
+    Unembedded,
+    Vector,
+    embed,
+    float32,
+    stepless,
+    vector_scores,
+)
 from synopsis.memory._checks import (
-    MAX_LIMIT,
-    PutRequest,
-    SearchRequest,
-    check_embeddings,
     check_outbox_address,
     check_owner,
     check_page,
@@ -48,12 +56,9 @@ from synopsis.memory._checks import (
     prepare_put,
     prepare_put_many,
     prepare_search,
-    query_embedder,
 )
-from synopsis.memory._guards import Claim, Guard, check_claim, check_generation, guard_put
+from synopsis.memory._guards import Guard, check_claim, check_generation, guard_put
 from synopsis.memory._identity import embedder_identity
-from synopsis.memory.fusion import convex_fusion
-from synopsis.memory.ranking import pack_vector, rank_by_vector, unpack_vector
 
 __all__ = [
     "AsyncDriver",
@@ -74,159 +79,6 @@ __all__ = [
 
 P = ParamSpec("P")
 T = TypeVar("T")
-K = TypeVar("K", bound=Hashable)
-Vector = tuple[float, ...]
-#: A live item stored without a vector: ``(namespace, key, text)``.
-Unembedded = tuple[_types.Namespace, str, str]
-#: A store operation: a flow of any steps (embeddings, SQL) that returns a ``T``.
-Op = Flow[Any, T]
-#: Builds a new flow of one operation call (every call of it starts the operation afresh).
-Start = Callable[[], Op[T]]
-
-
-@dataclass(frozen=True, slots=True)
-class Embed:
-    """Step: embed ``texts`` with the store's embedder (``queries``: as search queries)."""
-
-    texts: tuple[str, ...]
-    queries: bool = False
-
-
-def embed(embedder: _types.Embedder | None, step: Embed) -> list[Vector]:
-    """Carry out an :class:`Embed` step: one checked vector per text."""
-    assert embedder is not None, "an Embed step needs a store built with an embedder"
-    model = query_embedder(embedder) if step.queries else embedder
-    return check_embeddings(model(list(step.texts)), len(step.texts))
-
-
-def float32(vector: Sequence[float]) -> Vector:
-    """``vector`` rounded through float32, the precision every backend stores."""
-    return unpack_vector(pack_vector(vector))
-
-
-def vector_scores(
-    query_vector: Sequence[float],
-    candidates: Sequence[tuple[K, Sequence[float] | bytes]],
-    keyword_ranking: Sequence[tuple[K, float]] | None,
-) -> dict[K, float]:
-    """Scores of a ``vector`` search or, given the keyword hits (best first), ``hybrid``.
-
-    Vector: cosine similarity of the best ``MAX_LIMIT`` candidates (ties keep their order).
-    Hybrid: :func:`~synopsis.memory.fusion.convex_fusion` of the first ``MAX_LIMIT`` of each
-    ranking, ``keyword_ranking`` being ``(id, BM25 score)`` pairs.
-    """
-    by_vector = rank_by_vector(query_vector, candidates)[:MAX_LIMIT]
-    if keyword_ranking is None:
-        return dict(by_vector)
-    return convex_fusion(keyword_ranking[:MAX_LIMIT], by_vector)
-
-
-def stepless(method: Callable[P, T]) -> Callable[P, Op[T]]:
-    """``method`` as a flow without steps, for backends that do their work in process."""
-
-    @functools.wraps(method)
-    def flow(*args: P.args, **kwargs: P.kwargs) -> Op[T]:
-        yield from ()  # no steps: this only makes ``flow`` a generator
-        return method(*args, **kwargs)
-
-    return flow
-
-
-class Backend(Protocol):
-    """What a backend does with checked arguments; each call answers with a flow.
-
-    ``embedder_id`` is the identity of the store's embedder (None: the store has none). A
-    vector is stored with it; search and ``unembedded`` treat a vector stored with any other
-    identity (or none) as missing.
-    """
-
-    def put(
-        self, request: PutRequest, vector: Vector | None, embedder_id: str | None
-    ) -> Op[_types.MemoryItem]: ...
-
-    def guarded_put(
-        self, request: PutRequest, vector: Vector | None, guard: Guard, embedder_id: str | None
-    ) -> Op[_types.MemoryItem]:
-        """``put``, in a transaction that first checks ``guard`` (UserDeleted if it fails)."""
-        ...
-
-    def put_many(
-        self, requests: list[PutRequest], vectors: list[Vector] | None, embedder_id: str | None
-    ) -> Op[list[_types.MemoryItem]]: ...
-
-    def get(
-        self, tenant: str, namespace: _types.Namespace, key: str
-    ) -> Op[_types.MemoryItem | None]: ...
-
-    def delete(self, tenant: str, namespace: _types.Namespace, key: str) -> Op[bool]: ...
-
-    def search(
-        self, request: SearchRequest, query_vector: Vector | None, embedder_id: str | None
-    ) -> Op[list[_types.SearchHit]]: ...
-
-    def list_namespaces(
-        self, tenant: str, prefix: _types.Namespace, max_depth: int | None, limit: int, offset: int
-    ) -> Op[list[_types.Namespace]]: ...
-
-    def delete_user(self, tenant: str, user_id: str) -> Op[int]: ...
-
-    def deletion_generation(self, tenant: str, user_id: str) -> Op[int]: ...
-
-    def sweep_expired(self) -> Op[int]: ...
-
-    def count_unembedded(self, tenant: str, embedder_id: str | None) -> Op[int]:
-        """How many live items of the tenant have no vector of ``embedder_id``.
-
-        None: no vector at all (of any identity).
-        """
-        ...
-
-    def unembedded(self, tenant: str, limit: int, embedder_id: str) -> Op[list[Unembedded]]:
-        """Up to ``limit`` live items of the tenant without a vector of ``embedder_id``,
-        oldest first."""
-        ...
-
-    def set_vectors(
-        self, tenant: str, rows: list[tuple[_types.Namespace, str, str, Vector]], embedder_id: str
-    ) -> Op[int]:
-        """Store vectors on items that still hold the embedded text; how many were stored."""
-        ...
-
-    def forget_vectors(self, tenant: str) -> Op[int]:
-        """Drop the vector of every item of the tenant; how many were dropped."""
-        ...
-
-    def adopt_vectors(self, tenant: str, embedder_id: str) -> Op[int]:
-        """Stamp the tenant's vectors of unknown model with ``embedder_id``; how many."""
-        ...
-
-    def save_summary(
-        self, summary: _types.SessionSummary, guard: Guard | None
-    ) -> Op[_types.SessionSummary]: ...
-
-    def latest_summary(
-        self, tenant: str, user_id: str, session_id: str
-    ) -> Op[_types.SessionSummary | None]: ...
-
-    def summary_history(
-        self, tenant: str, user_id: str, session_id: str
-    ) -> Op[list[_types.SessionSummary]]: ...
-
-    def pending_outbox(self, tenant: str | None, limit: int) -> Op[list[_types.OutboxEntry]]: ...
-
-    def complete_outbox(
-        self, tenant: str, user_id: str, session_id: str, version: int
-    ) -> Op[None]: ...
-
-    def fail_outbox(self, tenant: str, user_id: str, session_id: str, version: int) -> Op[int]: ...
-
-    def delete_user_summaries(self, tenant: str, user_id: str) -> Op[int]: ...
-
-    def claim_summary_job(self, claim: Claim) -> Op[bool]: ...
-
-    def release_summary_job(
-        self, tenant: str, user_id: str, session_id: str, owner: str
-    ) -> Op[bool]: ...
 
 
 class operation(Generic[P, T]):
@@ -341,10 +193,19 @@ class StoreOperations:
     # --- memories --------------------------------------------------------------------------
 
     @operation
-    def put(self, tenant: str, namespace: _types.NamespaceLike, key: str, text: str, *,
-            kind: str = "note", tags: Mapping[str, str] | None = None,
-            ttl: float | None = None, generation: int | None = None,
-            context: str = "") -> Op[_types.MemoryItem]:  # fmt: skip
+    def put(
+        self,
+        tenant: str,
+        namespace: _types.NamespaceLike,
+        key: str,
+        text: str,
+        *,
+        kind: str = "note",
+        tags: Mapping[str, str] | None = None,
+        ttl: float | None = None,
+        generation: int | None = None,
+        context: str = "",
+    ) -> Op[_types.MemoryItem]:
         """Insert or replace an item; a replace keeps ``created_at``.
 
         With ``generation``: only while the namespace's user still has that deletion
@@ -384,16 +245,32 @@ class StoreOperations:
         return (yield from self._backend.delete(*prepare_address(tenant, namespace, key)))
 
     @operation
-    def search(self, tenant: str, namespace_prefix: _types.NamespaceLike = (), *,
-               query: str | None = None, kind: str | Collection[str] | None = None,
-               exclude_kinds: str | Collection[str] = (),
-               tags: Mapping[str, str] | None = None, limit: int = 10, offset: int = 0,
-               mode: _types.SearchMode = "keyword") -> Op[list[_types.SearchHit]]:  # fmt: skip
+    def search(
+        self,
+        tenant: str,
+        namespace_prefix: _types.NamespaceLike = (),
+        *,
+        query: str | None = None,
+        kind: str | Collection[str] | None = None,
+        exclude_kinds: str | Collection[str] = (),
+        tags: Mapping[str, str] | None = None,
+        limit: int = 10,
+        offset: int = 0,
+        mode: _types.SearchMode = "keyword",
+    ) -> Op[list[_types.SearchHit]]:
         """Items under the prefix, ranked by the query (or newest first without one)."""
         request = prepare_search(
-            tenant, namespace_prefix, query=query, kind=kind, exclude_kinds=exclude_kinds,
-            tags=tags, limit=limit, offset=offset, mode=mode, embedder=self._embedder,
-        )  # fmt: skip
+            tenant,
+            namespace_prefix,
+            query=query,
+            kind=kind,
+            exclude_kinds=exclude_kinds,
+            tags=tags,
+            limit=limit,
+            offset=offset,
+            mode=mode,
+            embedder=self._embedder,
+        )
         if request.query is None:
             return (yield from self._backend.search(request, None, self._embedder_id))
         if not request.terms:
@@ -404,9 +281,15 @@ class StoreOperations:
         return (yield from self._backend.search(request, vector, self._embedder_id))
 
     @operation
-    def list_namespaces(self, tenant: str, *, prefix: _types.NamespaceLike = (),
-                        max_depth: int | None = None, limit: int = 100,
-                        offset: int = 0) -> Op[list[_types.Namespace]]:  # fmt: skip
+    def list_namespaces(
+        self,
+        tenant: str,
+        *,
+        prefix: _types.NamespaceLike = (),
+        max_depth: int | None = None,
+        limit: int = 100,
+        offset: int = 0,
+    ) -> Op[list[_types.Namespace]]:
         """Distinct namespaces holding live items, cut to ``max_depth``, sorted, paged."""
         checked_limit, checked_offset = check_page(limit, offset)
         checked_tenant, checked_prefix = prepare_prefix(tenant, prefix)
@@ -549,14 +432,24 @@ class StoreOperations:
 
     @operation
     def claim_summary_job(
-        self, tenant: str, user_id: str, session_id: str, *, covers_to: int, owner: str,
+        self,
+        tenant: str,
+        user_id: str,
+        session_id: str,
+        *,
+        covers_to: int,
+        owner: str,
         lease_seconds: float,
-    ) -> Op[bool]:  # fmt: skip
+    ) -> Op[bool]:
         """Claim the session's summary job for ``owner``; False while another owner holds it."""
         claim = check_claim(
-            tenant, user_id, session_id, covers_to=covers_to, owner=owner,
+            tenant,
+            user_id,
+            session_id,
+            covers_to=covers_to,
+            owner=owner,
             lease_seconds=lease_seconds,
-        )  # fmt: skip
+        )
         return (yield from self._backend.claim_summary_job(claim))
 
     @operation

@@ -119,12 +119,40 @@ def resolve_model(spec: ModelSpec, *, async_: bool = False, **options: Any) -> M
     if _is_model(spec):
         _check_flavour(spec, async_)
         return spec  # type: ignore[return-value]
+    if _is_langchain_chat_model(spec):
+        options.setdefault("name", f"langchain:{type(spec).__name__}")
+        spec = _langchain_callable(spec, async_)
     if callable(spec):
         return AsyncCallableModel(spec, **options) if async_ else _sync_callable(spec, options)
     raise ConfigError(
         f"cannot use {type(spec).__name__} as a model; pass 'provider:model', a model object "
         "or a function of the messages"
     )
+
+
+def _is_langchain_chat_model(spec: object) -> bool:
+    """A LangChain chat model (any ``BaseChatModel``: ``invoke`` and ``ainvoke`` of messages)."""
+    return all(callable(getattr(spec, name, None)) for name in ("invoke", "ainvoke", "batch"))
+
+
+def _langchain_callable(model: Any, async_: bool) -> Any:
+    """A function of our messages that asks a LangChain chat model and returns its text."""
+    from synopsis.convert import to_langchain
+
+    def text(answer: Any) -> str:
+        return str(getattr(answer, "text", None) or getattr(answer, "content", "") or "")
+
+    if async_:
+
+        async def ask_async(messages: Any) -> str:
+            return text(await model.ainvoke(to_langchain(messages, keep_extras=False)))
+
+        return ask_async
+
+    def ask(messages: Any) -> str:
+        return text(model.invoke(to_langchain(messages, keep_extras=False)))
+
+    return ask
 
 
 def _is_model(spec: object) -> bool:

@@ -1,20 +1,26 @@
 """An offline, deterministic summarizer that fills the nine sections from the transcript itself.
 
 :class:`ExtractiveModel` (and its twin :class:`AsyncExtractiveModel`) satisfies the model
-protocol, so it stands in wherever an LLM summarizer goes: it is the CLI's default model and
-the last fallback when every LLM fails. It reads the summarizer input
+protocol, so it stands in wherever an LLM summarizer goes: it is the library's and the CLI's
+default model and the last fallback when every LLM fails. It reads the summarizer input
 (``[persona, *context, instruction]``), quotes rather than paraphrases, and answers with a
 ``<summary>`` in the same nine sections the instruction asks an LLM for:
 
-1. the first user requests; 2. frequent identifiers and terms; 3. file paths and the tools that
-touched them; 4. error outputs and what followed each; 5. counts of turns, tool calls and errors;
-6. an ``<all_user_messages>`` block (post-processing back-fills it with the exact texts);
-7. TODO-like lines and an unanswered last request; 8. the last assistant text and tool calls;
-9. the latest user request, quoted.
+1. the first user requests; 2. key terms (identifiers; Chinese phrases between function
+characters, never overlapping windows); 3. file paths and the tools that touched them; 4. error
+outputs and what followed each; 5. counts of turns, tool calls and errors, then the **facts**:
+whole sentences from both speakers and from tool output that carry names, numbers, dates,
+places, decisions, errors and fixes, each tagged with the session date it was said under (or
+its position when the history has no dates), no sentence twice, chosen by how much they say
+for what they cost until the summary's budget is spent, printed oldest first; 6. an
+``<all_user_messages>`` block (post-processing back-fills it with the exact texts); 7. TODO-like
+lines and an unanswered last request; 8. the last assistant text and tool calls; 9. the latest
+user request, quoted.
 
 A previous summary (the ``<previous_summary>`` block of the incremental instruction, or an
-earlier summary message in the context) is merged section by section. It never raises: odd
-input gives a shorter summary, not an error. Pure: no I/O, no clock.
+earlier summary message in the context) is merged section by section; its facts compete with
+the new ones for the budget. It never raises: odd input gives a shorter summary, not an error.
+Pure: no I/O, no clock. Linear in the input (sorting the candidate sentences aside).
 """
 
 from __future__ import annotations
@@ -33,14 +39,22 @@ from synopsis.models._base import ModelResponse, ModelSettings, Usage
 from synopsis.models._clip import clip as _clip
 from synopsis.models._clip import clip_line as _clip_line
 from synopsis.models._clip import quote as _quote
+from synopsis.models._facts import (
+    CJK_CHAR,
+    EN_STOP,
+    ERROR,
+    Sentence,
+    choose_facts,
+    cjk_phrases,
+    collect_sentences,
+    fact_text,
+)
 from synopsis.prompts import CHINESE, ENGLISH, USER_MESSAGES_TAG, PromptSet
+from synopsis.tokens import default_estimate
 
 __all__ = ["AsyncExtractiveModel", "ExtractiveModel", "extractive_summary"]
 
-_CJK: Final = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
-_CJK_CHAR: Final = re.compile(f"[{_CJK}]")
-_CJK_RUN: Final = re.compile(f"[{_CJK}]{{2,}}")
-_CJK_STOP: Final = frozenset("的了是在我你他她它们这那就也和与及或把被吗呢吧啊个一不有要会能")
+_MAX_PHRASE: Final = 16
 _PREVIOUS_OPEN: Final = "<previous_summary>"
 _PREVIOUS_CLOSE: Final = "</previous_summary>"
 _SUMMARY_TAG: Final = re.compile(r"</?summary>", re.IGNORECASE)
@@ -57,28 +71,16 @@ _IDENT: Final = re.compile(r"`([^`\n]{2,60})`|\b([A-Za-z_][A-Za-z0-9_]*(?:\.[A-Z
 _CODE_DEF: Final = re.compile(
     r"\b(?:def|class|func|fn|function|interface|struct|type|const|let|var)\s+([A-Za-z_]\w*)"
 )
-_ERROR: Final = re.compile(
-    r"Traceback \(most recent call last\)|\b[A-Z]\w*(?:Error|Exception)\b|\berror\b[:\[]?"
-    r"|\bfailed\b|\bfailure\b|\bFAIL\b|exit (?:code|status)[:= ]*[1-9]|\bpanic:|\bfatal:"
-    r"|错误|失败|异常|报错",
-)
 _TODO: Final = re.compile(
     r"^\s*(?:[-*]\s*\[ \]|TODO\b|FIXME\b|(?:[-*]\s*)?(?:next|still need|remaining)\b"
     r"|(?:[-*]\s*)?(?:待办|还需要|接下来|下一步))",
     re.IGNORECASE,
 )
-# Common words that are never a "key technical concept".
-_EN_STOP: Final = frozenset(
-    """
-    the and for with that this from have has are was were will would could should can not
-    you your our they them then than what when where which who how why all any but into
-    out over also just like make made use used using let get got its it's now here there
-    some more most very been being about after before again file files code please thanks
-    true false none null self return import def class
-    """.split()  # noqa: SIM905 - a word list reads better as text
-)
-_SECTION_WEIGHTS: Final = (3, 2, 3, 3, 1, 3, 2, 3, 2)
 _MIN_SECTION_CHARS: Final = 60
+#: The share of the summary's budget the sections other than the facts may take at most.
+_FIXED_SHARE: Final = 0.4
+#: What each section other than the facts may take at most, in characters.
+_SECTION_CAPS: Final = (700, 300, 700, 900, 200, 600, 500, 800, 500)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -99,6 +101,11 @@ class _Transcript:
     stream: list[tuple[str, str]] = field(default_factory=list)
     previous: str = ""
     answered: bool = False
+    # candidate fact sentences, in order, and the session date in force while reading
+    sentences: list[Sentence] = field(default_factory=list)
+    date: str = ""
+    dated: bool = False
+    position: int = 0
 
 
 def _is_instruction(message: Mapping[str, Any]) -> bool:
@@ -152,6 +159,14 @@ def _read(messages: Sequence[Mapping[str, Any]]) -> tuple[_Transcript, str]:
 def _add(transcript: _Transcript, message: Mapping[str, Any], names: dict[str, str]) -> None:
     role = message.get("role")
     text = "" if role == "tool" and is_internal(message) else text_of(message)  # a cleared stub
+    transcript.position += 1
+    if role in {"user", "assistant", "tool"} and text.strip() and not is_internal(message):
+        if role == "tool":
+            who = names.get(str(message.get("tool_call_id")), str(message.get("name") or "tool"))
+        else:
+            who = str(role)
+        if not (role == "user" and (_is_skills(text) or _strip_wrapping(text) is not None)):
+            collect_sentences(transcript, text, who)
     if role == "user":
         wrapped = _strip_wrapping(marked_body(message))
         if wrapped is not None:
@@ -203,7 +218,7 @@ def _count(number: int, noun: str, plural: str | None = None) -> str:
 
 def _is_chinese(text: str) -> bool:
     sample = text[:4000]
-    cjk = len(_CJK_CHAR.findall(sample))
+    cjk = len(CJK_CHAR.findall(sample))
     return cjk > 0 and cjk * 4 >= len(sample.replace(" ", "")) * 1
 
 
@@ -224,24 +239,10 @@ def _concepts(t: _Transcript) -> list[str]:
     for text in texts:
         counts.update(_technical_terms(text))
         cjk.update(_cjk_terms(text))
-    for term, n in _maximal(cjk).items():
-        counts[term] += n
+    counts.update(_maximal(cjk))
     ranked = sorted(counts.items(), key=lambda item: (-item[1], -len(item[0])))
-    chosen = [t for t, n in ranked if n >= 3 or _looks_technical(t) or _CJK_CHAR.match(t)]
+    chosen = [t for t, n in ranked if n >= 3 or _looks_technical(t) or CJK_CHAR.match(t)]
     return [f"- {term}" for term in _drop_contained(chosen[:60])[:15]]
-
-
-def _maximal(counts: Counter[str]) -> dict[str, int]:
-    """Repeated Chinese chunks, minus those that only occur inside a longer repeated one."""
-    repeated = {term: n for term, n in counts.items() if n >= 2}
-    # The count of the most frequent longer chunk around each substring, not a pairwise test.
-    around: dict[str, int] = {}
-    for other, m in repeated.items():
-        for size in range(1, len(other)):
-            for start in range(len(other) - size + 1):
-                inner = other[start : start + size]
-                around[inner] = max(around.get(inner, 0), m)
-    return {term: n for term, n in repeated.items() if around.get(term, 0) * 4 < n * 3}
 
 
 def _looks_technical(term: str) -> bool:
@@ -261,30 +262,52 @@ def _technical_terms(text: str) -> list[str]:
     for match in _IDENT.finditer(text):
         quoted, word = match.group(1), match.group(2)
         term = quoted.strip() if quoted else word
-        if not term or len(term) < 3 or term.lower() in _EN_STOP or term in paths:
+        if not term or len(term) < 3 or term.lower() in EN_STOP or term in paths:
             continue
         if quoted or _looks_technical(term) or len(term) >= 5:
             terms.append(term)
     return terms
 
 
-def _cjk_terms(text: str) -> list[str]:
-    """Two- to four-character chunks of Chinese runs, without function characters at the edges."""
-    terms = []
-    for run in _CJK_RUN.findall(text):
-        for size in (2, 3, 4):
-            for start in range(len(run) - size + 1):
-                chunk = run[start : start + size]
-                if chunk[0] not in _CJK_STOP and chunk[-1] not in _CJK_STOP:
-                    terms.append(chunk)
+def _cjk_terms(text: str) -> set[str]:
+    """Candidate Chinese terms of one text: the pieces (two to eight characters) of its
+    phrases. Which of them are words is decided by repetition (:func:`_maximal`)."""
+    terms: set[str] = set()
+    for phrase in cjk_phrases(text):
+        phrase = phrase[:_MAX_PHRASE]
+        for size in range(2, min(len(phrase), 8) + 1):
+            terms.update(phrase[i : i + size] for i in range(len(phrase) - size + 1))
     return terms
 
 
+def _maximal(counts: Counter[str]) -> dict[str, int]:
+    """Chinese terms repeated across messages, minus those that only occur inside a longer
+    repeated one: what repeats as a whole is a word or a phrase, its pieces are not."""
+    repeated = {term: n for term, n in counts.items() if n >= 2}
+    around: dict[str, int] = {}
+    for other, m in repeated.items():
+        for size in range(2, len(other)):
+            for start in range(len(other) - size + 1):
+                inner = other[start : start + size]
+                around[inner] = max(around.get(inner, 0), m)
+    return {term: n for term, n in repeated.items() if around.get(term, 0) * 4 < n * 3}
+
+
+def _overlaps(a: str, b: str) -> bool:
+    """Whether the end of one is the start of the other (``上午游览`` / ``午游览断``)."""
+    shorter = min(len(a), len(b))
+    return any(a[-k:] == b[:k] or b[-k:] == a[:k] for k in range(1, shorter))
+
+
 def _drop_contained(terms: list[str]) -> list[str]:
-    """Drop a term when a higher-ranked one contains it (``用户`` under ``用户消息``)."""
+    """Drop a term when a higher-ranked one contains it (``用户`` under ``用户消息``) or, in
+    Chinese, overlaps it."""
     kept: list[str] = []
     for term in terms:
-        if not any(term in other or other in term for other in kept):
+        cjk = CJK_CHAR.match(term) is not None
+        if not any(
+            term in other or other in term or (cjk and _overlaps(term, other)) for other in kept
+        ):
             kept.append(term)
     return kept
 
@@ -320,7 +343,7 @@ def _error_line(text: str) -> str:
     exceptions = [line for line in text.splitlines() if _EXCEPTION_LINE.match(line)]
     if exceptions:
         return _clip_line(exceptions[-1], 240)
-    lines = [line for line in text.splitlines() if _ERROR.search(line)]
+    lines = [line for line in text.splitlines() if ERROR.search(line)]
     return _clip_line(lines[0] if lines else text, 240)
 
 
@@ -331,7 +354,7 @@ def _errors(t: _Transcript, keep: int = 12) -> list[str]:
     for role, text in reversed(t.stream):
         if role in {"assistant", "call"}:
             followed = text
-        elif role in {"tool", "user"} and _ERROR.search(text):
+        elif role in {"tool", "user"} and ERROR.search(text):
             entry = f"- {_error_line(text)}"
             if followed:
                 entry += f"\n  → {_clip_line(followed, 200)}"
@@ -341,10 +364,14 @@ def _errors(t: _Transcript, keep: int = 12) -> list[str]:
     return lines[::-1]
 
 
+def _facts_label(zh: bool) -> str:
+    return "事实（按时间先后）：" if zh else "Facts, oldest first:"
+
+
 def _problem_solving(t: _Transcript, zh: bool) -> list[str]:
     tools = Counter(name for name, _ in t.calls)
     used = ", ".join(f"{name}×{n}" for name, n in tools.most_common(8))
-    errors = sum(1 for role, text in t.stream if role == "tool" and _ERROR.search(text))
+    errors = sum(1 for role, text in t.stream if role == "tool" and ERROR.search(text))
     if zh:
         line = (
             f"- 用户消息 {len(t.users)} 条，助手回复 {len(t.assistants)} 条，"
@@ -447,12 +474,21 @@ def _merge(old: str, new: list[str], number: int) -> list[str]:
         return new
     if number == 6:  # post-processing rebuilds the block from both summaries' messages
         return new if len(new) > 2 else [old]
-    if number == 5:
-        return [old, *new]
+    if number == 5:  # the counts describe the new part; the facts are merged apart
+        return new
     if number in {1, 2, 3, 4}:
         old_lines = old.splitlines()
         return [*old_lines, *(line for line in new if line not in old_lines)]
     return new or [old]  # 7-9 describe the present: the newer view wins
+
+
+def _old_facts(body: str) -> list[str]:
+    """The fact lines of an earlier summary's section 5 (after its facts label)."""
+    lines = body.splitlines()
+    for index, line in enumerate(lines):
+        if line.strip() in {_facts_label(False), _facts_label(True)}:
+            return [x for x in lines[index + 1 :] if x.startswith("- ")]
+    return []
 
 
 # ---------------------------------------------------------------------------------------------
@@ -464,22 +500,18 @@ def _render(prompts: PromptSet, bodies: Sequence[str]) -> str:
     return "<summary>\n" + "\n\n".join(parts) + "\n</summary>"
 
 
-def _fit(bodies: list[str], limit: int, prompts: PromptSet) -> list[str]:
-    """Shrink the sections until the rendered summary has at most ``limit`` characters."""
-    overhead = len(_render(prompts, [""] * 9))
-    room = max(limit - overhead, 9 * _MIN_SECTION_CHARS)
-    total_weight = sum(_SECTION_WEIGHTS)
-    if sum(len(b) for b in bodies) <= room:
-        return bodies
-    shares = [max(_MIN_SECTION_CHARS, room * w // total_weight) for w in _SECTION_WEIGHTS]
+def _fit(bodies: list[str], room: int) -> list[str]:
+    """Each section within its cap (scaled down to ``room`` characters in all)."""
+    scale = min(1.0, room / sum(_SECTION_CAPS))
     fitted = []
-    for number, (body, share) in enumerate(zip(bodies, shares, strict=True), 1):
-        if len(body) <= share:
+    for number, body in enumerate(bodies, 1):
+        cap = max(_MIN_SECTION_CHARS, int(_SECTION_CAPS[number - 1] * scale))
+        if len(body) <= cap:
             fitted.append(body)
         elif number == 6:
-            fitted.append(_shrink_block(body, share))
+            fitted.append(_shrink_block(body, cap))
         else:
-            fitted.append(_clip(body, share))
+            fitted.append(_clip(body, cap))
     return fitted
 
 
@@ -505,21 +537,27 @@ def extractive_summary(
     messages: Sequence[Mapping[str, Any]],
     *,
     max_chars: int = 16_000,
+    max_tokens: int | None = None,
     prompts: PromptSet | None = None,
 ) -> str:
-    """A ``<summary>`` of the summarizer input ``messages``, built without any model.
+    """A ``<summary>`` of the summarizer input ``messages``, built without any model, of at
+    most ``max_chars`` characters and (estimated) ``max_tokens`` tokens.
 
     ``prompts`` picks the section titles; by default the language of the instruction (or of
     the users' messages) decides. Never raises.
     """
     try:
-        return _summarize(messages, max_chars=max_chars, prompts=prompts)
+        return _summarize(messages, max_chars=max_chars, max_tokens=max_tokens, prompts=prompts)
     except Exception:  # the model of last resort must answer whatever it is given
         return _render(prompts or ENGLISH, [""] * 9)
 
 
 def _summarize(
-    messages: Sequence[Mapping[str, Any]], *, max_chars: int, prompts: PromptSet | None
+    messages: Sequence[Mapping[str, Any]],
+    *,
+    max_chars: int,
+    max_tokens: int | None,
+    prompts: PromptSet | None,
 ) -> str:
     transcript, instruction = _read(messages)
     if prompts is None:
@@ -529,11 +567,31 @@ def _summarize(
     new = _sections(transcript, zh)
     old = _previous_sections(transcript.previous) if transcript.previous else [""] * 9
     bodies = ["\n".join(_merge(o, n, k)) for k, (o, n) in enumerate(zip(old, new, strict=True), 1)]
-    return _render(prompts, _fit(bodies, max_chars, prompts))
+    tokens = max_tokens if max_tokens is not None else max_chars
+    room = int(min(max_chars, 4 * tokens) * _FIXED_SHARE)
+    bodies = _fit(bodies, room)
+    label = _facts_label(zh)
+    bodies[4] = f"{bodies[4]}\n{label}".strip()
+    fixed = _render(prompts, bodies)
+    lines = [*_old_facts(old[4]), *(s.line(transcript.dated) for s in transcript.sentences)]
+    facts = choose_facts(
+        lines,
+        [fact_text(line) for line in lines],
+        tokens=tokens - default_estimate(fixed),
+        chars=max_chars - len(fixed),
+    )
+    if not facts:
+        bodies[4] = bodies[4][: -len(label)].rstrip()
+    else:
+        bodies[4] = "\n".join([bodies[4], *facts])
+    text = _render(prompts, bodies)
+    if len(text) > max_chars:  # only when the sections alone were over (a tiny max_chars)
+        text = _render(prompts, _fit(bodies, max_chars - len(_render(prompts, [""] * 9))))
+    return text
 
 
 def _response(text: str, name: str) -> ModelResponse:
-    size = max(1, len(text.encode()) // 4)
+    size = default_estimate(text)
     return ModelResponse(
         message={"role": "assistant", "content": text},
         model=name,
@@ -541,20 +599,30 @@ def _response(text: str, name: str) -> ModelResponse:
     )
 
 
-def _limit(max_chars: int, settings: ModelSettings | None) -> int:
-    # A token cap from the caller bounds the output too; 2 characters per token is on the safe
-    # side for English and generous for Chinese.
-    if settings is not None and settings.max_tokens:
-        return max(600, min(max_chars, settings.max_tokens * 2))
-    return max_chars
+#: The fewest tokens an answer is given, whatever ``max_tokens`` says: the nine headings alone
+#: take about 60.
+_MIN_TOKENS: Final = 300
+
+
+def _answer(model: ExtractiveModel | AsyncExtractiveModel, messages: Any, settings: Any) -> Any:
+    """The answer within ``max_chars`` and ``settings.max_tokens`` (estimated tokens)."""
+    tokens = settings.max_tokens if settings is not None and settings.max_tokens else None
+    text = extractive_summary(
+        messages,
+        max_chars=model.max_chars,
+        max_tokens=None if tokens is None else max(_MIN_TOKENS, tokens),
+        prompts=model.prompts,
+    )
+    return _response(text, model.name)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ExtractiveModel:
     """A summarizer model that needs no LLM: deterministic, offline, instant.
 
-    ``max_chars`` bounds the answer (``settings.max_tokens`` may lower it further);
-    ``prompts`` fixes the section language instead of detecting it.
+    ``max_chars`` bounds the answer, and ``settings.max_tokens`` (the summarizer's answer
+    budget) bounds its estimated tokens; ``prompts`` fixes the section language instead of
+    detecting it.
     """
 
     name: str = "extractive"
@@ -566,10 +634,8 @@ class ExtractiveModel:
         self, messages: Sequence[Mapping[str, Any]], *, settings: ModelSettings | None = None
     ) -> ModelResponse:
         """Summarize ``messages`` (a summarizer input) into a ``<summary>`` answer."""
-        limit = _limit(self.max_chars, settings)
-        return _response(
-            extractive_summary(messages, max_chars=limit, prompts=self.prompts), self.name
-        )
+        response: ModelResponse = _answer(self, messages, settings)
+        return response
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -586,8 +652,5 @@ class AsyncExtractiveModel:
     ) -> ModelResponse:
         """Summarize ``messages`` (a summarizer input) into a ``<summary>`` answer (in the
         worker pool of :func:`~synopsis._flow.offloading` when a service set one)."""
-        limit = _limit(self.max_chars, settings)
-        text = await cpu(
-            functools.partial(extractive_summary, messages, max_chars=limit, prompts=self.prompts)
-        )
-        return _response(text, self.name)
+        response: ModelResponse = await cpu(functools.partial(_answer, self, messages, settings))
+        return response

@@ -1,8 +1,9 @@
 """The server's own tables (API keys, session histories, the job queue): SQL as pure plans.
 
-A *plan* is a generator that yields :class:`Statement` values and is sent each statement's
-rows; it returns its result. It does no I/O: :mod:`synopsis.server.db` runs it in one
-transaction on SQLite or PostgreSQL, sync or async (the store's ``Plan`` idea).
+A *plan* is a generator that yields :class:`~synopsis._sql.Statement` values and is sent
+each statement's rows; it returns its result. It does no I/O: :mod:`synopsis.server.db` runs
+it in one transaction on SQLite or PostgreSQL, sync or async, with the plumbing the stores
+use too (:mod:`synopsis._sql`).
 
 Statements are written once, with ``:name`` parameters, in the SQL both databases share;
 :class:`Dialect` supplies what differs (table names, column types, row locks). Times are
@@ -16,29 +17,18 @@ schema, with their own version table (``server_schema_version``), migrated on op
 from __future__ import annotations
 
 import zlib
-from collections.abc import Generator, Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any, Final, Literal, TypeVar
+from dataclasses import dataclass
+from typing import Final, Literal, TypeVar
 
+from synopsis import _sql
+from synopsis._sql import Rows, Statement
 from synopsis.errors import MigrationError
 
 __all__ = ["MIGRATIONS", "Dialect", "Plan", "Rows", "Statement", "migrate", "schema_version"]
 
 T = TypeVar("T")
-Rows = list[tuple[Any, ...]]
-
-
-@dataclass(frozen=True, slots=True)
-class Statement:
-    """One SQL statement with ``:name`` parameters; ``many`` runs it once per parameter set."""
-
-    sql: str
-    params: Mapping[str, Any] = field(default_factory=dict)
-    many: Sequence[Mapping[str, Any]] | None = None
-
-
 #: Yields statements, is sent their rows (empty for statements without a result), returns T.
-Plan = Generator[Statement, Rows, T]
+Plan = _sql.Plan[Statement, T]
 
 
 @dataclass(frozen=True, slots=True)

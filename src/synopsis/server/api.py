@@ -25,7 +25,8 @@ from synopsis import (
 )
 from synopsis._flow import cpu
 from synopsis.memory import MemoryItem, normalize_namespace
-from synopsis.memory._kinds import MAX_FILTER_KINDS
+from synopsis.memory.kinds import MAX_FILTER_KINDS
+from synopsis.memory.rules import default_key
 from synopsis.redact import redact_history
 from synopsis.server.deps import Services, Svc, Tenant
 from synopsis.server.errors import ERRORS
@@ -179,13 +180,6 @@ async def summaries(user: User, session: Session, tenant: Tenant, s: Svc) -> Sum
 # --- memories --------------------------------------------------------------------------------
 
 
-def _default_key(kind: str, text: str) -> str:
-    """The key ``synopsis memory put`` derives: the same memory put twice is one memory."""
-    from synopsis.cli.memory import default_key
-
-    return default_key(kind, text)
-
-
 def _policy(s: Services, value: str) -> str:
     """``value`` as the server's redaction policy stores it (itself when the policy is off)."""
     return value if s.redact is None else s.redact.redact_text(value).text
@@ -204,7 +198,7 @@ async def put_memory(body: MemoryIn, tenant: Tenant, s: Svc) -> MemoryOut:
     item = await s.store.put(
         tenant,
         body.namespace,
-        key or _default_key(body.kind, text),
+        key or default_key(body.kind, text),
         text,
         kind=body.kind,
         tags=tags,

@@ -12,8 +12,6 @@ a worker thread. PostgreSQL: one autocommit connection (sync) or a connection po
 from __future__ import annotations
 
 import asyncio
-import functools
-import re
 import sqlite3
 import threading
 import time
@@ -21,9 +19,10 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
+from synopsis._sql import sqlite as lite
 from synopsis.errors import MigrationError, SessionConflict, StoreError
 from synopsis.memory.open import parse_db, require_postgres_extra
-from synopsis.server._sql import Dialect, Plan, Rows, Statement, migrate, schema_version
+from synopsis.server._sql import Dialect, Plan, migrate, schema_version
 
 if TYPE_CHECKING:
     import psycopg
@@ -32,21 +31,6 @@ if TYPE_CHECKING:
 __all__ = ["AsyncDatabase", "Database"]
 
 T = TypeVar("T")
-_PARAM = re.compile(r"(?<![:\w]):([A-Za-z_]\w*)")
-
-
-@functools.lru_cache(maxsize=512)
-def _pyformat(sql: str) -> str:
-    """``:name`` -> ``%(name)s`` for psycopg (our SQL holds no literal ``%``)."""
-    return _PARAM.sub(r"%(\1)s", sql)
-
-
-def _step(plan: Plan[T], rows: Rows | None) -> tuple[Statement | None, T | None]:
-    """Advance ``plan``: the next statement, or (None, result) when it returned."""
-    try:
-        return (next(plan) if rows is None else plan.send(rows)), None
-    except StopIteration as stop:
-        return None, stop.value
 
 
 # --- SQLite ----------------------------------------------------------------------------------
@@ -70,12 +54,12 @@ class _SQLite:
         self._reader.execute("PRAGMA query_only=1")
 
     def run(self, plan: Plan[T], write: bool) -> T:
-        with self._lock:
-            return _sqlite_transaction(self._conn, plan, "BEGIN IMMEDIATE" if write else "BEGIN")
+        with self._lock, _translated("run a query"):
+            return lite.run(self._conn, plan, "BEGIN IMMEDIATE" if write else "BEGIN")
 
     def lookup(self, plan: Plan[T]) -> T:
-        with self._reader_lock:
-            return _sqlite_transaction(self._reader, plan, "BEGIN")
+        with self._reader_lock, _translated("run a query"):
+            return lite.run(self._reader, plan, "BEGIN")
 
     def close(self) -> None:
         with self._lock, self._reader_lock:
@@ -92,40 +76,17 @@ def _sqlite_connect(path: str, busy_timeout: float) -> sqlite3.Connection:
         return conn
 
 
-def _sqlite_transaction(conn: sqlite3.Connection, plan: Plan[T], begin: str) -> T:
-    with _translated("run a query"):
-        conn.execute(begin)
-        try:
-            result = _sqlite_drive(conn, plan)
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
-        conn.execute("COMMIT")
-        return result
-
-
-def _sqlite_drive(conn: sqlite3.Connection, plan: Plan[T]) -> T:
-    statement, result = _step(plan, None)
-    while statement is not None:
-        if statement.many is not None:
-            conn.executemany(statement.sql, statement.many)
-            rows: Rows = []
-        else:
-            rows = conn.execute(statement.sql, statement.params).fetchall()
-        statement, result = _step(plan, rows)
-    return result  # type: ignore[return-value]
-
-
 @contextmanager
 def _translated(action: str) -> Iterator[None]:
-    try:
-        yield
-    except sqlite3.IntegrityError as exc:  # the twin of PostgreSQL's 23505
-        raise SessionConflict(
-            f"a concurrent write to the same rows conflicted ({exc}); retry the request"
-        ) from exc
-    except sqlite3.Error as exc:
-        raise StoreError(f"sqlite could not {action}: {exc}") from exc
+    """The shared translation, plus the server's own rule: a write that met a concurrent one
+    on the same rows is a :class:`SessionConflict` (the request may be retried)."""
+    with lite.translated(action):
+        try:
+            yield
+        except sqlite3.IntegrityError as exc:  # the twin of PostgreSQL's 23505
+            raise SessionConflict(
+                f"a concurrent write to the same rows conflicted ({exc}); retry the request"
+            ) from exc
 
 
 # --- PostgreSQL ------------------------------------------------------------------------------
@@ -136,42 +97,18 @@ def _translated(action: str) -> Iterator[None]:
 _PG_CONFLICTS = frozenset({"23505", "40001", "40P01"})
 
 
-def _pg_error(exc: Exception, what: str) -> StoreError | SessionConflict:
-    """A psycopg error without its text (which may quote data), naming the SQLSTATE; a
-    conflict between concurrent writes is a :class:`SessionConflict` (409), not a 503."""
-    state = getattr(exc, "sqlstate", None)
+def _pg_error(exc: psycopg.Error, what: str) -> StoreError | SessionConflict:
+    """The shared translation (no driver text, the SQLSTATE named), except that a conflict
+    between concurrent writes is a :class:`SessionConflict` (409), not a 503."""
+    from synopsis._sql import postgres
+
+    state = exc.sqlstate
     if state in _PG_CONFLICTS:
         return SessionConflict(
             f"a concurrent write to the same rows conflicted ({type(exc).__name__}, SQLSTATE "
             f"{state}); retry the request"
         )
-    return StoreError(f"PostgreSQL {what} failed: {type(exc).__name__} (SQLSTATE {state})")
-
-
-def _pg_drive(cursor: psycopg.Cursor[Any], plan: Plan[T]) -> T:
-    statement, result = _step(plan, None)
-    while statement is not None:
-        if statement.many is not None:
-            cursor.executemany(_pyformat(statement.sql), statement.many)
-            rows: Rows = []
-        else:
-            cursor.execute(_pyformat(statement.sql), statement.params)
-            rows = cursor.fetchall() if cursor.description else []
-        statement, result = _step(plan, rows)
-    return result  # type: ignore[return-value]
-
-
-async def _pg_adrive(cursor: psycopg.AsyncCursor[Any], plan: Plan[T]) -> T:
-    statement, result = _step(plan, None)
-    while statement is not None:
-        if statement.many is not None:
-            await cursor.executemany(_pyformat(statement.sql), statement.many)
-            rows: Rows = []
-        else:
-            await cursor.execute(_pyformat(statement.sql), statement.params)
-            rows = await cursor.fetchall() if cursor.description else []
-        statement, result = _step(plan, rows)
-    return result  # type: ignore[return-value]
+    return postgres.error(exc, what)
 
 
 class _Postgres:
@@ -190,10 +127,11 @@ class _Postgres:
     def run(self, plan: Plan[T], write: bool) -> T:
         import psycopg
 
+        from synopsis._sql import postgres
+
         with self._lock:
             try:
-                with self._conn.transaction(), self._conn.cursor() as cursor:
-                    return _pg_drive(cursor, plan)
+                return postgres.run(self._conn, plan)
             except psycopg.Error as exc:
                 raise _pg_error(exc, "query") from exc
 
@@ -313,9 +251,11 @@ class AsyncDatabase:
         assert self._pool is not None
         import psycopg
 
+        from synopsis._sql import postgres
+
         try:
-            async with self._pool.connection() as conn, conn.transaction(), conn.cursor() as cursor:
-                return await _pg_adrive(cursor, plan)
+            async with self._pool.connection() as conn:
+                return await postgres.arun(conn, plan)
         except psycopg.Error as exc:
             raise _pg_error(exc, "query") from exc
 
@@ -336,13 +276,15 @@ async def _open_pool(
     import psycopg
     from psycopg_pool import AsyncConnectionPool
 
+    from synopsis._sql import postgres
+
     pool: AsyncConnectionPool[Any] = AsyncConnectionPool(
         url, min_size=1, max_size=size, open=False, kwargs={"autocommit": True}
     )
     try:
         await pool.open(wait=True, timeout=30.0)
-        async with pool.connection() as conn, conn.transaction(), conn.cursor() as cursor:
-            await _pg_adrive(cursor, migrate(Dialect("postgres", schema), clock()))
+        async with pool.connection() as conn:
+            await postgres.arun(conn, migrate(Dialect("postgres", schema), clock()))
     except psycopg.Error as exc:
         await pool.close()
         raise MigrationError(

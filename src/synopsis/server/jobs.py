@@ -53,6 +53,10 @@ _log = logging.getLogger("synopsis.server.jobs")
 #: (the summary is saved and its copy waits in the outbox).
 _RETRY_STAGES = frozenset({"load_summary", "summarize", "invalid_summary", "save", "job"})
 _MAX_BACKOFF = 300.0
+#: The advisory lock key of the due-session sweep (any constant shared by the replicas).
+_SWEEP_LOCK = 0x53594E5357
+#: Sessions one sweep looks at.
+_SWEEP_LIMIT = 1000
 
 JobOutcome = Literal["done", "retry", "gone"]
 
@@ -138,6 +142,30 @@ def retry_plan(
     return bool(rows)
 
 
+def due_candidates_plan(
+    d: Dialect, every: int, limit: int
+) -> Plan[list[tuple[str, str, str, int]]]:
+    """Sessions long enough to be due that have no job row at all (none open, none set
+    aside after failing), newest first: what a sweep checks against their summaries.
+
+    On PostgreSQL one replica sweeps at a time (a transaction-scoped advisory lock; another
+    replica sweeping at that moment gets nothing and tries again at its next sweep).
+    """
+    if d.name == "postgres":
+        locked = yield Statement("SELECT pg_try_advisory_xact_lock(:lock)", {"lock": _SWEEP_LOCK})
+        if not locked[0][0]:
+            return []
+    sessions, jobs = d.table("sessions"), d.table("jobs")
+    rows = yield Statement(
+        f"SELECT s.tenant, s.user_id, s.session_id, s.message_count FROM {sessions} s"
+        " WHERE s.message_count >= :every AND NOT EXISTS (SELECT 1 FROM"
+        f" {jobs} j WHERE j.tenant = s.tenant AND j.session_id = s.session_id)"
+        " ORDER BY s.updated_at DESC LIMIT :limit",
+        {"every": every, "limit": limit},
+    )
+    return [(str(t), str(u), str(s), int(n)) for t, u, s, n in rows]
+
+
 def depth_plan(d: Dialect) -> Plan[int]:
     """Open jobs (queued or running)."""
     rows = yield Statement(f"SELECT count(*) FROM {d.table('jobs')} WHERE finished_at IS NULL")
@@ -185,6 +213,9 @@ class JobQueue:
     async def depth(self) -> int:
         return await self._db.run(depth_plan(self._db.dialect), write=False)
 
+    async def due_candidates(self, every: int) -> list[tuple[str, str, str, int]]:
+        return await self._db.run(due_candidates_plan(self._db.dialect, every, _SWEEP_LIMIT))
+
 
 # --- the workers -----------------------------------------------------------------------------
 
@@ -222,6 +253,7 @@ class SummaryWorkers:
         for number in range(self._options.workers):
             self._tasks.append(loop.create_task(self._work(), name=f"synopsis-job-{number}"))
         self._tasks.append(loop.create_task(self._replay_forever(), name="synopsis-outbox"))
+        self._tasks.append(loop.create_task(self._sweep_forever(), name="synopsis-sweep"))
 
     def wake(self) -> None:
         """A job was queued here: idle workers look now instead of at their next poll."""
@@ -348,6 +380,34 @@ class SummaryWorkers:
             store=self._store, summarizer=None, on_event=[self._on_event], redact=self.redact
         )
         return await memory.recover(None, limit=500)
+
+    async def sweep(self) -> int:
+        """Queue a job for every session due for a summary that has none; how many were.
+
+        The append that made a session due queues its job in a step of its own, and so does
+        a job that ends with more turns waiting: a process killed between the two leaves a
+        session due with no job, which this finds (any replica, every ``sweep_seconds``).
+        """
+        every = self._options.summarize_every
+        queued = 0
+        for tenant, user, session, count in await self.queue.due_candidates(every):
+            latest = await self._store.latest_summary(tenant, user, session)
+            covers = latest.covers_to if latest else 0
+            if count - covers >= every and await self.queue.enqueue(tenant, user, session):
+                queued += 1
+        if queued:
+            _log.info("the sweep queued %d due sessions", queued)
+            self.wake()
+        return queued
+
+    async def _sweep_forever(self) -> None:
+        while not self._stopping:
+            try:
+                await self.sweep()
+            except Exception:
+                _log.exception("the due-session sweep failed")
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._stop.wait(), self._options.sweep_seconds)
 
     async def _replay_forever(self) -> None:
         while not self._stopping:

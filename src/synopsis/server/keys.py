@@ -118,9 +118,14 @@ def create_plan(
     yield Statement(
         f"INSERT INTO {d.table('keys')} (key_id, tenant, digest, label, created_at)"
         " VALUES (:key_id, :tenant, :digest, :label, :now)",
-        {"key_id": key_id, "tenant": tenant, "digest": digest_of(full_key), "label": label,
-         "now": now},
-    )  # fmt: skip
+        {
+            "key_id": key_id,
+            "tenant": tenant,
+            "digest": digest_of(full_key),
+            "label": label,
+            "now": now,
+        },
+    )
     api_key = ApiKey(key_id=key_id, tenant=tenant, label=label, created_at=_when(now))  # type: ignore[arg-type]
     return IssuedKey(key=api_key, secret=full_key)
 

@@ -64,7 +64,9 @@ class ServerOptions:
     recall_limit: int = 5
     #: When the proxy compacts a stateless history (``/v1/chat/completions`` without a session).
     trigger: Trigger = field(default_factory=Trigger.default)
-    keep_tail: KeepTail = field(default_factory=KeepTail)
+    #: A chat product's tail: the newest quarter of the trigger stays verbatim (and the last
+    #: message and newest user message always do; docs/compaction.md, "Defaults").
+    keep_tail: KeepTail = field(default_factory=lambda: KeepTail(fraction=0.25))
     #: Summaries of stateless proxy histories kept for reuse (per process, LRU; 0 = none): a
     #: growing conversation that resends the same summarized prefix is not summarized again.
     summary_cache: int = 1024
@@ -77,6 +79,9 @@ class ServerOptions:
     max_attempts: int = 5
     #: How often pending dual writes (the outbox) are replayed.
     outbox_seconds: float = 60.0
+    #: How often a replica looks for sessions due for a summary with no job queued (a kill
+    #: between an append and its enqueue); one replica sweeps at a time.
+    sweep_seconds: float = 60.0
     #: On shutdown, how long to wait for running summary jobs before giving up on them
     #: (their leases then run out and another replica, or the next start, retries them).
     drain_seconds: float = 30.0
@@ -112,6 +117,7 @@ class ServerOptions:
         )  # fmt: skip
         _positive(self, "max_body_bytes", "cpu_threads")
         _positive(self, "upstream_timeout", "lease_seconds", "poll_seconds", "outbox_seconds")
+        _positive(self, "sweep_seconds")
         if self.summary_cache < 0:
             raise ConfigError(f"summary_cache must be >= 0, not {self.summary_cache}")
         if self.drain_seconds < 0:

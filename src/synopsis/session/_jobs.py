@@ -39,8 +39,8 @@ from synopsis._flow import Emit, Flow
 from synopsis.errors import InvalidSummary, ModelTimeout, UserDeleted
 from synopsis.events import OutboxReplayed, SessionEvent, failure
 from synopsis.memory import TRANSCRIPT_KINDS, OutboxEntry, SearchHit, SearchMode, SessionSummary
-from synopsis.memory._kinds import KindFilter, check_kind_filter
-from synopsis.memory._types import validate_tenant
+from synopsis.memory.kinds import KindFilter, check_kind_filter
+from synopsis.memory.rules import validate_tenant
 from synopsis.session._events import summarize_timeout_error
 from synopsis.session._redaction import (
     SummaryRequest,

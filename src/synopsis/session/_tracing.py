@@ -31,7 +31,7 @@ from typing import Any, Literal
 from synopsis._flow import Emit
 from synopsis.events import SessionEvent
 from synopsis.memory import SearchMode
-from synopsis.memory._kinds import KindFilter
+from synopsis.memory.kinds import KindFilter
 from synopsis.session._jobs import JobOutcome, Step, StoreCall
 from synopsis.session._state import Job
 from synopsis.telemetry import NO_SPAN, AttributeValue, Tracing

@@ -2,19 +2,21 @@
 
 :mod:`.store` holds :class:`PostgresStore` and :class:`AsyncPostgresStore`, which drive the
 plans of :mod:`.plans` over psycopg; :mod:`.schema` the tables and migrations; :mod:`.sql`,
-:mod:`.summaries` and :mod:`.vectors` the statements; :mod:`.tiers` the impact tiers of
-keyword search. The stores (and psycopg) load on first use, so the pure modules import
-without the extra.
+:mod:`.summaries` and :mod:`.reembed` the statements; :mod:`.tiers` the impact tiers of
+keyword search. :class:`~synopsis.errors.DatabaseError` is re-exported here from
+:mod:`synopsis.errors`, where it lives. The stores (and psycopg) load on first use.
 """
 
 import typing
 
+from synopsis.errors import DatabaseError
+
 if typing.TYPE_CHECKING:
-    from synopsis.memory.postgres.store import AsyncPostgresStore, DatabaseError, PostgresStore
+    from synopsis.memory.postgres.store import AsyncPostgresStore, PostgresStore
 
 __all__ = ["AsyncPostgresStore", "DatabaseError", "PostgresStore"]
 
-_STORE = frozenset(__all__)
+_STORE = frozenset({"AsyncPostgresStore", "PostgresStore"})
 
 
 def __getattr__(name: str) -> typing.Any:

@@ -20,10 +20,12 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable, Generator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
+from synopsis import _sql
+from synopsis._sql import Rows
 from synopsis.errors import ConfigError, InvalidInput, MigrationError, StoreError
 from synopsis.memory import _operations as ops
 from synopsis.memory._checks import (
@@ -39,18 +41,17 @@ from synopsis.memory._checks import (
 from synopsis.memory._guards import Claim, Guard
 from synopsis.memory._sql_rows import read_outbox_entry, read_summary
 from synopsis.memory._types import MemoryItem, Namespace, OutboxEntry, SearchHit, SessionSummary
+from synopsis.memory.postgres import reembed as vq
 from synopsis.memory.postgres import sql as q
 from synopsis.memory.postgres import summaries as qs
-from synopsis.memory.postgres import vectors as vq
 from synopsis.memory.postgres.tiers import TierWalk, parse_lexeme, tier_plan
 from synopsis.memory.ranking import indexed_terms
 
 __all__ = ["Plan", "PostgresPlans", "Rows", "migrate"]
 
 T = TypeVar("T")
-Rows = list[tuple[Any, ...]]
 #: A pure operation: yields statements, is sent each statement's rows, returns its result.
-Plan = Generator[q.Statement, Rows, T]
+Plan = _sql.Plan[q.Statement, T]
 #: The fewest items the first step of a tiered search fetches (see ``_tiered``).
 FIRST_STEP = 256
 
@@ -64,13 +65,21 @@ def _item_row(
     """The row a put of ``request`` at ``now`` writes (``vector`` made by ``embedder``)."""
     created = now if request.created_at is None else request.created_at
     return q.ItemRow(
-        tenant=request.tenant, namespace=request.namespace, key=request.key,
-        text=request.text, kind=request.kind, tags=request.tags,
-        terms=indexed_terms(request.text, request.context), embedding=vector,
-        created_at=created, updated_at=request.updated(now), expires_at=request.expiry(now),
-        restored=request.created_at is not None, context=request.context,
+        tenant=request.tenant,
+        namespace=request.namespace,
+        key=request.key,
+        text=request.text,
+        kind=request.kind,
+        tags=request.tags,
+        terms=indexed_terms(request.text, request.context),
+        embedding=vector,
+        created_at=created,
+        updated_at=request.updated(now),
+        expires_at=request.expiry(now),
+        restored=request.created_at is not None,
+        context=request.context,
         embedder=None if vector is None else embedder,
-    )  # fmt: skip
+    )
 
 
 def _check_schema(schema: object) -> str:
@@ -184,9 +193,13 @@ def _only(plan: Plan[list[T]]) -> Plan[T]:
 
 def _scope(request: SearchRequest, now: float) -> q.Scope:
     return q.Scope(
-        tenant=request.tenant, prefix=request.prefix, kinds=request.kinds,
-        exclude_kinds=request.exclude_kinds, tags=request.tags, now=now,
-    )  # fmt: skip
+        tenant=request.tenant,
+        prefix=request.prefix,
+        kinds=request.kinds,
+        exclude_kinds=request.exclude_kinds,
+        tags=request.tags,
+        now=now,
+    )
 
 
 def _keyword(
@@ -208,9 +221,14 @@ def _keyword(
     if size == 0:
         return []
     rows = yield q.keyword_page(
-        schema, terms=request.terms, scope_size=size, average=(length / size) or 1.0,
-        limit=limit, offset=offset, **scope,
-    )  # fmt: skip
+        schema,
+        terms=request.terms,
+        scope_size=size,
+        average=(length / size) or 1.0,
+        limit=limit,
+        offset=offset,
+        **scope,
+    )
     return [(_item(row), row[10]) for row in rows]
 
 
@@ -245,9 +263,15 @@ def _tiered(
     target, top = max(4 * wanted, FIRST_STEP), []
     while not walk.done():
         page = yield q.tier_page(
-            schema, tenant=request.tenant, now=now, terms=terms, lexemes=walk.step(target),
-            idf=idf, average=average, limit=wanted,
-        )  # fmt: skip
+            schema,
+            tenant=request.tenant,
+            now=now,
+            terms=terms,
+            lexemes=walk.step(target),
+            idf=idf,
+            average=average,
+            limit=wanted,
+        )
         for row in page:
             hit = _item(row)
             best[_address(hit)] = (hit, row[10])
@@ -445,9 +469,14 @@ class PostgresPlans:
         self, tenant: str, prefix: Namespace, max_depth: int | None, limit: int, offset: int
     ) -> Plan[list[Namespace]]:
         statement = q.list_namespaces(
-            self.schema, tenant=tenant, prefix=prefix, max_depth=_check_max_depth(max_depth),
-            now=self.clock(), limit=limit, offset=offset,
-        )  # fmt: skip
+            self.schema,
+            tenant=tenant,
+            prefix=prefix,
+            max_depth=_check_max_depth(max_depth),
+            now=self.clock(),
+            limit=limit,
+            offset=offset,
+        )
         return _rows(statement, lambda rows: [tuple(row[0]) for row in rows])
 
     def delete_user(self, tenant: str, user_id: str) -> Plan[int]:

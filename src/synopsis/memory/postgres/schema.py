@@ -31,15 +31,17 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from typing import Any, Final, LiteralString
 
 from psycopg import sql
+
+from synopsis._sql import Statement
 
 __all__ = [
     "MIGRATIONS",
     "Statement",
     "advisory_key",
+    "composed",
     "current_version",
     "migration",
     "migration_lock",
@@ -48,19 +50,11 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True, slots=True)
-class Statement:
-    """One SQL statement and its bound parameters.
-
-    A ``deferred`` statement is sent at once and its rows are not waited for: the driver
-    returns no rows for it, and hands them back (in order) ahead of the rows of the next
-    statement that is not deferred. The server works on it while the plan prepares what
-    comes next (a batch upsert's next chunk). A plan ends with a statement that is not.
-    """
-
-    query: sql.Composed
-    params: Mapping[str, Any] = field(default_factory=dict)
-    deferred: bool = False
+def composed(statement: Statement) -> sql.Composed:
+    """The query of a statement built here (always composed), to nest in another."""
+    if isinstance(statement.sql, str):
+        raise TypeError("the PostgreSQL store's statements are composed, not text")
+    return statement.sql
 
 
 def _sql(schema: str, template: LiteralString, **parts: sql.Composable) -> sql.Composed:
@@ -348,8 +342,16 @@ _V9: Final[tuple[LiteralString, ...]] = (
 
 #: Ordered migrations; migration ``n`` (1-based) brings the schema to version ``n``.
 MIGRATIONS: Final[tuple[tuple[LiteralString, ...], ...]] = (
-    _V1, _V2, _V3, _V4, _V5, _V6, _V7, _V8, _V9,
-)  # fmt: skip
+    _V1,
+    _V2,
+    _V3,
+    _V4,
+    _V5,
+    _V6,
+    _V7,
+    _V8,
+    _V9,
+)
 
 
 def migration_lock(schema: str) -> Statement:

@@ -22,6 +22,7 @@ from synopsis.memory.postgres.schema import (
     MIGRATIONS,
     Statement,
     advisory_key,
+    composed,
     current_version,
     migration,
     migration_lock,
@@ -133,10 +134,20 @@ _UPSERT_ITEMS: Final = (
 def _row_values(row: ItemRow) -> list[object]:
     """One row of the JSON batch, in the order ``_UPSERT_ITEMS`` reads it (``r->>0`` ...)."""
     return [
-        "\x1f".join(row.namespace), row.key, row.text, row.kind, dict(row.tags),
-        " ".join(row.terms), len(row.terms), _array_literal(row.embedding),
-        row.created_at, row.updated_at, row.expires_at, row.context, row.embedder,
-    ]  # fmt: skip
+        "\x1f".join(row.namespace),
+        row.key,
+        row.text,
+        row.kind,
+        dict(row.tags),
+        " ".join(row.terms),
+        len(row.terms),
+        _array_literal(row.embedding),
+        row.created_at,
+        row.updated_at,
+        row.expires_at,
+        row.context,
+        row.embedder,
+    ]
 
 
 def upsert_items(schema: str, tenant: str, rows: Sequence[ItemRow], now: float) -> Statement:
@@ -355,6 +366,13 @@ _IDF: Final = (
     " + 0.5::float8) / (count(*) FILTER (WHERE c.tfs[{i}] > 0)::float8 + 0.5::float8)),"
     " 1e-6::float8)"
 )
+#: BM25's constants as the parameters ``_TERM_SCORE`` reads.
+_BM25: Final[dict[str, float]] = {
+    "k1": BM25_K1,
+    "b": BM25_B,
+    "k1_plus_1": BM25_K1 + 1,
+    "one_minus_b": 1 - BM25_B,
+}
 _TERM_SCORE: Final = (
     "CASE WHEN c.tfs[{i}] > 0 THEN d.idf[{i}] * c.tfs[{i}]::float8 * %(k1_plus_1)s::float8"
     " / (c.tfs[{i}]::float8 + %(k1)s::float8 * (%(one_minus_b)s::float8"
@@ -411,17 +429,22 @@ def keyword_page(
     }
     params.update({f"t{i}": term for i, term in enumerate(terms)})
     params.update(
-        tsq=tsquery_text(terms), size=scope_size, average=average,
-        k1=BM25_K1, b=BM25_B, k1_plus_1=BM25_K1 + 1, one_minus_b=1 - BM25_B,
-        limit=limit, offset=offset,
-    )  # fmt: skip
+        _BM25,
+        tsq=tsquery_text(terms),
+        size=scope_size,
+        average=average,
+        limit=limit,
+        offset=offset,
+    )
     return stmt(schema, _KEYWORD_PAGE, params, **parts)
 
 
 _FROM_TIERS: Final = (
-    _WORDS + " FROM {s}.memories m WHERE m.tenant = %(tenant)s AND " + _LIVE
+    _WORDS
+    + " FROM {s}.memories m WHERE m.tenant = %(tenant)s AND "
+    + _LIVE
     + " AND m.search_tsv @@ %(tsq)s::tsquery"
-)  # fmt: skip
+)
 
 
 def tier_page(
@@ -453,10 +476,15 @@ def tier_page(
     }
     params: dict[str, Any] = {f"t{i}": term for i, term in enumerate(terms)}
     params.update(
-        tenant=tenant, now=now, tsq=lexemes_query_text(lexemes), idf=list(idf), average=average,
-        k1=BM25_K1, b=BM25_B, k1_plus_1=BM25_K1 + 1, one_minus_b=1 - BM25_B,
-        limit=limit, offset=0,
-    )  # fmt: skip
+        _BM25,
+        tenant=tenant,
+        now=now,
+        tsq=lexemes_query_text(lexemes),
+        idf=list(idf),
+        average=average,
+        limit=limit,
+        offset=0,
+    )
     return stmt(schema, _KEYWORD_PAGE, params, **parts)
 
 
@@ -491,7 +519,7 @@ def tenant_terms(schema: str, tenant: str, terms: Sequence[str], now: float) -> 
     params: dict[str, Any] = {f"q{i}": tsquery_text([term]) for i, term in enumerate(terms)}
     # A term never holds "/" (U+002F); "0" (U+0030) sorts right after it.
     params.update(stats.params, low=[t + "/" for t in terms], high=[t + "0" for t in terms])
-    return stmt(schema, _TENANT_TERMS, params, stats=stats.query, expired=expired)
+    return stmt(schema, _TENANT_TERMS, params, stats=composed(stats), expired=expired)
 
 
 def vector_candidates(schema: str, embedder: str | None, **scope: Unpack[Scope]) -> Statement:

@@ -17,7 +17,7 @@ abort are reused.
 
 Opening checks the URL's shape, then makes one connection bounded by ``connect_timeout``
 (passed to libpq), which migrates the schema, before the pool opens: an unreachable server or
-a refused login is one :class:`DatabaseError` naming the host, never the password.
+a refused login is one :class:`~synopsis.errors.DatabaseError` naming the host, never the password.
 """
 
 from __future__ import annotations
@@ -43,13 +43,14 @@ from tenacity import (
 )
 
 from synopsis._flow import adrive, drive
-from synopsis.errors import ConfigError, MigrationError, StoreError
+from synopsis._sql import postgres as pg
+from synopsis.errors import ConfigError, DatabaseError, StoreError
 from synopsis.memory import _operations as ops
 from synopsis.memory._types import Embedder
 from synopsis.memory.postgres import plans
-from synopsis.memory.postgres.sql import Statement
+from synopsis.memory.postgres.schema import Statement, composed
 
-__all__ = ["AsyncPostgresStore", "DatabaseError", "PostgresStore"]
+__all__ = ["AsyncPostgresStore", "PostgresStore"]
 
 T = TypeVar("T")
 P = ParamSpec("P")
@@ -65,23 +66,9 @@ _OPERATION_NAMES = {
 }
 
 
-class DatabaseError(StoreError):
-    """PostgreSQL refused or failed an operation; ``operation`` and ``sqlstate`` say which."""
-
-    def __init__(self, message: str, *, operation: str, sqlstate: str | None) -> None:
-        super().__init__(message)
-        self.operation = operation
-        self.sqlstate = sqlstate
-
-
 def _translate(exc: psycopg.Error, what: str) -> StoreError:
     """A psycopg error as a StoreError naming the operation and SQLSTATE (no raw text)."""
-    what = _OPERATION_NAMES.get(what, what)
-    state = exc.sqlstate
-    message = f"PostgreSQL {what} failed: {type(exc).__name__} (SQLSTATE {state})"
-    if what == "migration":
-        return MigrationError(message)
-    return DatabaseError(message, operation=what, sqlstate=state)
+    return pg.error(exc, _OPERATION_NAMES.get(what, what))
 
 
 #: Seconds to wait for the server when the caller and the URL do not say.
@@ -203,16 +190,6 @@ def _quiet_pool_logs(pool_name: str) -> Iterator[None]:
         logger.removeFilter(keep)
 
 
-def _execute(conn: psycopg.Connection[Any], statement: Statement) -> plans.Rows:
-    cursor = conn.execute(statement.query, statement.params)
-    return cursor.fetchall() if cursor.description else []
-
-
-async def _aexecute(conn: psycopg.AsyncConnection[Any], statement: Statement) -> plans.Rows:
-    cursor = await conn.execute(statement.query, statement.params)
-    return await cursor.fetchall() if cursor.description else []
-
-
 @dataclass(slots=True)
 class _Deferred:
     """The deferred statements of one attempt (see :class:`Statement`) sent so far.
@@ -231,7 +208,7 @@ def _pipelined(
 ) -> plans.Rows:
     if statement.deferred and sent.pipeline is None:
         sent.pipeline = stack.enter_context(conn.pipeline())
-    cursor = conn.execute(statement.query, statement.params)
+    cursor = conn.execute(composed(statement), statement.params)
     if statement.deferred:
         sent.cursors.append(cursor)
         return []
@@ -250,7 +227,7 @@ async def _apipelined(
 ) -> plans.Rows:
     if statement.deferred and sent.pipeline is None:
         sent.pipeline = await stack.enter_async_context(conn.pipeline())
-    cursor = await conn.execute(statement.query, statement.params)
+    cursor = await conn.execute(composed(statement), statement.params)
     if statement.deferred:
         sent.cursors.append(cursor)
         return []
@@ -349,7 +326,7 @@ class PostgresStore(ops.SyncDriver, _PostgresStores):
             raise self._target.error(exc) from exc
         try:
             with conn:  # commits, then closes
-                drive(plans.migrate(self._backend.schema), lambda step: _execute(conn, step))
+                drive(plans.migrate(self._backend.schema), lambda step: pg.execute(conn, step))
         except psycopg.Error as exc:
             raise _translate(exc, "migration") from exc
 
@@ -435,7 +412,7 @@ class AsyncPostgresStore(ops.AsyncDriver, _PostgresStores):
             raise self._target.error(exc) from exc
         try:
             async with conn:  # commits, then closes
-                await adrive(plans.migrate(self._backend.schema), lambda s: _aexecute(conn, s))
+                await adrive(plans.migrate(self._backend.schema), lambda s: pg.aexecute(conn, s))
         except psycopg.Error as exc:
             raise _translate(exc, "migration") from exc
 

@@ -213,10 +213,15 @@ def claim_job(schema: str, claim: Claim, now: float) -> Statement:
         " expires_at = excluded.expires_at"
         " WHERE j.expires_at <= %(now)s OR j.owner = excluded.owner RETURNING 1",
         _session(
-            claim.tenant, claim.user_id, claim.session_id, owner=claim.owner,
-            covers_to=claim.covers_to, expires_at=now + claim.lease_seconds, now=now,
+            claim.tenant,
+            claim.user_id,
+            claim.session_id,
+            owner=claim.owner,
+            covers_to=claim.covers_to,
+            expires_at=now + claim.lease_seconds,
+            now=now,
         ),
-    )  # fmt: skip
+    )
 
 
 def release_job(schema: str, tenant: str, user_id: str, session_id: str, owner: str) -> Statement:

@@ -1,8 +1,8 @@
 """The SQLite backend, the embedded default: one file, no server.
 
 :mod:`.store` holds :class:`SQLiteStore` and :class:`AsyncSQLiteStore`; :mod:`.schema` the
-tables and migrations; :mod:`.sql` the statement builders; :mod:`.vectors` the embedding
-statements.
+tables and migrations; :mod:`.sql` the statement builders; :mod:`.reembed` the statements
+of ``reembed``.
 """
 
 from synopsis.memory.sqlite.store import AsyncSQLiteStore, SQLiteStore

@@ -26,9 +26,9 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Final
 
+from synopsis._sql import Statement
 from synopsis.errors import InvalidNamespace
 from synopsis.memory._checks import (
     PutRequest,
@@ -52,7 +52,6 @@ __all__ = [
     "READ_VERSION",
     "SEPARATOR",
     "WRITE_VERSION",
-    "Batch",
     "Statement",
     "decode_path",
     "encode_path",
@@ -74,20 +73,6 @@ _SUMMARY_COLUMNS: Final = (
     "s.tenant, s.user_id, s.session_id, s.version, s.text, s.covers_from, s.covers_to, "
     "s.model, s.content_hash, s.created_at"
 )
-
-
-@dataclass(frozen=True, slots=True)
-class Statement:
-    sql: str
-    params: tuple[object, ...] = ()
-
-
-@dataclass(frozen=True, slots=True)
-class Batch:
-    """One statement run once per parameter row (``executemany``)."""
-
-    sql: str
-    rows: list[tuple[object, ...]]
 
 
 # --- namespaces and queries --------------------------------------------------------------
@@ -181,11 +166,19 @@ def _memory_values(request: PutRequest, terms: Sequence[str], now: float) -> tup
     """The column values a put of ``request`` at ``now`` writes (``terms``: its indexed terms)."""
     created = now if request.created_at is None else request.created_at
     return (
-        request.tenant, encode_path(request.namespace), request.key, request.text, request.kind,
+        request.tenant,
+        encode_path(request.namespace),
+        request.key,
+        request.text,
+        request.kind,
         json.dumps(request.tags, ensure_ascii=False, sort_keys=True) if request.tags else "{}",
-        " ".join(terms), len(terms), created, request.updated(now), request.expiry(now),
+        " ".join(terms),
+        len(terms),
+        created,
+        request.updated(now),
+        request.expiry(now),
         request.context,
-    )  # fmt: skip
+    )
 
 
 def upsert_memory(request: PutRequest, terms: Sequence[str], now: float) -> Statement:

@@ -35,7 +35,8 @@ from typing import Any, TypeVar
 from tenacity import Retrying, retry_if_exception, stop_after_delay, wait_random_exponential
 
 from synopsis._flow import drive
-from synopsis.errors import ConfigError, InvalidInput, MigrationError, StoreError
+from synopsis._sql import sqlite as lite
+from synopsis.errors import ConfigError, MigrationError, StoreError
 from synopsis.memory import _operations as ops
 from synopsis.memory import _types
 from synopsis.memory._checks import (
@@ -53,8 +54,8 @@ from synopsis.memory._guards import Claim, Guard
 from synopsis.memory._identity import embedder_identity
 from synopsis.memory._sql_rows import read_outbox_entry, read_summary
 from synopsis.memory.ranking import indexed_terms, pack_vector
+from synopsis.memory.sqlite import reembed as vsql
 from synopsis.memory.sqlite import sql
-from synopsis.memory.sqlite import vectors as vsql
 
 __all__ = ["AsyncSQLiteStore", "SQLiteStore"]
 
@@ -64,17 +65,6 @@ _Row = tuple[Any, ...]
 SCAN_SCOPE = 4_000
 #: Rows per statement of a batched upsert (also bounded by SQLite's limit on bound values).
 _UPSERT_CHUNK = 500
-
-
-@contextmanager
-def _translated(action: str) -> Iterator[None]:
-    """Turn driver errors into StoreError (the only place sqlite3 exceptions are seen)."""
-    try:
-        yield
-    except sqlite3.Error as exc:
-        raise StoreError(f"sqlite could not {action}: {exc}") from exc
-    except OverflowError as exc:
-        raise InvalidInput(f"a number is too large to store: {exc}") from exc
 
 
 def _is_locked(exc: BaseException) -> bool:
@@ -112,7 +102,7 @@ def _begin(conn: sqlite3.Connection, lock_timeout: float) -> None:
 def _connect(
     path: str | os.PathLike[str], busy_timeout: float, lock_timeout: float
 ) -> sqlite3.Connection:
-    with _translated("open the database"):
+    with lite.translated("open the database"):
         conn = sqlite3.connect(
             path, timeout=busy_timeout, isolation_level=None, check_same_thread=False
         )
@@ -128,8 +118,7 @@ def _connect(
 def _migrate(conn: sqlite3.Connection, lock_timeout: float) -> None:
     """Bring the schema to the newest version, in one transaction; idempotent."""
     try:
-        _begin(conn, lock_timeout)
-        try:
+        with lite.transaction(conn, lambda: _begin(conn, lock_timeout)):
             conn.execute(sql.CREATE_VERSION_TABLE)
             current = conn.execute(sql.READ_VERSION).fetchone()[0] or 0
             if current > len(sql.MIGRATIONS):
@@ -141,11 +130,6 @@ def _migrate(conn: sqlite3.Connection, lock_timeout: float) -> None:
                 for statement in sql.MIGRATIONS[version - 1]:
                     conn.execute(statement)
                 conn.execute(sql.WRITE_VERSION, (version,))
-            conn.execute("COMMIT")
-        except BaseException:
-            if conn.in_transaction:
-                conn.execute("ROLLBACK")
-            raise
     except sqlite3.Error as exc:
         raise MigrationError(f"could not migrate the database schema: {exc}") from exc
 
@@ -187,7 +171,7 @@ def _upsert_batch(
     max_rows = max(1, min(_UPSERT_CHUNK, room // sql.UPSERT_ROW_VALUES))
     written: dict[tuple[str, str], tuple[int, float]] = {}
     for upsert in sql.upsert_memories(requests, terms, now, max_rows=max_rows):
-        for path, key, memory_id, created in conn.execute(upsert.sql, upsert.params):
+        for path, key, memory_id, created in conn.execute(upsert.text, upsert.params):
             written[(path, key)] = (memory_id, created)
     return [written[(sql.encode_path(r.namespace), r.key)] for r in requests]
 
@@ -213,15 +197,19 @@ def _keyword(
     and no fewer than the query terms' postings in the whole table; else the FTS5 match.
     """
     stats = sql.scope_stats(request, now)
-    size, length = conn.execute(stats.sql, stats.params).fetchone()
+    size, length = conn.execute(stats.text, stats.params).fetchone()
     if not size:
         return []
     statement = sql.keyword_page(
-        request, now, scope_size=size, scope_length=int(length),
+        request,
+        now,
+        scope_size=size,
+        scope_length=int(length),
         scan=scans_scope(conn, request.terms, size),
-        limit=limit, offset=offset,
-    )  # fmt: skip
-    return [(row[:10], row[10]) for row in conn.execute(statement.sql, statement.params)]
+        limit=limit,
+        offset=offset,
+    )
+    return [(row[:10], row[10]) for row in conn.execute(statement.text, statement.params)]
 
 
 def scans_scope(conn: sqlite3.Connection, terms: Sequence[str], size: int) -> bool:
@@ -233,7 +221,7 @@ def scans_scope(conn: sqlite3.Connection, terms: Sequence[str], size: int) -> bo
     if size > SCAN_SCOPE:
         return False
     probe = sql.postings_probe(terms, size)
-    return bool(conn.execute(probe.sql, probe.params).fetchone()[0] >= size)
+    return bool(conn.execute(probe.text, probe.params).fetchone()[0] >= size)
 
 
 def _order(row: _Row, score: float | None) -> tuple[float, float, str, _types.Namespace]:
@@ -265,33 +253,29 @@ class _Database:
         with self._lock:
             conn, self._conn = self._conn, None
         if conn is not None:
-            with _translated("close the database"):
+            with lite.translated("close the database"):
                 conn.close()
 
     # --- plumbing --------------------------------------------------------------------------
 
     @contextmanager
     def _reading(self, action: str) -> Iterator[sqlite3.Connection]:
-        with self._lock, _translated(action):
+        with self._lock, lite.translated(action):
             if self._conn is None:
                 raise StoreError("the store is closed")
             yield self._conn
 
     @contextmanager
     def _writing(self, action: str) -> Iterator[sqlite3.Connection]:
-        with self._reading(action) as conn:
-            _begin(conn, self._lock_timeout)
-            try:
-                yield conn
-            except BaseException:
-                if conn.in_transaction:
-                    conn.execute("ROLLBACK")
-                raise
-            conn.execute("COMMIT")
+        with (
+            self._reading(action) as conn,
+            lite.transaction(conn, lambda: _begin(conn, self._lock_timeout)),
+        ):
+            yield conn
 
     def _fetch(self, statement: sql.Statement, action: str) -> list[_Row]:
         with self._reading(action) as conn:
-            return conn.execute(statement.sql, statement.params).fetchall()
+            return conn.execute(statement.text, statement.params).fetchall()
 
     # --- memories --------------------------------------------------------------------------
 
@@ -307,20 +291,25 @@ class _Database:
     ) -> _types.MemoryItem:
         return self._put(request, vector, guard, embedder_id)
 
-    def _put(self, request: PutRequest, vector: ops.Vector | None, guard: Guard | None,
-             embedder_id: str | None) -> _types.MemoryItem:  # fmt: skip
+    def _put(
+        self,
+        request: PutRequest,
+        vector: ops.Vector | None,
+        guard: Guard | None,
+        embedder_id: str | None,
+    ) -> _types.MemoryItem:
         terms = indexed_terms(request.text, request.context)
         with self._writing("store a memory") as conn:
             _check_guard(conn, guard)
             now = self._clock()
             upsert = sql.upsert_memory(request, terms, now)
-            memory_id, created = conn.execute(upsert.sql, upsert.params).fetchall()[0]
+            memory_id, created = conn.execute(upsert.text, upsert.params).fetchall()[0]
             follow = (
                 sql.delete_vector(memory_id)
                 if vector is None
                 else sql.upsert_vector(memory_id, pack_vector(vector), embedder_id)
             )
-            conn.execute(follow.sql, follow.params)
+            lite.execute(conn, follow)
             # Built before the commit: should it fail, nothing is left behind.
             return stored_item(request, created=created, now=now)
 
@@ -343,7 +332,7 @@ class _Database:
                 )
             )
             for statement in follow:
-                conn.execute(statement.sql, statement.params)
+                lite.execute(conn, statement)
             pairs = zip(requests, written, strict=True)
             return [stored_item(r, created=c, now=now) for r, (_, c) in pairs]
 
@@ -357,7 +346,7 @@ class _Database:
     def delete(self, tenant: str, namespace: _types.Namespace, key: str) -> bool:
         with self._writing("delete a memory") as conn:
             statement = sql.delete_memory(tenant, namespace, key, self._clock())
-            rows = conn.execute(statement.sql, statement.params).fetchall()
+            rows = conn.execute(statement.text, statement.params).fetchall()
         return bool(rows and rows[0][0])
 
     @ops.stepless
@@ -375,11 +364,12 @@ class _Database:
         assert query_vector is not None
         return self._search_vectors(request, now, query_vector, embedder_id)
 
-    def _search_vectors(self, request: SearchRequest, now: float, query_vector: ops.Vector,
-                        embedder_id: str | None) -> list[_types.SearchHit]:  # fmt: skip
+    def _search_vectors(
+        self, request: SearchRequest, now: float, query_vector: ops.Vector, embedder_id: str | None
+    ) -> list[_types.SearchHit]:
         with self._reading("search memories") as conn, _snapshot(conn):
             statement = sql.search_vectors(request, now, embedder_id)
-            vector_rows = conn.execute(statement.sql, statement.params).fetchall()
+            vector_rows = conn.execute(statement.text, statement.params).fetchall()
             keyword_page: list[tuple[_Row, float]] = []
             if request.mode == "hybrid":
                 keyword_page = _keyword(conn, request, now, limit=MAX_LIMIT, offset=0)
@@ -406,7 +396,7 @@ class _Database:
     def delete_user(self, tenant: str, user_id: str) -> int:
         with self._writing("delete a user") as conn:
             statement = sql.delete_prefix(tenant, ("user", user_id))
-            removed = conn.execute(statement.sql, statement.params).rowcount
+            removed = conn.execute(statement.text, statement.params).rowcount
             return removed + _delete_summaries(conn, tenant, user_id)
 
     @ops.stepless
@@ -418,7 +408,7 @@ class _Database:
     def sweep_expired(self) -> int:
         with self._writing("sweep expired memories") as conn:
             statement = sql.sweep_expired(self._clock())
-            return conn.execute(statement.sql, statement.params).rowcount
+            return conn.execute(statement.text, statement.params).rowcount
 
     @ops.stepless
     def count_unembedded(self, tenant: str, embedder_id: str | None) -> int:
@@ -432,24 +422,28 @@ class _Database:
         return [(sql.decode_path(path), key, text) for path, key, text in rows]
 
     @ops.stepless
-    def set_vectors(self, tenant: str, rows: list[tuple[_types.Namespace, str, str, ops.Vector]],
-                    embedder_id: str) -> int:  # fmt: skip
+    def set_vectors(
+        self,
+        tenant: str,
+        rows: list[tuple[_types.Namespace, str, str, ops.Vector]],
+        embedder_id: str,
+    ) -> int:
         packed = [(ns, key, text, pack_vector(vector)) for ns, key, text, vector in rows]
         batch = vsql.sqlite_set_vectors(tenant, packed, embedder_id)
         with self._writing("store vectors") as conn:
-            return conn.executemany(batch.sql, batch.rows).rowcount
+            return conn.executemany(batch.text, batch.many or ()).rowcount
 
     @ops.stepless
     def forget_vectors(self, tenant: str) -> int:
         statement = vsql.sqlite_forget_vectors(tenant)
         with self._writing("forget vectors") as conn:
-            return conn.execute(statement.sql, statement.params).rowcount
+            return conn.execute(statement.text, statement.params).rowcount
 
     @ops.stepless
     def adopt_vectors(self, tenant: str, embedder_id: str) -> int:
         statement = vsql.sqlite_adopt_vectors(tenant, embedder_id)
         with self._writing("adopt vectors") as conn:
-            return conn.execute(statement.sql, statement.params).rowcount
+            return conn.execute(statement.text, statement.params).rowcount
 
     # --- summaries -------------------------------------------------------------------------
 
@@ -461,10 +455,10 @@ class _Database:
         with self._writing("save a summary") as conn:
             _check_guard(conn, guard)
             statement = sql.select_summary(*session, summary.version)
-            found = conn.execute(statement.sql, statement.params).fetchone()
+            found = conn.execute(statement.text, statement.params).fetchone()
             existing = None if found is None else read_summary(found)
             statement = sql.select_latest_summary(*session)
-            newest = conn.execute(statement.sql, statement.params).fetchone()
+            newest = conn.execute(statement.text, statement.params).fetchone()
             latest = None if newest is None else read_summary(newest)
             if summary_save_action(summary, existing=existing, latest=latest) == "noop":
                 assert existing is not None
@@ -475,7 +469,7 @@ class _Database:
                 sql.insert_summary(summary, created),
                 sql.insert_outbox(summary, now),
             ):
-                conn.execute(statement.sql, statement.params)
+                conn.execute(statement.text, statement.params)
         return replace(summary, created_at=to_datetime(created))
 
     @ops.stepless
@@ -502,13 +496,13 @@ class _Database:
     def complete_outbox(self, tenant: str, user_id: str, session_id: str, version: int) -> None:
         with self._writing("complete an outbox entry") as conn:
             statement = sql.complete_outbox(tenant, user_id, session_id, version, self._clock())
-            conn.execute(statement.sql, statement.params)
+            conn.execute(statement.text, statement.params)
 
     @ops.stepless
     def fail_outbox(self, tenant: str, user_id: str, session_id: str, version: int) -> int:
         statement = sql.fail_outbox(tenant, user_id, session_id, version)
         with self._writing("record an outbox failure") as conn:
-            rows = conn.execute(statement.sql, statement.params).fetchall()
+            rows = conn.execute(statement.text, statement.params).fetchall()
         return int(rows[0][0]) if rows else 0
 
     @ops.stepless
@@ -520,13 +514,13 @@ class _Database:
     def claim_summary_job(self, claim: Claim) -> bool:
         with self._writing("claim a summary job") as conn:
             statement = sql.claim_job(claim, self._clock())
-            return bool(conn.execute(statement.sql, statement.params).fetchall())
+            return bool(conn.execute(statement.text, statement.params).fetchall())
 
     @ops.stepless
     def release_summary_job(self, tenant: str, user_id: str, session_id: str, owner: str) -> bool:
         statement = sql.release_job(tenant, user_id, session_id, owner)
         with self._writing("release a summary job") as conn:
-            return conn.execute(statement.sql, statement.params).rowcount > 0
+            return conn.execute(statement.text, statement.params).rowcount > 0
 
 
 def _check_guard(conn: sqlite3.Connection, guard: Guard | None) -> None:
@@ -534,7 +528,7 @@ def _check_guard(conn: sqlite3.Connection, guard: Guard | None) -> None:
     if guard is None:
         return
     statement = sql.select_generation(guard.tenant, guard.user_id)
-    refused = guard.refused(conn.execute(statement.sql, statement.params).fetchone()[0])
+    refused = guard.refused(conn.execute(statement.text, statement.params).fetchone()[0])
     if refused is not None:
         raise refused
 
@@ -543,9 +537,9 @@ def _delete_summaries(conn: sqlite3.Connection, tenant: str, user_id: str) -> in
     """Inside a write transaction: move the user's generation, then delete the user's
     summaries (their outbox entries cascade) and claims; return how many summaries."""
     for done in (sql.bump_generation(tenant, user_id), sql.delete_user_claims(tenant, user_id)):
-        conn.execute(done.sql, done.params)
+        conn.execute(done.text, done.params)
     statement = sql.delete_user_summaries(tenant, user_id)
-    return conn.execute(statement.sql, statement.params).rowcount
+    return conn.execute(statement.text, statement.params).rowcount
 
 
 class _SQLiteStores(ops.StoreOperations):

@@ -1,11 +1,5 @@
-"""Pure SQL builders for ``reembed`` on the PostgreSQL backend (no I/O).
-
-Statements that embed the memories lacking a vector of the store's embedder (none at all, or
-one another model made): count them, read a batch of them (oldest first), write their vectors
-with the embedder's identity; and one that forgets every vector of a tenant (``reembed
---all``). A vector is written only while the item still holds the text that was embedded, so
-a ``put`` that replaced the text meanwhile keeps its own vector (or none), and the item is
-picked up by the next batch.
+"""The statements of ``reembed`` on PostgreSQL (pure; what they do: the reembed methods of
+:class:`~synopsis.memory._backend.Backend`).
 
 ``embedder`` is NULL exactly when ``embedding`` is, except for embeddings stored before
 identities were recorded (an unknown model): ``embedder IS DISTINCT FROM`` the store's

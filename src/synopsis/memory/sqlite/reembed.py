@@ -1,11 +1,6 @@
-"""Pure SQL builders for ``reembed`` on the SQLite backend (no I/O).
-
-Statements that embed the memories lacking a vector of the store's embedder (none at all, or
-one another model made): count them, read a batch of them (oldest first), write their vectors
-with the embedder's identity; and one that forgets every vector of a tenant (``reembed
---all``). A vector is written only while the item still holds the text that was embedded, so
-a ``put`` that replaced the text meanwhile keeps its own vector (or none), and the item is
-picked up by the next batch.
+"""The statements of ``reembed`` on SQLite (pure; what they do: the reembed methods of
+:class:`~synopsis.memory._backend.Backend`). A vector lives in ``memory_vectors``, one row per
+item, with the identity of the model that made it.
 """
 
 from __future__ import annotations
@@ -40,7 +35,7 @@ def _unembedded(tenant: str, now: float, embedder_id: str | None) -> lite.Statem
 def sqlite_count_unembedded(tenant: str, now: float, embedder_id: str | None) -> lite.Statement:
     """How many live items of the tenant have no vector of ``embedder_id`` (None: none)."""
     tail = _unembedded(tenant, now, embedder_id)
-    return lite.Statement("SELECT count(*)" + tail.sql, tail.params)
+    return lite.Statement("SELECT count(*)" + tail.text, tail.params)
 
 
 def sqlite_unembedded(tenant: str, now: float, limit: int, embedder_id: str) -> lite.Statement:
@@ -48,22 +43,22 @@ def sqlite_unembedded(tenant: str, now: float, limit: int, embedder_id: str) -> 
     oldest id first."""
     tail = _unembedded(tenant, now, embedder_id)
     return lite.Statement(
-        "SELECT m.path, m.key, m.text" + tail.sql + " ORDER BY m.id LIMIT ?", (*tail.params, limit)
+        "SELECT m.path, m.key, m.text" + tail.text + " ORDER BY m.id LIMIT ?", (*tail.params, limit)
     )
 
 
 def sqlite_set_vectors(
     tenant: str, rows: Sequence[tuple[Namespace, str, str, bytes]], embedder_id: str
-) -> lite.Batch:
+) -> lite.Statement:
     """Store each packed vector, made by ``embedder_id``, on its ``(namespace, key)`` while
     the text is still ``text``."""
-    return lite.Batch(
+    return lite.Statement(
         "INSERT INTO memory_vectors (memory_id, vector, embedder)"
         " SELECT m.id, ?, ? FROM memories AS m"
         " WHERE m.tenant = ? AND m.path = ? AND m.key = ? AND m.text = ?"
         " ON CONFLICT (memory_id) DO UPDATE SET vector = excluded.vector,"
         " embedder = excluded.embedder",
-        [
+        many=[
             (blob, embedder_id, tenant, lite.encode_path(ns), key, text)
             for ns, key, text, blob in rows
         ],

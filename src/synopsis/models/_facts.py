@@ -1,0 +1,232 @@
+"""Facts for the extractive summary: the sentences of a transcript worth quoting word for word.
+
+:func:`collect_sentences` splits each message into whole sentences (the speaker named at the
+start of a line kept, code and one-word lines left out), tagged with the session date in force
+(a message that opens with ``[... 20 July, 2023]`` or a line that is little more than a date) or
+their position; :func:`choose_facts` ranks them by what they say (rare words, names, numbers,
+dates, time words, decisions, errors) per token and takes the best that fit a budget, never the
+same sentence twice, printed oldest first. Pure and linear, sorting aside.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Final, Protocol
+
+from synopsis.tokens import default_estimate
+
+__all__ = [
+    "CJK_CHAR",
+    "CJK_RUN",
+    "CJK_SPLIT",
+    "EN_STOP",
+    "ERROR",
+    "Dated",
+    "Sentence",
+    "choose_facts",
+    "cjk_phrases",
+    "collect_sentences",
+    "fact_text",
+]
+
+CJK: Final = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
+CJK_CHAR: Final = re.compile(f"[{CJK}]")
+CJK_RUN: Final = re.compile(f"[{CJK}]{{2,}}")
+CJK_STOP: Final = "的了是在我你他她它们这那就也和与及或把被吗呢吧啊个一不有要会能"
+CJK_SPLIT: Final = re.compile(f"[{CJK_STOP}]+")
+ERROR: Final = re.compile(
+    r"Traceback \(most recent call last\)|\b[A-Z]\w*(?:Error|Exception)\b|\berror\b[:\[]?"
+    r"|\bfailed\b|\bfailure\b|\bFAIL\b|exit (?:code|status)[:= ]*[1-9]|\bpanic:|\bfatal:"
+    r"|错误|失败|异常|报错",
+)
+# Common words that are never a "key technical concept".
+EN_STOP: Final = frozenset(
+    """
+    the and for with that this from have has are was were will would could should can not
+    you your our they them then than what when where which who how why all any but into
+    out over also just like make made use used using let get got its it's now here there
+    some more most very been being about after before again file files code please thanks
+    true false none null self return import def class
+    """.split()  # noqa: SIM905 - a word list reads better as text
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Sentence:
+    """A sentence of the transcript as it was said, with who said it and when."""
+
+    text: str
+    who: str  # the speaker named at the start of its line, or the role (a tool's name)
+    when: str  # the session date in force, or "" when the history has none
+    position: int  # the message it is from, 1-based
+
+    def line(self, dated: bool) -> str:
+        tag = f"({self.when}) " if self.when else ("" if dated else f"(#{self.position}) ")
+        return f"- {tag}{self.who}: {self.text}"
+
+
+class Dated(Protocol):
+    """Where the sentences go, and the session date in force while reading."""
+
+    sentences: list[Sentence]
+    date: str
+    dated: bool
+    position: int
+
+
+def cjk_phrases(text: str) -> list[str]:
+    """The Chinese phrases of ``text``: each run of Chinese cut at function characters (的, 了,
+    是 ...), pieces of at least two characters. A partition, never overlapping windows."""
+    return [p for run in CJK_RUN.findall(text) for p in CJK_SPLIT.split(run) if len(p) >= 2]
+
+
+_MONTHS: Final = (
+    "January|February|March|April|May|June|July|August|September|October|November|December"
+    "|Jan|Feb|Mar|Apr|Jun|Jul|Aug|Sep|Sept|Oct|Nov|Dec"
+)
+_DATE: Final = re.compile(
+    rf"\b(?:\d{{1,2}}(?:st|nd|rd|th)?\s+(?:{_MONTHS})\.?,?\s+\d{{4}}"
+    rf"|(?:{_MONTHS})\.?\s+\d{{1,2}}(?:st|nd|rd|th)?,?\s+\d{{4}}"
+    r"|\d{4}-\d{2}-\d{2}|\d{1,2}/\d{1,2}/\d{4})\b|\d{4}年\d{1,2}月(?:\d{1,2}[日号])?",
+    re.IGNORECASE,
+)
+#: A message that opens with a bracketed stamp (``[8:56 pm on 20 July, 2023] ...``).
+_STAMP: Final = re.compile(r"^\s*\[([^\]\n]{4,60})\]\s*")
+_WHEN: Final = re.compile(
+    r"\b(?:yesterday|today|tomorrow|tonight|ago|last|next|weekend|week|month|year|since|until"
+    r"|monday|tuesday|wednesday|thursday|friday|saturday|sunday|morning|evening|birthday"
+    rf"|{_MONTHS.lower()})\b|昨天|今天|明天|上周|下周|上个月|下个月|去年|明年|周末",
+    re.IGNORECASE,
+)
+_DECISION: Final = re.compile(
+    r"\b(?:decided|decide|chose|choose|agreed|plan|planned|planning|switched|moved|started"
+    r"|finished|fixed|changed|bought|adopted|joined|visited|married|born|won|lost|signed"
+    r"|graduated|because|instead|deadline|budget|price|cost|password|version)\b"
+    r"|决定|计划|打算|改为|改成|修复|完成|因为|预算|截止",
+    re.IGNORECASE,
+)
+#: Sentence ends: ``.!?`` before a space and a capital (so ``3.5`` and ``e.g. x`` hold), CJK
+#: ends, and line breaks.
+_SENTENCE_END: Final = re.compile(r"(?<=[.!?])\s+(?=[\"'(\[A-Z])|(?<=[。！？；])|\n+")
+_SPEAKER: Final = re.compile(r"^([A-Z][\w'.-]{0,30}(?: [A-Z][\w'.-]{0,30}){0,2}):\s+(?=\S)")
+_WORD: Final = re.compile(r"[A-Za-z][A-Za-z'-]*|\d[\d.,:]*")
+_CODE_CHARS: Final = frozenset("{}()[];=<>\\|`$#")
+_NOT_NAMES: Final = frozenset({"I", "I'm", "I've", "I'll", "I'd", "OK", "Ok"})
+_MAX_SENTENCE_CHARS: Final = 400
+_MIN_COST: Final = 8  # tokens: a fragment is never "cheap" enough to crowd out real facts
+#: Candidate sentences read at most (the newest win): bounds the work on a huge input.
+_MAX_SENTENCES: Final = 50_000
+
+
+def collect_sentences(t: Dated, text: str, who: str) -> None:
+    """Add the sentences of one message, noting a session date the message opens with."""
+    stamp = _STAMP.match(text)
+    if stamp and _DATE.search(stamp.group(1)):
+        t.date, t.dated = _short_date(stamp.group(1)), True
+        text = text[stamp.end() :]
+    else:
+        first = text.lstrip().split("\n", 1)[0]
+        found = _DATE.search(first) if len(first) <= 80 else None
+        # A line that is little more than a date opens a session ("Session 3 took place on
+        # ..."); a date inside a sentence is what the sentence says, not when.
+        if found and len((first[: found.start()] + first[found.end() :]).split()) <= 5:
+            t.date, t.dated = found.group(0), True
+    for line in text.splitlines():
+        if not line.strip() or line.startswith(("    ", "\t")):
+            continue  # indented lines are code or data, which sections 3 and 8 cover
+        speaker = _SPEAKER.match(line)
+        name = speaker.group(1) if speaker else who
+        body = line[speaker.end() :] if speaker else line
+        for sentence in _SENTENCE_END.split(body):
+            sentence = sentence.strip(" -*>\t")
+            if _worth_reading(sentence) and not sentence.startswith("Traceback ("):
+                t.sentences.append(Sentence(sentence, name, t.date, t.position))
+    if len(t.sentences) > 2 * _MAX_SENTENCES:
+        del t.sentences[: len(t.sentences) - _MAX_SENTENCES]
+
+
+def _short_date(stamp: str) -> str:
+    """The date part of a stamp (``8:56 pm on 20 July, 2023`` -> ``20 July, 2023``)."""
+    found = _DATE.search(stamp)
+    return found.group(0) if found else stamp.strip()
+
+
+def _worth_reading(sentence: str) -> bool:
+    if len(sentence) > _MAX_SENTENCE_CHARS:
+        return False
+    if CJK_CHAR.search(sentence):
+        return len(CJK_CHAR.findall(sentence)) >= 6
+    if len(sentence.split()) < 4:
+        return False
+    code = sum(1 for c in sentence if c in _CODE_CHARS)
+    return code * 12 <= len(sentence)
+
+
+def _key(text: str) -> str:
+    """What makes two sentences the same: their words, case and punctuation aside."""
+    return " ".join(w.lower() for w in _WORD.findall(text)) or "".join(CJK_CHAR.findall(text))
+
+
+def _content_words(text: str) -> set[str]:
+    words = {w.lower() for w in _WORD.findall(text) if len(w) >= 3}
+    words -= EN_STOP
+    words.update(cjk_phrases(text))
+    return words
+
+
+def _value(text: str, content: set[str], idf: Mapping[str, float]) -> float:
+    """How much a sentence says: rare words, names, numbers, dates, decisions and errors."""
+    words = _WORD.findall(text)
+    names = sum(1 for i, w in enumerate(words) if i and w[0].isupper() and w not in _NOT_NAMES)
+    numbers = sum(1 for w in words if w[0].isdigit())
+    value = sum(idf.get(w, 0.0) for w in content)
+    value += 2.0 * min(names, 3) + 2.0 * min(numbers, 2)
+    value += 3.0 * bool(_DATE.search(text)) + 1.5 * bool(_WHEN.search(text))
+    value += 1.0 * bool(_DECISION.search(text)) + 1.0 * bool(ERROR.search(text))
+    return value * (0.5 if text.rstrip().endswith(("?", "？")) else 1.0)
+
+
+def choose_facts(
+    lines: Sequence[str], texts: Sequence[str], *, tokens: int, chars: int
+) -> list[str]:
+    """The ``lines`` (rendered facts, oldest first) that say the most within ``tokens``
+    (estimated) and ``chars``, no sentence twice, in their order. ``texts[i]`` is the
+    sentence of ``lines[i]``."""
+    if tokens <= 0 or chars <= 0 or not lines:
+        return []
+    contents = [_content_words(text) for text in texts]
+    documents = Counter(w for content in contents for w in content)
+    total = len(texts)
+    idf = {w: math.log((total + 1) / (n + 0.5)) for w, n in documents.items() if n < total}
+    costs = [default_estimate(line) + 1 for line in lines]
+    ranked = sorted(
+        range(len(lines)),
+        key=lambda i: (-_value(texts[i], contents[i], idf) / max(costs[i], _MIN_COST), i),
+    )
+    chosen: list[int] = []
+    seen: set[str] = set()
+    left, room = tokens, chars
+    for index in ranked:
+        key = _key(texts[index])
+        if costs[index] > left or len(lines[index]) + 1 > room or key in seen:
+            continue
+        seen.add(key)
+        chosen.append(index)
+        left -= costs[index]
+        room -= len(lines[index]) + 1
+        if left < _MIN_COST:
+            break
+    return [lines[i] for i in sorted(chosen)]
+
+
+def fact_text(line: str) -> str:
+    """The sentence of a rendered fact line (``- (date) who: text``)."""
+    body = line[2:] if line.startswith("- ") else line
+    if body.startswith("(") and ") " in body:
+        body = body[body.index(") ") + 2 :]
+    who, colon, rest = body.partition(": ")
+    return rest if colon and len(who) <= 40 else body
