@@ -9,7 +9,8 @@
    context, over many sessions; one ``synopsis serve`` on SQLite, and one and two replicas on
    one PostgreSQL database (clients spread over the replicas).
 
-Usage: ``bench_server.py [--quick] [--postgres-url URL] [--requests N]``. Prints Markdown.
+Usage: ``bench_server.py [--quick] [--postgres-url URL] [--requests N] [--route ROUTE]``
+(``chat``, ``responses`` or ``messages``). Prints Markdown.
 """
 
 from __future__ import annotations
@@ -164,19 +165,34 @@ class Connection:
         await self.writer.wait_closed()
 
 
-def chat_request(url: str, key: str | None) -> bytes:
-    """The bytes of the benchmark's chat-completions POST to ``url`` (a ``.../v1`` base)."""
+#: The request of each proxy route (``--route``): the same history in each API's shape.
+ROUTES: dict[str, tuple[str, dict[str, object]]] = {
+    "chat": ("chat/completions", {"model": "fake-model", "messages": HISTORY}),
+    "responses": ("responses", {"model": "fake-model", "input": HISTORY}),
+    "messages": (
+        "messages",
+        {"model": "claude-bench", "max_tokens": 64, "system": HISTORY[0]["content"],
+         "messages": HISTORY[1:]},
+    ),
+}  # fmt: skip
+
+
+def chat_request(url: str, key: str | None, route: str = "chat") -> bytes:
+    """The bytes of the benchmark's POST of ``route`` to ``url`` (a ``.../v1`` base)."""
     host_port, _, base = url.split("://", 1)[1].partition("/")
-    body = json.dumps({"model": "fake-model", "messages": HISTORY}).encode()
+    path, payload = ROUTES[route]
+    body = json.dumps(payload).encode()
     auth = f"Authorization: Bearer {key}\r\n" if key else ""
     return (
-        f"POST /{base}/chat/completions HTTP/1.1\r\nHost: {host_port}\r\n{auth}"
+        f"POST /{base}/{path} HTTP/1.1\r\nHost: {host_port}\r\n{auth}"
         f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
     ).encode() + body
 
 
-async def chat_load(url: str, key: str | None, clients: int, per_client: int) -> Run:
-    request = chat_request(url, key)
+async def chat_load(
+    url: str, key: str | None, clients: int, per_client: int, route: str = "chat"
+) -> Run:
+    request = chat_request(url, key, route)
     connections = [await Connection.open(url) for _ in range(clients)]
     for connection in connections:  # warm up each connection
         await connection.post(request)
@@ -233,7 +249,14 @@ import httpx
 from synopsis.server import ServerOptions, create_app
 
 def make():
-    options = ServerOptions(db=os.environ["BENCH_DB"], upstream=os.environ["BENCH_UP"])
+    try:  # claude-* models to the fake as an Anthropic upstream (code that has them)
+        from synopsis.config import UpstreamSpec
+        claude = (UpstreamSpec(name="claude", base_url=os.environ["BENCH_UP"],
+                               format="anthropic", models=("claude-*",)),)
+        extra = {"upstreams": claude}
+    except ImportError:
+        extra = {}
+    options = ServerOptions(db=os.environ["BENCH_DB"], upstream=os.environ["BENCH_UP"], **extra)
     if os.environ["BENCH_TRANSPORT"] == "httpx":  # httpx's own pool, as before aiohttp
         limits = httpx.Limits(max_connections=256, max_keepalive_connections=256,
                               keepalive_expiry=4.0)
@@ -289,8 +312,9 @@ def variants(baseline: Path | None, processes: Sequence[int]) -> list[Variant]:
 
 
 def proxy_overhead(
-    requests: int, levels: Sequence[int], baseline: Path | None, processes: Sequence[int]
-) -> None:
+    requests: int, levels: Sequence[int], baseline: Path | None, processes: Sequence[int],
+    route: str = "chat",
+) -> None:  # fmt: skip
     up_port = free_port()
     upstream = f"http://127.0.0.1:{up_port}/v1"
     with tempfile.TemporaryDirectory() as tmp, ExitStack() as stack:
@@ -308,21 +332,22 @@ def proxy_overhead(
             pid = stack.enter_context(process(command, f"http://127.0.0.1:{port}/healthz", env))
             proxies.append((variant, f"http://127.0.0.1:{port}/v1", pid))
         for clients in levels:
-            _level(clients, max(requests // clients, 4), upstream, up_pid, key, proxies)
+            _level(clients, max(requests // clients, 4), upstream, up_pid, key, proxies, route)
 
 
 def _level(
     clients: int, per_client: int, upstream: str, up_pid: int, key: str,
-    proxies: list[tuple[Variant, str, int]],
+    proxies: list[tuple[Variant, str, int]], route: str = "chat",
 ) -> None:  # fmt: skip
     """Direct and every proxy, alternating twice, then one table for this level."""
     runs: dict[str, list[Run]] = {"direct": []}
     cpu: dict[str, list[float]] = {}
     for _ in range(2):  # alternate, so drift hits every path alike
-        runs["direct"].append(asyncio.run(chat_load(upstream, None, clients, per_client)))
+        direct = chat_load(upstream, None, clients, per_client, route)
+        runs["direct"].append(asyncio.run(direct))
         for variant, url, pid in proxies:
             before = descendants_cpu(pid), cpu_seconds(up_pid), time.process_time()
-            run = asyncio.run(chat_load(url, key, clients, per_client))
+            run = asyncio.run(chat_load(url, key, clients, per_client, route))
             after = descendants_cpu(pid), cpu_seconds(up_pid), time.process_time()
             runs.setdefault(variant.name, []).append(run)
             sent = len(run.latencies) + run.errors + clients  # and one warm-up a client
@@ -469,15 +494,19 @@ def main() -> None:
         help="a src/ tree of an earlier commit, measured alongside (before/after in one run)",
     )  # fmt: skip
     parser.add_argument("--processes", default="1,2", help="server processes to measure")
+    parser.add_argument(
+        "--route", choices=sorted(ROUTES), default="chat",
+        help="the proxy route measured: chat completions, Responses or Anthropic Messages",
+    )  # fmt: skip
     args = parser.parse_args()
     requests = args.requests or (40 if args.quick else 2000)
     load = os.getloadavg()[0]
     print(f"Python {platform.python_version()}, {os.cpu_count()} CPUs, load average "
           f"{load:.1f}, {requests} requests per measurement\n")  # fmt: skip
-    print("### Proxy overhead (history below the trigger)\n")
+    print(f"### Proxy overhead of /v1/{ROUTES[args.route][0]} (history below the trigger)\n")
     levels = [int(c) for c in args.clients.split(",")]
     processes = [int(n) for n in args.processes.split(",")]
-    proxy_overhead(requests, levels, args.baseline_src, processes)
+    proxy_overhead(requests, levels, args.baseline_src, processes, args.route)
     direct, proxied = asyncio.run(cpu_per_request(max(requests // 4, 20)))
     own = ms(proxied - direct)
     print(f"\nCPU per request, in one process over ASGI (best of 3): direct {ms(direct)}, "

@@ -276,11 +276,15 @@ async def forward(
         finally:
             release()
 
+    headers = passed_headers(upstream)
+    length = upstream.headers.get("content-length")
+    if length is not None and not upstream.headers.get("content-encoding"):
+        headers["content-length"] = length  # the bytes pass as they came: same length
     return _Passed(
         upstream,
         close,
         content=_body(upstream, deadline),  # decoded: its content-encoding is not passed on
         status_code=upstream.status_code,
-        headers=passed_headers(upstream),
+        headers=headers,
         media_type=upstream.headers.get("content-type"),
     )
