@@ -10,10 +10,12 @@ import typing as _typing
 
 from synopsis.compaction.archive import Archive, JsonlArchive, MemoryArchive
 from synopsis.compaction.compactor import AsyncCompactor, CompactionResult, Compactor
+from synopsis.compaction.history import HistoryTool, history_tool
 from synopsis.compaction.model import AsyncCompactingModel, CompactingModel
 from synopsis.compaction.options import CompactionOptions
 from synopsis.compaction.plan import KeepTail
 from synopsis.compaction.skills import SkillConfig
+from synopsis.compaction.store_archive import AsyncStoreArchive, StoreArchive
 from synopsis.compaction.trigger import Trigger, TriggerDecision
 from synopsis.errors import (
     AllModelsFailed,
@@ -93,6 +95,7 @@ __all__ = [
     "AsyncModel",
     "AsyncRetryingModel",
     "AsyncSessionMemory",
+    "AsyncStoreArchive",
     "AsyncSummarizer",
     "BeforeSummarize",
     "CompactingModel",
@@ -108,6 +111,7 @@ __all__ = [
     "ExtractiveModel",
     "FailoverModel",
     "GenerateSummary",
+    "HistoryTool",
     "InvalidInput",
     "InvalidMessage",
     "InvalidNamespace",
@@ -140,6 +144,7 @@ __all__ = [
     "SessionSummaryStarted",
     "SessionSummaryTruncated",
     "SkillConfig",
+    "StoreArchive",
     "StoreError",
     "SummarizeFailed",
     "Summarizer",
@@ -159,6 +164,7 @@ __all__ = [
     "UserDeleted",
     "ValuesRedacted",
     "dump_transcript",
+    "history_tool",
     "load_transcript",
     "resolve_model",
     "validate_messages",

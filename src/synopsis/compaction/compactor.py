@@ -20,6 +20,7 @@ same on both, as it does no I/O) says what ``compact()`` would do, without doing
 from __future__ import annotations
 
 import asyncio
+import inspect
 import random
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -43,6 +44,7 @@ from synopsis.compaction.options import (
 )
 from synopsis.compaction.preview import CompactionPreview, preview_compaction
 from synopsis.compaction.trigger import TriggerDecision
+from synopsis.errors import ConfigError
 from synopsis.events import aemit, check_sync_handlers, emit
 from synopsis.summarizer import (
     AsyncSummarizer,
@@ -148,6 +150,11 @@ class Compactor(_Driver):
     ) -> None:
         super().__init__(options, keywords)
         check_sync_handlers(self.options.on_event)
+        if self.archive is not None and inspect.iscoroutinefunction(self.archive.write):
+            raise ConfigError(
+                f"a {type(self.archive).__name__} is written with await: give it to an "
+                "AsyncCompactor, or give the Compactor a StoreArchive over a sync store"
+            )
         self.summarizer: SummarizerLike = summarizer or Summarizer(
             **self._summarizer_options(), sleep=sleep, rng=rng
         )
@@ -189,7 +196,8 @@ class Compactor(_Driver):
 class AsyncCompactor(_Driver):
     """The async twin of :class:`Compactor`: same options; ``await compactor(messages)``.
 
-    Event handlers may be async. The archive is written in a worker thread.
+    Event handlers may be async. A sync archive is written in a worker thread; an async one
+    (:class:`~synopsis.compaction.store_archive.AsyncStoreArchive`) is awaited.
     """
 
     def __init__(
@@ -232,9 +240,10 @@ class AsyncCompactor(_Driver):
                     context, previous_summary=previous
                 )
             case WriteArchive(messages, session_id):
-                return await asyncio.to_thread(
-                    self._archive().write, messages, session_id=session_id
-                )
+                archive = self._archive()
+                if inspect.iscoroutinefunction(archive.write):
+                    return await archive.write(messages, session_id=session_id)
+                return await asyncio.to_thread(archive.write, messages, session_id=session_id)
             case Emit(event):
                 await aemit(self.options.on_event, event)
         return None

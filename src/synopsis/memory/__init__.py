@@ -5,14 +5,15 @@ Every backend implements the same contracts, sync and async, and passes one conf
 :class:`PostgresStore` (many replicas on one database; needs ``synopsis[postgres]``, imported
 on first use). :func:`open_store` opens SQLite or PostgreSQL from a path or URL.
 :func:`neighbour_contexts` gives chat turns the turns around them as their ``context``.
-:data:`TRANSCRIPT_KINDS` are the kinds of stored transcripts (an adapter's raw session items),
+:data:`TRANSCRIPT_KINDS` are the kinds of stored transcripts (an adapter's raw session items,
+messages compaction archived in a store: :data:`ARCHIVED_MESSAGE_KIND`),
 which session recall leaves out: ``search(..., exclude_kinds=TRANSCRIPT_KINDS)`` does too.
 """
 
 import typing
 
 from synopsis.errors import UserDeleted
-from synopsis.memory._kinds import TRANSCRIPT_KINDS
+from synopsis.memory._kinds import ARCHIVED_MESSAGE_KIND, TRANSCRIPT_KINDS
 from synopsis.memory._types import (
     AsyncMemoryStore,
     AsyncSessionStore,
@@ -40,6 +41,7 @@ if typing.TYPE_CHECKING:
     from synopsis.memory.postgres import AsyncPostgresStore, PostgresStore
 
 __all__ = [
+    "ARCHIVED_MESSAGE_KIND",
     "TRANSCRIPT_KINDS",
     "AsyncInMemoryStore",
     "AsyncMemoryStore",
