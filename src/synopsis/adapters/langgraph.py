@@ -22,7 +22,10 @@ thread). Both drive one flow of store calls (:func:`run_ops`), in the order of t
 consecutive puts go to the store as one ``put_many`` (one transaction).
 
 :func:`pre_model_hook` is the compaction hook for prebuilt graphs (``create_react_agent(...,
-pre_model_hook=...)``) and any graph with a ``messages`` state.
+pre_model_hook=...)``) and any graph with a ``messages`` state; :func:`search_history_tool`
+gives the agent the hook's compactor's archive as a ``search_history`` tool (a LangChain tool:
+``create_react_agent(model, tools=[search_history_tool(compactor)], ...)``), and the summary's
+pointer to the archive then names it.
 
 Needs ``synopsis[langgraph]``.
 """
@@ -58,6 +61,7 @@ from synopsis.adapters._langgraph_items import (
     split_filter,
     value_of,
 )
+from synopsis.adapters._lc_tool import search_history_tool
 from synopsis.adapters._state import (
     acompact_messages,
     check_compactor,
@@ -78,7 +82,7 @@ from synopsis.memory import (
 )
 from synopsis.memory._checks import MAX_LIMIT, check_tenant
 
-__all__ = ["StoreCall", "SynopsisStore", "pre_model_hook", "run_ops"]
+__all__ = ["StoreCall", "SynopsisStore", "pre_model_hook", "run_ops", "search_history_tool"]
 
 _MINUTE: Final = 60.0
 

@@ -167,6 +167,15 @@ class HistoryTool:
             content = f"Error: {exc}"
         return {"role": "tool", "tool_call_id": str(call.get("id", "")), "content": content}
 
+    async def aanswer(self, call: Mapping[str, Any]) -> dict[str, Any]:
+        """The async twin of :meth:`answer`."""
+        try:
+            query, limit = self.arguments(call)
+            content = await self.arun(query, limit)
+        except InvalidInput as exc:
+            content = f"Error: {exc}"
+        return {"role": "tool", "tool_call_id": str(call.get("id", "")), "content": content}
+
     def arguments(self, call: Mapping[str, Any]) -> tuple[str, int | None]:
         """``(query, limit)`` of a chat-completions tool call, or InvalidInput."""
         function = call.get("function")
