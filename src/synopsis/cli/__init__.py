@@ -309,3 +309,12 @@ def _register_server() -> None:
 
 
 _register_server()
+
+
+def _register_mcp() -> None:
+    from synopsis.cli.mcp import mcp
+
+    main.add_command(mcp)
+
+
+_register_mcp()

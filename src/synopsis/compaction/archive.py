@@ -42,6 +42,7 @@ __all__ = [
     "SearchableArchive",
     "archived_text",
     "check_search",
+    "search_messages",
 ]
 
 #: The most messages one archive search returns.
@@ -160,6 +161,24 @@ class _Index:
 
 def _key(position: int) -> str:
     return f"{position:012d}"
+
+
+def search_messages(
+    messages: Sequence[Mapping[str, Any]],
+    query: str,
+    *,
+    limit: int = 10,
+    embedder: Embedder | None = None,
+) -> list[ArchiveHit]:
+    """``messages`` that match ``query``, best first, ranked as an archive ranks its own.
+
+    Indexes them afresh on each call (O(len(messages))): for a history held elsewhere, such
+    as the part of a stored session its summary covers.
+    """
+    check_search(query, limit)
+    index = _Index(embedder)
+    index.extend(messages)
+    return index.search(query, limit)
 
 
 class JsonlArchive:
