@@ -1,27 +1,32 @@
 """The compaction strategies that bench_retention.py and bench_cost.py compare, in one place.
 
 Each strategy is a before-model hook (``history -> history to send``) over one session, with
-what it costs and what it took out of the context on the way:
+what its summarizer was asked and what it took out of the context on the way:
 
 - ``none``: no compaction (the ceiling; a real window would overflow);
 - ``truncation``: over budget, drop the oldest messages (whole tool groups) down to half the
   budget;
-- ``summary``: synopsis summarizing only, keeping a verbatim tail of a quarter of the budget;
-  the summary is bounded to a quarter of the budget and quotes at most a quarter of it of the
-  user's own words (the library's 8,192 and 30,000 tokens are sized for 160,000-token
-  triggers; at 4,000 a summary that size would not fit);
+- ``default``: synopsis's ``Compactor`` as shipped, only the trigger set to the budget
+  (``Compactor(trigger_tokens=budget)``: every other option at the library's default);
+- ``summary``: synopsis summarizing only, with settings sized for the bench's budgets: a
+  verbatim tail of a quarter of the budget, a summary bounded to a quarter of it that quotes
+  at most a quarter of it of the user's own words (the library's 8,192 and 30,000 tokens are
+  sized for 160,000-token triggers);
 - ``tiered``: the same, with tier 1 first (old tool output cleared, default ToolClearing);
-- ``langchain``: LangChain v1 ``SummarizationMiddleware`` settings as documented
-  (``trigger=("tokens", budget)``, ``keep=("messages", 20)``, ``trim_tokens_to_summarize=4000``:
-  the summarizer reads only the newest 4,000 tokens of what it replaces, starting at a user
-  message; the previous summary is just another message; no user-message back-fill), with the
-  same summarizer;
+- ``langchain-mw``: LangChain's own ``SummarizationMiddleware`` (``langchain`` from PyPI), its
+  ``before_model`` called with its defaults (``keep=("messages", 20)``,
+  ``trim_tokens_to_summarize=4000``, its approximate token counter, its summary prompt) and
+  ``trigger=("tokens", budget)``; the summary is written by ``ExtractiveChatModel``, a
+  LangChain chat model over synopsis's offline extractive ``Summarizer`` (library defaults);
+- ``langchain-emul``: an emulation of those settings built on synopsis's ``Compactor`` (keep
+  20 messages, the summarizer reads only the newest 4,000 tokens of what it replaces from a
+  user message on, no user-message back-fill, not incremental), with ``summary``'s summarizer;
 - ``no-tail``: the original design (Eino): summarize everything, keep no tail;
 - ``tiered@T`` (``tiered@T+args``): ``tiered`` with ``ToolClearing(target=T)`` (and
   ``clear_arguments=True``), to compare settings.
 
-Everything a strategy removes from the context is written to ``memories`` (one memory per
-line of text), so a benchmark can ask what is still recallable.
+Everything a strategy removes from the context is archived (``BenchArchive``), so a benchmark
+can ask what an agent's ``search_history`` tool would find there.
 """
 
 from __future__ import annotations
@@ -30,18 +35,27 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from _archive_search import BenchArchive
+
 from synopsis.compaction.compactor import Compactor
 from synopsis.compaction.options import ToolClearing
 from synopsis.compaction.plan import KeepTail
-from synopsis.memory import InMemoryStore, NewMemory
-from synopsis.messages import is_internal, safe_cut_points, split_leading_system, text_of
+from synopsis.messages import safe_cut_points, split_leading_system
 from synopsis.models._base import ModelResponse, ModelSettings
 from synopsis.models._resolve import resolve_model
 from synopsis.summarizer import Summarizer, SummaryResult
 from synopsis.tokens import TokenCounter
 
-STRATEGIES = ("none", "truncation", "summary", "tiered", "langchain", "no-tail")
-TENANT = "bench"
+STRATEGIES = (
+    "none",
+    "truncation",
+    "default",
+    "summary",
+    "tiered",
+    "langchain-mw",
+    "langchain-emul",
+    "no-tail",
+)
 LANGCHAIN_KEEP_MESSAGES = 20
 LANGCHAIN_TRIM_TOKENS = 4_000
 
@@ -69,6 +83,14 @@ class CountingModel:
     def name(self) -> str:
         return str(self.inner.name)
 
+    @property
+    def context_window(self) -> int | None:
+        return getattr(self.inner, "context_window", None)
+
+    @property
+    def max_output_tokens(self) -> int | None:
+        return getattr(self.inner, "max_output_tokens", None)
+
     def complete(
         self, messages: Sequence[Mapping[str, Any]], *, settings: ModelSettings | None = None
     ) -> ModelResponse:
@@ -79,32 +101,9 @@ class CountingModel:
         return response
 
 
-class MemoryArchive:
-    """An archive that writes what leaves the context as memories, one per line of text."""
-
-    def __init__(self, store: InMemoryStore, namespace: tuple[str, ...]) -> None:
-        self.store, self.namespace, self.count = store, namespace, 0
-
-    def write(self, messages: Sequence[Mapping[str, Any]], *, session_id: str | None) -> str:
-        lines = [
-            line.strip()
-            for message in messages
-            if not is_internal(message)
-            for line in text_of(message).splitlines()
-            if line.strip()
-        ]
-        items = [
-            NewMemory(self.namespace, f"m{self.count + i}", line) for i, line in enumerate(lines)
-        ]
-        self.count += len(items)
-        if items:
-            self.store.put_many(TENANT, items)
-        return f"memory://{'/'.join(self.namespace)}"
-
-
 class LangChainTrim:
-    """LangChain's ``trim_tokens_to_summarize``: the summarizer reads only the newest 4,000
-    tokens of the messages it replaces, starting at a user message."""
+    """The emulation of LangChain's ``trim_tokens_to_summarize``: the summarizer reads only
+    the newest 4,000 tokens of the messages it replaces, starting at a user message."""
 
     def __init__(self, summarizer: Summarizer, counter: TokenCounter) -> None:
         self.summarizer, self.counter = summarizer, counter
@@ -124,17 +123,18 @@ class LangChainTrim:
 
 @dataclass
 class Strategy:
-    """One strategy over one session: the hook, its summarizer costs, its memories."""
+    """One strategy over one session: the hook, its summarizer costs, its archive, and in
+    words the settings it runs with."""
 
     name: str
     hook: Callable[[Messages], Messages]
     costs: Costs
-    memories: InMemoryStore
-    namespace: tuple[str, ...]
+    archive: BenchArchive | None  # None: nothing archived, nothing to search (LangChain's)
+    settings: str = ""
 
-    def recall(self, query: str, limit: int = 10) -> list[str]:
-        hits = self.memories.search(TENANT, self.namespace, query=query, limit=limit)
-        return [hit.item.text for hit in hits]
+    def search(self, query: str, limit: int = 10) -> list[dict[str, Any]]:
+        """What the agent's ``search_history`` tool would return for ``query``."""
+        return self.archive.search(query, limit=limit) if self.archive else []
 
 
 def chosen(names: str) -> list[str]:
@@ -153,16 +153,34 @@ def make(
         clearing = ToolClearing(target=float(target), clear_arguments=arguments == "args")
         return replace(make("tiered", budget, model, clearing), name=name)
     counter = TokenCounter()
-    memories, namespace = InMemoryStore(), ("session",)
-    archive = MemoryArchive(memories, namespace)
+    archive = BenchArchive()
     costs = Costs()
     if name == "none":
-        return Strategy(name, list, costs, memories, namespace)
+        return Strategy(name, list, costs, archive, "no compaction")
     if name == "truncation":
-        return Strategy(name, _truncation(budget, counter, archive), costs, memories, namespace)
+        hook = _truncation(budget, counter, archive)
+        return Strategy(name, hook, costs, archive, f"drop oldest to {budget // 2:,} tokens")
     counting = CountingModel(
         resolve_model(model) if isinstance(model, str) else model, counter, costs
     )
+    if name == "default":
+        compactor = Compactor(
+            trigger_tokens=budget, archive=archive, counter=counter, model=counting
+        )
+        return Strategy(
+            name, compactor.before_model, costs, archive, "library defaults, trigger_tokens=budget"
+        )
+    if name == "langchain-mw":
+        from _langchain_peer import langchain_middleware_hook
+
+        hook = langchain_middleware_hook(budget, Summarizer(model=counting, counter=counter))
+        return Strategy(
+            name,
+            hook,
+            costs,
+            None,
+            "LangChain defaults: keep 20 messages, trim 4,000 tokens, trigger=budget",
+        )
     keywords: dict[str, Any] = {
         "trigger_tokens": budget,
         "archive": archive,
@@ -172,19 +190,25 @@ def make(
         "clear_tool_outputs": None,  # summarizing only, whatever the library's default
     }
     summarizer: Any = Summarizer(model=counting, counter=counter, max_output_tokens=budget // 4)
+    settings = "tail, summary and user quotes each budget/4"
     if name == "tiered":
         keywords["clear_tool_outputs"] = clearing or ToolClearing()
+        settings += f", {keywords['clear_tool_outputs']}"
     elif name == "no-tail":
         keywords["keep_tail"] = KeepTail()
-    elif name == "langchain":
+        settings = "no tail, summary and user quotes each budget/4"
+    elif name == "langchain-emul":
         keywords.update(keep_tail=LANGCHAIN_KEEP_MESSAGES, user_budget=0, incremental=False)
         summarizer = LangChainTrim(summarizer, counter)
+        settings = "emulated: keep 20 messages, trim 4,000 tokens, summary budget/4"
+    elif name != "summary":
+        raise SystemExit(f"unknown strategy {name!r}; known: {', '.join(STRATEGIES)}, tiered@T")
     compactor = Compactor(summarizer=summarizer, **keywords)
-    return Strategy(name, compactor.before_model, costs, memories, namespace)
+    return Strategy(name, compactor.before_model, costs, archive, settings)
 
 
 def _truncation(
-    budget: int, counter: TokenCounter, archive: MemoryArchive
+    budget: int, counter: TokenCounter, archive: BenchArchive
 ) -> Callable[[Messages], Messages]:
     def hook(history: Messages) -> Messages:
         if counter.count(history).total <= budget:

@@ -3,21 +3,31 @@
 Each LoCoMo conversation is replayed as one long session (its sessions in order, each opened
 with its date), and every strategy of ``_strategies.py`` runs its before-model hook after
 every message, so it compacts whenever the history crosses the budget (4k and 8k tokens by
-default). After the last message, for every question with evidence (categories 1-4), the
-answer counts as still available when every content word of its gold answer is
+default). After the last message, every question with evidence (categories 1-4) is checked
+against the final context (``_retention_measure.py``):
 
-- in the final context (*in context*), or
-- in the context or among the top 10 of a keyword recall over the memories written on the
-  way: everything a strategy took out of the context, one memory per line (*+ recall*).
+- *strict* (the headline): an evidence utterance of the question, or an answer-bearing
+  sentence of it, is in the context with the answer words in the same line or in the session
+  date the context gives that line; audited by hand in ``docs/retention-audit.md``;
+- *loose*: every content word of the gold answer is anywhere in the context (fooled by
+  coincidence; kept as a second column);
+- *∪ search top-10*: the same checks over the context plus the 10 archived messages an
+  agent's ``search_history`` tool would return for the question (``_archive_search.py``).
 
-Two layouts of the same conversations: ``chat`` (speaker A is the user, speaker B the
-assistant) and ``tool`` (an agent reads each session's log through a ``read_log`` tool call,
-so the text arrives as tool output, as file reads and test logs do for a coding agent).
-Numbers are shares of the questions, and ratios to the no-compaction ceiling of the same run.
+Every row gives the final context's real size (synopsis's token counter; mean and largest
+over the conversations); a strategy whose context ends over its budget is marked **over**,
+and its figures do not compare. Two layouts of the same conversations: ``chat`` (speaker A
+is the user, speaker B the assistant) and ``tool`` (an agent reads each session's log through
+a ``read_log`` tool call). The six conversations split in two halves, A (1st, 3rd, 5th) and
+B (2nd, 4th, 6th), so a default can be chosen on one and reported on the other.
 
-Run ``python bench/bench_retention.py`` (``--quick``: two conversations, one budget;
-``--model SPEC``: another summarizer, e.g. a local model behind an OpenAI-compatible server,
-``openai-compatible:qwen2.5-0.5b-instruct@http://127.0.0.1:8080/v1``). The data is read from
+Run ``python bench/bench_retention.py`` (every half, layout and budget; about a minute and a
+half on a loaded 2-core machine), ``--half A`` (one half only), ``--quick`` (two
+conversations, one budget), ``--strategies default,tiered@0.5`` (``none`` and ``summary`` are
+always run), ``--model SPEC`` (another summarizer, e.g. a local model behind an
+OpenAI-compatible server, ``openai-compatible:qwen2.5-0.5b-instruct@http://127.0.0.1:8080/v1``),
+``--audit N`` (N questions of one cell, half of each strict verdict, with what the context
+holds about each, to check the measure by hand). The data is read from
 ``../shared/data/locomo`` (CC BY-NC); nothing from it is copied into the repository.
 """
 
@@ -26,30 +36,46 @@ from __future__ import annotations
 import argparse
 import json
 import platform
+import random
 import re
 import sys
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from _archive_search import SEARCH_SOURCE
+from _retention_measure import (
+    Context,
+    Evidence,
+    Probe,
+    Verdict,
+    content_words,
+    context_lines,
+    judge,
+)
 from _strategies import STRATEGIES, Strategy, chosen, make
-from bench_locomo import DEFAULT_DATA, STOPWORDS, evidence_ids, turn_text, words
+from bench_locomo import evidence_ids, turn_text
 
-from synopsis.messages import text_of
 from synopsis.tokens import TokenCounter
 
 LAYOUTS = ("chat", "tool")
 CATEGORIES = frozenset({1, 2, 3, 4})
+HALVES = ("A", "B")
+SEARCH_LIMIT = 10
 
 
-@dataclass(frozen=True, slots=True)
-class Question:
-    text: str
-    answer: frozenset[str]  # the gold answer's content words
+def default_data() -> Path:
+    """``shared/data/locomo/locomo_dev6.json`` in the nearest parent directory that has it."""
+    here = Path(__file__).resolve()
+    for parent in here.parents:
+        candidate = parent / "shared/data/locomo/locomo_dev6.json"
+        if candidate.exists():
+            return candidate
+    return here.parents[2] / "shared/data/locomo/locomo_dev6.json"
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,15 +88,22 @@ class Session:
 @dataclass(frozen=True, slots=True)
 class Conversation:
     sample_id: str
+    half: str
     user: str
     assistant: str
     sessions: tuple[Session, ...]
-    questions: tuple[Question, ...]
+    probes: tuple[Probe, ...]
+
+    @property
+    def dates(self) -> dict[int, str]:
+        return {s.number: s.date for s in self.sessions}
 
 
 def load(path: Path) -> list[Conversation]:
+    if not path.exists():
+        raise SystemExit(f"no LoCoMo data at {path}; pass --data PATH")
     conversations = []
-    for sample in json.loads(path.read_text(encoding="utf-8")):
+    for index, sample in enumerate(json.loads(path.read_text(encoding="utf-8"))):
         talk = sample["conversation"]
         sessions = sorted(
             (
@@ -80,18 +113,28 @@ def load(path: Path) -> list[Conversation]:
             ),
             key=lambda s: s.number,
         )
-        questions = []
-        for qa in sample["qa"]:
-            answer = frozenset(w for w in words(str(qa.get("answer", ""))) if w not in STOPWORDS)
-            if qa.get("category") in CATEGORIES and evidence_ids(qa.get("evidence", [])) and answer:
-                questions.append(Question(qa["question"], answer))
+        said = {
+            turn["dia_id"]: Evidence(turn["dia_id"], s.number, turn_text(turn).split(": ", 1)[1])
+            for s in sessions
+            for turn in s.turns
+        }
+        probes = []
+        for number, qa in enumerate(sample["qa"]):
+            answer = content_words(str(qa.get("answer", "")))
+            evidence = tuple(
+                said[i] for i in dict.fromkeys(evidence_ids(qa.get("evidence", []))) if i in said
+            )
+            if qa.get("category") in CATEGORIES and evidence and answer:
+                ident = f"{sample['sample_id']}#{number}"
+                probes.append(Probe(ident, qa["question"], answer, evidence, int(qa["category"])))
         conversations.append(
             Conversation(
                 sample["sample_id"],
+                HALVES[index % 2],
                 talk["speaker_a"],
                 talk["speaker_b"],
                 tuple(sessions),
-                tuple(questions),
+                tuple(probes),
             )
         )
     return conversations
@@ -149,44 +192,72 @@ def replay(conversation: Conversation, layout: str, strategy: Strategy) -> list[
     return history
 
 
-def context_words(history: list[dict[str, Any]]) -> set[str]:
-    texts = [text_of(m) for m in history]
-    texts += [
-        str(call.get("function", {}).get("arguments", ""))
-        for m in history
-        for call in m.get("tool_calls") or ()
-    ]
-    return set(words("\n".join(texts)))
-
-
 # --- measuring -------------------------------------------------------------------------------
 
 
 @dataclass
 class Tally:
     questions: int = 0
-    in_context: int = 0
-    with_recall: int = 0
+    strict: int = 0
+    loose: int = 0
+    strict_search: int = 0
+    loose_search: int = 0
+    search_tokens: int = 0
     summarizer_calls: int = 0
-    final_tokens: int = 0
-    conversations: int = 0
+    final_tokens: list[int] = field(default_factory=list)
+    searchable: bool = True
     seconds: float = 0.0
 
+    def add(self, other: Tally) -> None:
+        for name in ("questions", "strict", "loose", "strict_search", "loose_search"):
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+        self.search_tokens += other.search_tokens
+        self.summarizer_calls += other.summarizer_calls
+        self.final_tokens += other.final_tokens
+        self.searchable = self.searchable and other.searchable
+        self.seconds += other.seconds
 
-def measure(conversation: Conversation, layout: str, strategy: Strategy, tally: Tally) -> None:
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """One question after one strategy's run: the verdicts, and the context they came from."""
+
+    probe: Probe
+    in_context: Verdict
+    with_search: Verdict
+
+
+def measure(
+    conversation: Conversation, layout: str, strategy: Strategy
+) -> tuple[Tally, list[dict[str, Any]], list[Outcome]]:
     started = time.perf_counter()
     history = replay(conversation, layout, strategy)
-    present = context_words(history)
-    for question in conversation.questions:
-        here = question.answer <= present
-        recalled = set(words("\n".join(strategy.recall(question.text))))
+    counter = TokenCounter()
+    dates = conversation.dates
+    lines = context_lines(history)
+    context = Context(lines, dates)
+    tally = Tally(searchable=strategy.archive is not None)
+    outcomes = []
+    for probe in conversation.probes:
+        here = judge(probe, context, dates)
+        found = strategy.search(probe.text, SEARCH_LIMIT)
+        tally.search_tokens += counter.count(found).total if found else 0
+        both = (
+            judge(probe, Context([*lines, *context_lines(found)], dates), dates) if found else here
+        )
         tally.questions += 1
-        tally.in_context += here
-        tally.with_recall += here or question.answer <= (present | recalled)
-    tally.summarizer_calls += strategy.costs.calls
-    tally.final_tokens += TokenCounter().count(history).total
-    tally.conversations += 1
-    tally.seconds += time.perf_counter() - started
+        tally.strict += here.strict
+        tally.loose += here.loose
+        tally.strict_search += both.strict
+        tally.loose_search += both.loose
+        outcomes.append(Outcome(probe, here, both))
+    tally.summarizer_calls = strategy.costs.calls
+    tally.final_tokens = [counter.count(history).total]
+    tally.seconds = time.perf_counter() - started
+    return tally, history, outcomes
+
+
+Key = tuple[str, int, str, str]  # layout, budget, strategy, half
 
 
 def run(
@@ -195,44 +266,71 @@ def run(
     budgets: list[int],
     model: str,
     names: list[str],
-) -> dict[tuple[str, int, str], Tally]:
-    tallies: dict[tuple[str, int, str], Tally] = {}
+) -> dict[Key, Tally]:
+    tallies: dict[Key, Tally] = {}
     for layout in layouts:
         for budget in budgets:
             for name in names:
-                tally = tallies.setdefault((layout, budget, name), Tally())
+                seconds = 0.0
                 for conversation in conversations:
-                    measure(conversation, layout, make(name, budget, model), tally)
-                print(f"  {layout} {budget:>6,} {name:<11} {tally.seconds:6.1f} s", file=sys.stderr)
+                    tally, _, _ = measure(conversation, layout, make(name, budget, model))
+                    key = (layout, budget, name, conversation.half)
+                    tallies.setdefault(key, Tally()).add(tally)
+                    seconds += tally.seconds
+                print(f"  {layout} {budget:>6,} {name:<15} {seconds:6.1f} s", file=sys.stderr)
     return tallies
 
 
 def report(
-    tallies: dict[tuple[str, int, str], Tally],
+    tallies: dict[Key, Tally],
     layouts: list[str],
     budgets: list[int],
     names: list[str],
+    halves: list[str],
 ) -> None:
-    for layout in layouts:
-        for budget in budgets:
-            ceiling = tallies[(layout, budget, "none")]
-            print(
-                f"\n### {layout} layout, budget {budget:,} tokens ({ceiling.questions} questions)\n"
-            )
-            print(
-                "| strategy | in context | vs ceiling | + recall | vs ceiling | summarizer calls "
-                "| final context, tokens (mean) |"
-            )
-            print("|---|---:|---:|---:|---:|---:|---:|")
-            for name in names:
-                t = tallies[(layout, budget, name)]
-                print(
-                    f"| {name} | {_share(t.in_context, t.questions)} "
-                    f"| {_ratio(t.in_context, ceiling.in_context)} "
-                    f"| {_share(t.with_recall, t.questions)} "
-                    f"| {_ratio(t.with_recall, ceiling.in_context)} "
-                    f"| {t.summarizer_calls:,} | {t.final_tokens // t.conversations:,} |"
-                )
+    for half in halves:
+        for layout in layouts:
+            for budget in budgets:
+                _table(tallies, layout, budget, names, half)
+
+
+def _table(
+    tallies: dict[Key, Tally], layout: str, budget: int, names: list[str], half: str
+) -> None:
+    def total(name: str) -> Tally:
+        sum_ = Tally()
+        for h in HALVES if half == "both" else (half,):
+            if (layout, budget, name, h) in tallies:
+                sum_.add(tallies[(layout, budget, name, h)])
+        return sum_
+
+    ceiling = total("none")
+    if not ceiling.questions:
+        return
+    print(
+        f"\n### half {half}, {layout} layout, budget {budget:,} tokens "
+        f"({ceiling.questions} questions)\n"
+    )
+    print(
+        "| strategy | strict | vs ceiling | loose | strict ∪ search | vs ceiling "
+        "| loose ∪ search | search tokens (mean) | summarizer calls "
+        "| final context, tokens (mean / max) |"
+    )
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for name in names:
+        t = total(name)
+        mean, top = sum(t.final_tokens) // len(t.final_tokens), max(t.final_tokens)
+        over = " **over**" if name != "none" and top > budget else ""
+        searched = t.searchable and name != "none"
+        print(
+            f"| {name} | {_share(t.strict, t.questions)} | {_ratio(t.strict, ceiling.strict)} "
+            f"| {_share(t.loose, t.questions)} "
+            f"| {_share(t.strict_search, t.questions) if searched else '-'} "
+            f"| {_ratio(t.strict_search, ceiling.strict) if searched else '-'} "
+            f"| {_share(t.loose_search, t.questions) if searched else '-'} "
+            f"| {t.search_tokens // t.questions:,} "
+            f"| {t.summarizer_calls:,} | {mean:,} / {top:,}{over} |"
+        )
 
 
 def _share(part: int, whole: int) -> str:
@@ -243,30 +341,79 @@ def _ratio(part: int, ceiling: int) -> str:
     return f"{part / ceiling:.3f}" if ceiling else "-"
 
 
+# --- the hand audit ----------------------------------------------------------------------------
+
+
+def audit(
+    conversations: list[Conversation], layout: str, budget: int, name: str, count: int, seed: int
+) -> None:
+    """``count`` questions, half of each strict verdict (in context), with what the context
+    holds about each: the lines sharing words with the question or its answer."""
+    outcomes: list[tuple[Outcome, list[str]]] = []
+    for conversation in conversations:
+        _, history, found = measure(conversation, layout, make(name, budget))
+        lines = context_lines(history)
+        outcomes += [(outcome, lines) for outcome in found]
+    rng = random.Random(seed)
+    kept = [o for o in outcomes if o[0].in_context.strict]
+    lost = [o for o in outcomes if not o[0].in_context.strict]
+    sample = rng.sample(kept, min(len(kept), count // 2))
+    sample += rng.sample(lost, min(len(lost), count - len(sample)))
+    sample.sort(key=lambda o: o[0].probe.ident)
+    for outcome, lines in sample:
+        probe, verdict = outcome.probe, outcome.in_context
+        print(f"\n## {probe.ident} (category {probe.category}) {probe.text}")
+        print(f"answer words: {' '.join(sorted(probe.answer))}")
+        for evidence in probe.evidence:
+            print(f"evidence {evidence.dia_id} (session {evidence.session}): {evidence.text}")
+        print(f"strict: {verdict.strict} ({verdict.reason}); loose: {verdict.loose}")
+        wanted = (content_words(probe.text) | probe.answer) - {"session"}
+        for number, line in enumerate(lines):
+            shared = content_words(line) & wanted
+            if len(shared) >= 2 or shared & probe.answer:
+                print(f"  L{number}: {line[:300]}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
+    parser.add_argument("--data", type=Path, default=default_data())
     parser.add_argument("--budgets", default="4000,8000", help="comma-separated token budgets")
     parser.add_argument("--layouts", default=",".join(LAYOUTS))
+    parser.add_argument("--half", choices=[*HALVES, "both"], help="one half only (default: each)")
     parser.add_argument("--model", default="extractive", help="the summarizer (a model spec)")
     parser.add_argument("--quick", action="store_true", help="two conversations, one budget")
     parser.add_argument("--strategies", default=",".join(STRATEGIES), help="e.g. tiered@0.5")
+    parser.add_argument("--audit", type=int, metavar="N", help="print N questions to check by hand")
+    parser.add_argument("--audit-cell", default="tool,4000,default", help="layout,budget,strategy")
+    parser.add_argument("--seed", type=int, default=23)
     args = parser.parse_args()
     conversations = load(args.data)
     budgets = [int(b) for b in args.budgets.split(",")]
     if args.quick:
         conversations, budgets = conversations[:2], budgets[:1]
+    if args.half in HALVES:
+        conversations = [c for c in conversations if c.half == args.half]
+    if args.audit:
+        layout, budget, name = args.audit_cell.split(",")
+        audit(conversations, layout, int(budget), name, args.audit, args.seed)
+        return
     layouts = args.layouts.split(",")
     started = time.perf_counter()
     names = chosen(args.strategies)
     tallies = run(conversations, layouts, budgets, args.model, names)
-    questions = sum(len(c.questions) for c in conversations)
+    questions = sum(len(c.probes) for c in conversations)
+    halves = {h: [c.sample_id for c in conversations if c.half == h] for h in HALVES}
     print(
         f"{len(conversations)} conversations, {questions} questions with evidence "
         f"(categories 1-4), summarizer {args.model}; {platform.python_version()}, "
         f"{time.perf_counter() - started:.0f} s"
     )
-    report(tallies, layouts, budgets, names)
+    print("halves: " + "; ".join(f"{h} = {', '.join(ids)}" for h, ids in halves.items() if ids))
+    print(f"search_history: {SEARCH_SOURCE}, top {SEARCH_LIMIT}")
+    shown = [args.half] if args.half else [h for h in HALVES if halves[h]]
+    if len(shown) == len(HALVES):
+        shown.append("both")
+    report(tallies, layouts, budgets, names, shown)
 
 
 if __name__ == "__main__":

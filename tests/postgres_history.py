@@ -15,8 +15,8 @@ import psycopg
 from psycopg import sql
 
 from synopsis.memory import NewMemory
-from synopsis.memory import _sql_postgres as pq
 from synopsis.memory.postgres import PostgresStore
+from synopsis.memory.postgres import sql as pq
 from synopsis.memory.ranking import indexed_terms
 from synopsis.testing import FakeClock
 

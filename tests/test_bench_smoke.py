@@ -118,9 +118,9 @@ def test_retention_runs_on_a_tiny_file(tmp_path: Path) -> None:
     data.write_text(json.dumps(_tiny_locomo_with_answers()), encoding="utf-8")
     out = run("bench_retention.py", "--data", str(data), "--budgets", "120")
     assert "1 conversations, 3 questions with evidence" in out
-    assert "### chat layout, budget 120 tokens" in out and "### tool layout" in out
+    assert "### half A, chat layout, budget 120 tokens" in out and "### half A, tool layout" in out
     ceiling = next(line for line in out.splitlines() if line.startswith("| none |"))
-    assert ceiling.split(" | ")[1:3] == ["100.0%", "1.000"]  # every answer is said
+    assert ceiling.split(" | ")[1:4] == ["100.0%", "1.000", "100.0%"]  # every answer is said
     assert sum(line.startswith("| tiered |") for line in out.splitlines()) == 2
 
 

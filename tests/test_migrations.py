@@ -22,12 +22,12 @@ import psycopg
 import pytest
 from psycopg import sql as pgsql
 
-from synopsis.memory import _sql_postgres as q
-from synopsis.memory import _sql_sqlite as lite
 from synopsis.memory.inmemory import InMemoryStore
 from synopsis.memory.postgres import PostgresStore
+from synopsis.memory.postgres import sql as q
 from synopsis.memory.ranking import document_terms
 from synopsis.memory.sqlite import SQLiteStore
+from synopsis.memory.sqlite import sql as lite
 from synopsis.session.memory import SessionMemory
 from synopsis.summarizer import SummaryResult
 

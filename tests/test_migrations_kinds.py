@@ -8,10 +8,10 @@ import sqlite3
 from pathlib import Path
 
 from synopsis.memory import TRANSCRIPT_KINDS
-from synopsis.memory import _sql_sqlite as lite
 from synopsis.memory._checks import prepare_search
 from synopsis.memory.inmemory import InMemoryStore
 from synopsis.memory.sqlite import SQLiteStore
+from synopsis.memory.sqlite import sql as lite
 from synopsis.testing import FakeClock
 
 ITEMS = [

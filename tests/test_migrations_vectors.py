@@ -18,11 +18,11 @@ import psycopg
 import pytest
 from psycopg import sql as pgsql
 
-from synopsis.memory import _sql_sqlite as lite
 from synopsis.memory.inmemory import InMemoryStore
 from synopsis.memory.postgres import PostgresStore
 from synopsis.memory.ranking import indexed_terms, pack_vector
 from synopsis.memory.sqlite import SQLiteStore
+from synopsis.memory.sqlite import sql as lite
 from synopsis.testing import BigramEmbedder, FakeClock
 from tests.postgres_history import build_postgres_at
 

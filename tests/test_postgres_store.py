@@ -23,11 +23,11 @@ from hypothesis import strategies as st
 from psycopg import sql
 
 from synopsis.errors import ConfigError, MigrationError, StoreError
-from synopsis.memory import _pg_plans as pg_plans
-from synopsis.memory import _sql_postgres as q
 from synopsis.memory._types import NewMemory, SessionSummary
 from synopsis.memory.inmemory import InMemoryStore
 from synopsis.memory.postgres import AsyncPostgresStore, PostgresStore
+from synopsis.memory.postgres import plans as pg_plans
+from synopsis.memory.postgres import sql as q
 from synopsis.memory.ranking import bm25_scores, document_terms, indexed_terms, query_terms
 from synopsis.testing import FakeClock
 

@@ -1,10 +1,10 @@
 """PostgreSQL's impact tiers: lexemes classed as the pure code says, counts exact, migration 9.
 
-The pure half (:mod:`synopsis.memory._tiers`) is checked without a database: each tier's bound
-is above every score its items can have. The schema half: ``memory_lexemes`` classes a term's
-frequency and an item's length exactly as ``tf_class``/``length_class`` do, ``term_tiers``
-equals a recount after puts, replaces, deletes, sweeps, ``delete_user`` and concurrent
-writers, and a version 7 schema migrates to 9 with its data, its counts and its rankings.
+The pure half (:mod:`synopsis.memory.postgres.tiers`) is checked without a database: each
+tier's bound is above every score its items can have. The schema half: ``memory_lexemes``
+classes a term's frequency and an item's length exactly as ``tf_class``/``length_class`` do,
+``term_tiers`` equals a recount after puts, replaces, deletes, sweeps, ``delete_user`` and
+concurrent writers, and a version 7 schema migrates to 9 with its data, its counts and its rankings.
 """
 
 from __future__ import annotations
@@ -20,8 +20,10 @@ import pytest
 from psycopg import sql
 
 from synopsis.memory import NewMemory
-from synopsis.memory import _sql_postgres as pq
-from synopsis.memory._tiers import (
+from synopsis.memory.inmemory import InMemoryStore
+from synopsis.memory.postgres import PostgresStore
+from synopsis.memory.postgres import sql as pq
+from synopsis.memory.postgres.tiers import (
     LENGTH_FLOORS,
     TF_CEILINGS,
     TierWalk,
@@ -31,8 +33,6 @@ from synopsis.memory._tiers import (
     tier_bound,
     tier_plan,
 )
-from synopsis.memory.inmemory import InMemoryStore
-from synopsis.memory.postgres import PostgresStore
 from synopsis.memory.ranking import BM25_B, BM25_K1
 from synopsis.testing import FakeClock
 from tests.postgres_history import build_postgres_at, write_concurrently
@@ -103,7 +103,7 @@ def _expected_lexemes(terms: list[str]) -> set[str]:
 
 @pytest.mark.postgres
 def test_memory_lexemes_class_terms_as_the_pure_code_does(postgres_url: str, schema: str) -> None:
-    """Every frequency class and length classes up to ~70,000 terms agree with ``_tiers``."""
+    """Every frequency class and length classes up to ~70,000 terms agree with ``tiers``."""
     PostgresStore(postgres_url, schema=schema).close()
     rng = random.Random(3)
     cases = []

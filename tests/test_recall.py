@@ -19,7 +19,6 @@ from synopsis.memory._checks import (
     prepare_search,
     summary_save_action,
 )
-from synopsis.memory._sql_sqlite import decode_path, encode_path, fts_query, prefix_range
 from synopsis.memory._types import NewMemory, SessionSummary
 from synopsis.memory.ranking import (
     bm25_scores,
@@ -29,6 +28,7 @@ from synopsis.memory.ranking import (
     reciprocal_rank_fusion,
     unpack_vector,
 )
+from synopsis.memory.sqlite.sql import decode_path, encode_path, fts_query, prefix_range
 
 labels = st.text(alphabet=st.characters(blacklist_categories=["Cs", "Cc"]), min_size=1, max_size=6)
 namespaces = st.lists(labels, min_size=1, max_size=4).map(tuple)

@@ -298,6 +298,25 @@ def test_db_system_names_the_backend_and_both_twins_alike(tmp_path: Any) -> None
     assert db_system(AsyncInMemoryStore()) == "inmemory"
 
 
+@pytest.mark.parametrize(
+    ("name", "system"),
+    [
+        ("SQLiteStore", "sqlite"),
+        ("AsyncSQLiteStore", "sqlite"),
+        ("PostgresStore", "postgresql"),
+        ("AsyncPostgresStore", "postgresql"),
+    ],
+)
+def test_db_system_names_the_real_backends_from_where_their_classes_live(
+    name: str, system: str
+) -> None:
+    """The backends' own classes, wherever their modules sit in memory/ (no connection)."""
+    import synopsis.memory
+
+    cls = getattr(synopsis.memory, name)
+    assert db_system(object.__new__(cls)) == system
+
+
 async def test_a_cancelled_async_job_ends_its_span_as_cancelled(spans: Any) -> None:
     provider, exporter = spans
     entered = asyncio.Event()

@@ -23,10 +23,10 @@ from typing import Any
 import pytest
 
 from synopsis.memory import NewMemory
-from synopsis.memory import _sql_postgres as q
-from synopsis.memory import sqlite as sqlite_backend
 from synopsis.memory.inmemory import InMemoryStore
+from synopsis.memory.postgres import sql as q
 from synopsis.memory.sqlite import SQLiteStore
+from synopsis.memory.sqlite import store as sqlite_backend
 from synopsis.testing import FakeClock
 
 WORDS = [
@@ -253,8 +253,8 @@ def test_postgres_tenant_tiers_rank_like_in_memory(
     Every frequency class is fetched by some search, and some searches stop before their
     last tier (the first step is made tiny to walk many steps).
     """
-    from synopsis.memory import _pg_plans
-    from synopsis.memory._tiers import TF_CEILINGS, parse_lexeme
+    from synopsis.memory.postgres import plans as _pg_plans
+    from synopsis.memory.postgres.tiers import TF_CEILINGS, parse_lexeme
 
     monkeypatch.setattr(q, "SCAN_SCOPE", 0)
     monkeypatch.setattr(_pg_plans, "FIRST_STEP", first_step)

@@ -1,8 +1,8 @@
 """The PostgreSQL backend's plans: each operation as a pure generator of SQL statements.
 
-A plan yields :class:`~synopsis.memory._sql_postgres.Statement` values (built by
-:mod:`synopsis.memory._sql_postgres`), is sent each statement's rows and returns the
-operation's result. Plans do no I/O; :mod:`synopsis.memory.postgres` drives them, sync or
+A plan yields :class:`~synopsis.memory.postgres.sql.Statement` values (built by
+:mod:`synopsis.memory.postgres.sql`), is sent each statement's rows and returns the
+operation's result. Plans do no I/O; :mod:`.store` drives them, sync or
 async, over one pooled connection inside one transaction.
 
 Keyword search ranks with BM25 computed, as on the in-memory backend, over the live items in
@@ -11,7 +11,7 @@ lengths, finds the items sharing a query term (among the scope's items when the 
 ``SCAN_SCOPE``, else through the GIN index), and scores them with
 the arithmetic of :func:`~synopsis.memory.ranking.bm25_scores`, in the same order, sending
 back only the requested page. A search of a whole large tenant (no prefix, kind or tags) reads
-impact tiers instead (``_tiered``, :mod:`synopsis.memory._tiers`): each term's document
+impact tiers instead (``_tiered``, :mod:`synopsis.memory.postgres.tiers`): each term's document
 frequency from ``term_tiers``, then the best tiers first, until no unread item can reach the
 page.
 """
@@ -26,9 +26,6 @@ from typing import Any, TypeVar
 
 from synopsis.errors import ConfigError, InvalidInput, MigrationError, StoreError
 from synopsis.memory import _operations as ops
-from synopsis.memory import _sql_postgres as q
-from synopsis.memory import _sql_postgres_summaries as qs
-from synopsis.memory import _sql_postgres_vectors as vq
 from synopsis.memory._checks import (
     MAX_LIMIT,
     PutRequest,
@@ -41,8 +38,11 @@ from synopsis.memory._checks import (
 )
 from synopsis.memory._guards import Claim, Guard
 from synopsis.memory._sql_rows import read_outbox_entry, read_summary
-from synopsis.memory._tiers import TierWalk, parse_lexeme, tier_plan
 from synopsis.memory._types import MemoryItem, Namespace, OutboxEntry, SearchHit, SessionSummary
+from synopsis.memory.postgres import sql as q
+from synopsis.memory.postgres import summaries as qs
+from synopsis.memory.postgres import vectors as vq
+from synopsis.memory.postgres.tiers import TierWalk, parse_lexeme, tier_plan
 from synopsis.memory.ranking import indexed_terms
 
 __all__ = ["Plan", "PostgresPlans", "Rows", "migrate"]
@@ -223,7 +223,7 @@ def _tiered(
     limit: int,
     offset: int,
 ) -> Plan[list[tuple[_Found, float]]]:
-    """A whole tenant's page of keyword hits, reading impact tiers best first (``_tiers``).
+    """A whole tenant's page of keyword hits, reading impact tiers best first (:mod:`.tiers`).
 
     ``plan`` is the row of ``tenant_terms``. BM25's n of each term is the sum of its tiers'
     counts less its expired items not yet swept; each step fetches the tiers

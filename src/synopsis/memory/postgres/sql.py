@@ -1,8 +1,8 @@
 """Pure SQL builders for the PostgreSQL backend's memories and searches (no I/O).
 
 The schema, its migrations and the :class:`Statement` value live in
-:mod:`synopsis.memory._sql_postgres_schema` (re-exported here); summaries and the outbox in
-:mod:`synopsis.memory._sql_postgres_summaries`. Every value, user text included, is a bound
+:mod:`synopsis.memory.postgres.schema` (re-exported here); summaries and the outbox in
+:mod:`synopsis.memory.postgres.summaries`. Every value, user text included, is a bound
 parameter; only the schema name is an identifier.
 """
 
@@ -17,7 +17,8 @@ from typing import Any, Final, LiteralString, TypedDict, Unpack
 from psycopg import sql
 from psycopg.types.json import Jsonb
 
-from synopsis.memory._sql_postgres_schema import (
+from synopsis.memory._types import Namespace
+from synopsis.memory.postgres.schema import (
     MIGRATIONS,
     Statement,
     advisory_key,
@@ -27,7 +28,6 @@ from synopsis.memory._sql_postgres_schema import (
     migration_prelude,
     stmt,
 )
-from synopsis.memory._types import Namespace
 from synopsis.memory.ranking import BM25_B, BM25_K1
 
 __all__ = [

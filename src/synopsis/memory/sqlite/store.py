@@ -7,7 +7,7 @@ attempt), and a database still locked after that is retried, with jittered backo
 The schema is versioned (``synopsis_schema``) and migrated on open; a database written by a
 newer synopsis raises :class:`MigrationError`. Keyword recall uses FTS5 over pre-segmented
 CJK/English terms, so one- and two-character Chinese queries work on SQLite 3.40, and ranks
-with BM25 over the searched scope, as every backend does (see :mod:`._sql_sqlite`).
+with BM25 over the searched scope, as every backend does (see :mod:`.sql`).
 
 Vector and hybrid search embed the query and score cosine similarity in Python over every
 item in the tenant and prefix that has a vector. That is fine up to some tens of thousands of
@@ -37,8 +37,6 @@ from tenacity import Retrying, retry_if_exception, stop_after_delay, wait_random
 from synopsis._flow import drive
 from synopsis.errors import ConfigError, InvalidInput, MigrationError, StoreError
 from synopsis.memory import _operations as ops
-from synopsis.memory import _sql_sqlite as sql
-from synopsis.memory import _sql_sqlite_vectors as vsql
 from synopsis.memory import _types
 from synopsis.memory._checks import (
     MAX_LIMIT,
@@ -55,6 +53,8 @@ from synopsis.memory._guards import Claim, Guard
 from synopsis.memory._identity import embedder_identity
 from synopsis.memory._sql_rows import read_outbox_entry, read_summary
 from synopsis.memory.ranking import indexed_terms, pack_vector
+from synopsis.memory.sqlite import sql
+from synopsis.memory.sqlite import vectors as vsql
 
 __all__ = ["AsyncSQLiteStore", "SQLiteStore"]
 
@@ -208,7 +208,7 @@ def _keyword(
 ) -> list[tuple[_Row, float]]:
     """A page of keyword hits (memory rows), best first, each with its BM25 score.
 
-    BM25's statistics describe the search's scope (see :mod:`synopsis.memory._sql_sqlite`).
+    BM25's statistics describe the search's scope (see :mod:`synopsis.memory.sqlite.sql`).
     The candidates are the scope's items when the scope holds at most ``SCAN_SCOPE`` items
     and no fewer than the query terms' postings in the whole table; else the FTS5 match.
     """

@@ -1,4 +1,4 @@
-"""SQL for the SQLite backend: pure statement builders (the schema is in ``_sql_sqlite_schema``).
+"""SQL for the SQLite backend: pure statement builders (the schema is in :mod:`.schema`).
 
 Nothing here touches a connection. Every value is a bound parameter; the only text ever
 placed into SQL is fixed text written in this module (placeholders and column names).
@@ -35,15 +35,15 @@ from synopsis.memory._checks import (
     SearchRequest,
 )
 from synopsis.memory._guards import Claim
-from synopsis.memory._sql_sqlite_schema import (
+from synopsis.memory._types import Namespace, SessionSummary, has_control
+from synopsis.memory.ranking import BM25_B, BM25_K1
+from synopsis.memory.sqlite.schema import (
     CREATE_VERSION_TABLE,
     MIGRATIONS,
     PRAGMAS,
     READ_VERSION,
     WRITE_VERSION,
 )
-from synopsis.memory._types import Namespace, SessionSummary, has_control
-from synopsis.memory.ranking import BM25_B, BM25_K1
 
 __all__ = [
     "CREATE_VERSION_TABLE",

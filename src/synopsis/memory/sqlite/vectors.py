@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from synopsis.memory import _sql_sqlite as lite
 from synopsis.memory._types import Namespace
+from synopsis.memory.sqlite import sql as lite
 
 __all__ = [
     "sqlite_adopt_vectors",

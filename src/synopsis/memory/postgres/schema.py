@@ -21,7 +21,7 @@ Times are epoch seconds (``double precision``) computed from the store's injecte
 fake clock drives expiry exactly as it does on the other backends. ``terms`` holds the
 space-joined :func:`~synopsis.memory.ranking.indexed_terms` (BM25 counts its term frequencies
 there); ``search_tsv`` holds each distinct term once, as a tier lexeme ``term/F/L``
-(``memory_lexemes``, no parser or dictionary in between; see :mod:`synopsis.memory._tiers`),
+(``memory_lexemes``, no parser or dictionary in between; see :mod:`synopsis.memory.postgres.tiers`),
 and a GIN index on it finds the candidates of a keyword query. ``embedder`` is the identity of
 the model that made ``embedding`` (:mod:`synopsis.memory._identity`); NULL with an embedding
 stored before identities were recorded, which no store's embedder matches.
@@ -273,7 +273,7 @@ _V7: Final[tuple[LiteralString, ...]] = (
 # nullable column without a default: no row is rewritten.
 _V8: Final[tuple[LiteralString, ...]] = ("ALTER TABLE {s}.memories ADD COLUMN embedder text",)
 
-# Impact tiers for exact tenant-wide search (see ``synopsis.memory._tiers``). The GIN index
+# Impact tiers for exact tenant-wide search (see ``synopsis.memory.postgres.tiers``). The GIN index
 # holds each distinct term of an item as ``term/F/L`` (its frequency class and the item's
 # length class), so a search can read a term's best tiers first; a plain term query becomes a
 # prefix query ``'term/':*``. ``term_tiers`` counts each tenant's items per tier lexeme (the

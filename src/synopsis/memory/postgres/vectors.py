@@ -17,8 +17,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Final
 
-from synopsis.memory import _sql_postgres as pg
 from synopsis.memory._types import Namespace
+from synopsis.memory.postgres import sql as pg
 
 __all__ = [
     "pg_adopt_vectors",

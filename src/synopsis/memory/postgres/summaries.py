@@ -1,7 +1,7 @@
 """Pure SQL builders for the PostgreSQL backend's summaries, outbox, deletion generations and
 summary-job claims (no I/O).
 
-As in :mod:`synopsis.memory._sql_postgres`: only the schema name is an identifier, every
+As in :mod:`synopsis.memory.postgres.sql`: only the schema name is an identifier, every
 value is a bound parameter.
 
 Deletion wins across replicas through a transaction-scoped advisory lock per user: a write
@@ -18,8 +18,8 @@ from typing import Any, Final, LiteralString
 from psycopg import sql
 
 from synopsis.memory._guards import Claim
-from synopsis.memory._sql_postgres_schema import Statement, advisory_key, stmt
 from synopsis.memory._types import SessionSummary
+from synopsis.memory.postgres.schema import Statement, advisory_key, stmt
 
 __all__ = [
     "bump_generation",

@@ -5,7 +5,7 @@
 with the semantics of the in-memory reference backend.
 
 Each operation is written once, as a *plan*: a generator that yields SQL statements (see
-:mod:`synopsis.memory._pg_plans`) and receives their rows. Plans do no I/O; the sync and
+:mod:`synopsis.memory.postgres.plans`) and receives their rows. Plans do no I/O; the sync and
 async classes only drive them over one pooled connection inside one transaction (taken when
 the first statement comes, after any embedding), and translate psycopg errors into
 :class:`~synopsis.errors.StoreError` at that seam.
@@ -45,9 +45,9 @@ from tenacity import (
 from synopsis._flow import adrive, drive
 from synopsis.errors import ConfigError, MigrationError, StoreError
 from synopsis.memory import _operations as ops
-from synopsis.memory import _pg_plans as plans
-from synopsis.memory._sql_postgres import Statement
 from synopsis.memory._types import Embedder
+from synopsis.memory.postgres import plans
+from synopsis.memory.postgres.sql import Statement
 
 __all__ = ["AsyncPostgresStore", "DatabaseError", "PostgresStore"]
 
