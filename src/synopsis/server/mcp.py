@@ -299,11 +299,16 @@ def local_scope(
     user: str = _DEFAULT_USER,
     archive: JsonlArchive | None = None,
 ) -> Resolve:
-    """The resolver of a local server: every call acts in ``tenant`` over ``store``."""
+    """The resolver of a local server: every call acts in ``tenant`` over ``store`` (recall is
+    hybrid when the store has an embedder)."""
     scope = Scope(
         tenant=tenant,
         store=store,
-        memory=AsyncSessionMemory(store=store, summarizer=None),
+        memory=AsyncSessionMemory(
+            store=store,
+            summarizer=None,
+            recall_mode="keyword" if store.embedder_id is None else "hybrid",
+        ),
         default_user=user,
         archive=archive,
     )
