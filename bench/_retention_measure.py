@@ -12,15 +12,21 @@ header, "two" matches any "two", "problem" matches a template heading.
    (at least 5 words, cut at punctuation) does that carries an answer word (an
    *answer-bearing sentence*; for an utterance that carries no answer word, one holding two
    of the question's content words), so a summary that quotes the part that matters counts.
+   A unit shorter than 6 words ("Alright, see you tomorrow!") counts only in a line the
+   context dates to the evidence's own session (see 2.).
 2. An answer word is *carried* when the evidence itself holds it: in an evidence utterance,
    or in the date of an evidence session (temporal questions). Each carried word must be
    found in a context line that holds a present evidence unit, or in the session date the
    context gives that line: the nearest date mention at or before it (a session header, a
    ``[date]`` tag) when it is the date of the evidence's own session.
-3. An answer word the evidence does not hold ("likely", "7" worked out from "yesterday") can
-   only be inferred, so then *every* evidence utterance must be present.
-4. And the loose check holds too (every answer word is somewhere in the context), so strict
-   never counts a question the loose check loses.
+3. An answer word the evidence does not hold ("likely", "7" worked out from "yesterday",
+   "Indiana" from "Fort Wayne") can only be inferred, so then *every* evidence utterance must
+   be present, and the word itself is not looked for: finding it elsewhere in the context
+   would be a coincidence, and the hand audit found such questions answerable without it.
+
+So strict implies loose for every question whose answer words the evidence holds; for an
+inferred answer, strict may hold where loose does not (the no-compaction ceiling is then
+100 % strict, against about 81 % loose).
 
 Lines matter: a tool output holding a session log has one utterance per line, and a summary one
 fact per line, so "the same line" is what a reader would read together.
@@ -47,6 +53,7 @@ _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
 _CLAUSE_END = re.compile(r"(?<=[.!?;,:])\s+")
 MIN_SENTENCE_WORDS = 4
 MIN_CLAUSE_WORDS = 5
+MIN_UNDATED_WORDS = 6
 
 
 def words(text: str) -> list[str]:
@@ -87,6 +94,7 @@ class Probe:
     answer: frozenset[str]  # the gold answer's content words
     evidence: tuple[Evidence, ...]
     category: int
+    gold: str = ""  # the gold answer as the data gives it (shown by the audit)
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,6 +151,8 @@ def context_lines(messages: Iterable[Mapping[str, Any]]) -> list[str]:
 def _units(evidence: Evidence, probe: Probe, carried: frozenset[str]) -> list[str]:
     """The word strings whose presence counts as this evidence being in the context."""
     units = [_joined(evidence.text)]
+    if "\n" in evidence.text.strip():  # said over lines (a photo's caption on the next one):
+        units.append(_joined(evidence.text.strip().splitlines()[0]))  # its first line counts
     own = content_words(evidence.text)
     question = content_words(probe.text)
     parts = [(p, MIN_SENTENCE_WORDS) for p in _SENTENCE_END.split(evidence.text)]
@@ -170,8 +180,16 @@ def judge(probe: Probe, context: Context, dates: Mapping[int, str]) -> Verdict:
     covered: set[str] = set()
     present: list[str] = []
     for evidence in probe.evidence:
-        units = _units(evidence, probe, carried)
-        hits = sorted({i for unit in units for i in context.lines_with(unit)})
+        hits = sorted(
+            {
+                i
+                for unit in _units(evidence, probe, carried)
+                for i in context.lines_with(unit)
+                # A short unit ("Alright, see you tomorrow!") is said in many sessions: it
+                # counts only where the context dates it to its own.
+                if len(unit.split()) >= MIN_UNDATED_WORDS or context.date_at[i] == evidence.session
+            }
+        )
         if not hits:
             continue
         present.append(evidence.dia_id)
@@ -179,17 +197,20 @@ def judge(probe: Probe, context: Context, dates: Mapping[int, str]) -> Verdict:
             covered |= set(context.lines[i].split())
             if context.date_at[i] == evidence.session:
                 covered |= session_words.get(evidence.session, frozenset())
+    covered &= context.all_words  # a date's words count only as the context writes them
     missing = tuple(sorted(carried - covered))
     all_present = len(present) == len(probe.evidence)
     if not present:
         strict, reason = False, "no evidence utterance in the context"
-    elif not loose:
-        absent = ", ".join(sorted(probe.answer - context.all_words))
-        strict, reason = False, f"evidence present, answer words nowhere ({absent})"
     elif missing:
         strict, reason = False, f"evidence present but not with {', '.join(missing)}"
     elif inferred and not all_present:
         strict, reason = False, f"answer inferred ({', '.join(sorted(inferred))}), evidence partial"
+    elif inferred:
+        strict, reason = (
+            True,
+            f"all evidence present, answer inferred ({', '.join(sorted(inferred))})",
+        )
     else:
         strict, reason = True, "evidence present with the answer"
     return Verdict(strict, loose, tuple(present), missing, reason)

@@ -32,10 +32,33 @@ from synopsis.memory import SQLiteStore
 PEOPLE = ["Alice", "Bruno", "Chen Wei", "Dana", "Emeka", "Farah", "Goran", "Hana"]
 PLACES = ["Lisbon", "Osaka", "Nairobi", "Quito", "Tallinn", "Hangzhou", "Porto", "Denver"]
 THINGS = ["invoice", "flight", "deploy", "ticket", "contract", "router", "budget", "migration"]
-FILLER = (
-    "that sounds fine let me check the notes again before we decide anything about "
-    "the schedule or the team and the plan for next week"
-).split()
+FILLER = [
+    "that",
+    "sounds",
+    "fine",
+    "let",
+    "me",
+    "check",
+    "the",
+    "notes",
+    "again",
+    "before",
+    "we",
+    "decide",
+    "anything",
+    "about",
+    "the",
+    "schedule",
+    "or",
+    "the",
+    "team",
+    "and",
+    "the",
+    "plan",
+    "for",
+    "next",
+    "week",
+]
 BATCH = 40
 
 

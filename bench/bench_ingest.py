@@ -11,6 +11,13 @@ table reports each tree's median and its ratio to the first tree. Wall time is t
 matters; the process's CPU time (Python plus SQLite, which runs in-process; PostgreSQL's
 server time is not in it) shows where a change paid.
 
+Each backend has its anchor in the same run, a plain full-text table fed the same batches
+(one transaction per batch): ``sqlite-fts5`` (an FTS5 table of tenant, path, key, text) and
+``postgres-tsvector`` (a table with a stored ``to_tsvector('simple', text)`` column and a GIN
+index on it); the table's last column divides each rate by its backend's anchor.
+``--vocabulary`` sets how many distinct English words the Zipf draws come from (default
+20,000: on a small vocabulary even plain FTS5 is several times faster).
+
 ``--profile`` (one tree, one backend) prints a cProfile of one run instead.
 """
 
@@ -26,16 +33,19 @@ import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 HERE = Path(__file__).resolve().parent
 
 
-def measure(backend: str, size: int, batch: int, seed: int, url: str | None) -> dict[str, float]:
+def measure(
+    backend: str, size: int, batch: int, seed: int, url: str | None, vocabulary: int = 20_000
+) -> dict[str, float]:
     """Ingest ``size`` memories into a new store; wall and CPU seconds of the writes only."""
     sys.path.insert(0, str(HERE))
     from bench_store_scale import make_corpus
 
-    corpus = make_corpus(size, seed=seed, batch=batch)
+    corpus = make_corpus(size, seed=seed, batch=batch, vocabulary=vocabulary)
     with tempfile.TemporaryDirectory() as folder:
         store = _open(backend, folder, url)
         try:
@@ -48,6 +58,12 @@ def measure(backend: str, size: int, batch: int, seed: int, url: str | None) -> 
 
 
 def _open(backend: str, folder: str, url: str | None) -> object:
+    if backend == "sqlite-fts5":
+        return _PlainFts5(os.path.join(folder, "plain.sqlite3"))
+    if backend == "postgres-tsvector":
+        if url is None:
+            raise SystemExit("postgres needs --postgres-url or SYNOPSIS_TEST_POSTGRES_URL")
+        return _PlainTsvector(url, f"bench_plain_{os.getpid()}")
     if backend == "sqlite":
         from synopsis.memory.sqlite import SQLiteStore
 
@@ -62,6 +78,61 @@ def _open(backend: str, folder: str, url: str | None) -> object:
     with psycopg.connect(url, autocommit=True) as conn:
         conn.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
     return _Dropping(PostgresStore(url, schema=schema, max_size=2), url, schema)
+
+
+class _PlainFts5:
+    """The anchor on SQLite: a plain FTS5 table, one transaction per batch."""
+
+    def __init__(self, path: str) -> None:
+        import sqlite3
+
+        self.conn = sqlite3.connect(path, isolation_level=None)
+        self.conn.execute("PRAGMA journal_mode = WAL")
+        self.conn.execute("PRAGMA synchronous = NORMAL")
+        self.conn.execute(
+            "CREATE VIRTUAL TABLE plain USING fts5"
+            " (tenant UNINDEXED, path UNINDEXED, key UNINDEXED, text)"
+        )
+
+    def put_many(self, tenant: str, items: Sequence[Any]) -> None:
+        rows = [(tenant, "/".join(i.namespace), i.key, i.text) for i in items]
+        self.conn.execute("BEGIN")
+        self.conn.executemany("INSERT INTO plain VALUES (?, ?, ?, ?)", rows)
+        self.conn.execute("COMMIT")
+
+    def close(self) -> None:
+        self.conn.close()
+
+
+class _PlainTsvector:
+    """The anchor on PostgreSQL: a stored tsvector column with a GIN index."""
+
+    def __init__(self, url: str, schema: str) -> None:
+        import psycopg
+
+        self.url, self.schema = url, schema
+        self.conn = psycopg.connect(url, autocommit=True)
+        self.conn.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
+        self.conn.execute(f"CREATE SCHEMA {schema}")
+        self.conn.execute(
+            f"CREATE TABLE {schema}.plain (id bigserial PRIMARY KEY, tenant text NOT NULL,"
+            " path text NOT NULL, key text NOT NULL, text text NOT NULL, tsv tsvector"
+            " GENERATED ALWAYS AS (to_tsvector('simple', text)) STORED)"
+        )
+        self.conn.execute(f"CREATE INDEX ON {schema}.plain USING GIN (tsv)")
+
+    def put_many(self, tenant: str, items: Sequence[Any]) -> None:
+        rows = [(tenant, "/".join(i.namespace), i.key, i.text) for i in items]
+        with self.conn.transaction(), self.conn.cursor() as cursor:
+            cursor.executemany(
+                f"INSERT INTO {self.schema}.plain (tenant, path, key, text)"
+                " VALUES (%s, %s, %s, %s)",
+                rows,
+            )
+
+    def close(self) -> None:
+        self.conn.execute(f"DROP SCHEMA IF EXISTS {self.schema} CASCADE")
+        self.conn.close()
 
 
 class _Dropping:
@@ -87,6 +158,7 @@ def run_child(tree: str, args: argparse.Namespace, backend: str) -> dict[str, fl
     command = [
         sys.executable, __file__, "--child", backend, "--size", str(args.size),
         "--batch", str(args.batch), "--seed", str(args.seed),
+        "--vocabulary", str(args.vocabulary),
     ]  # fmt: skip
     if args.postgres_url:
         command += ["--postgres-url", args.postgres_url]
@@ -94,22 +166,29 @@ def run_child(tree: str, args: argparse.Namespace, backend: str) -> dict[str, fl
     return dict(json.loads(done.stdout.strip().splitlines()[-1]))
 
 
+_ANCHORS = {"sqlite": "sqlite-fts5", "postgres": "postgres-tsvector"}
+
+
 def table(results: dict[tuple[str, str], list[dict[str, float]]], args: argparse.Namespace) -> str:
     names = list(dict.fromkeys(name for _, name in results))
     lines = [
-        "| backend | tree | memories/s (median) | wall µs/item | CPU µs/item | × first tree |",
-        "|---|---|---:|---:|---:|---:|",
+        "| backend | tree | memories/s (median) | wall µs/item | CPU µs/item | × first tree"
+        " | × plain full-text table |",
+        "|---|---|---:|---:|---:|---:|---:|",
     ]
+    walls = {key: statistics.median(r["wall"] for r in runs) for key, runs in results.items()}
     for backend in dict.fromkeys(backend for backend, _ in results):
         first = None
         for name in names:
             runs = results[(backend, name)]
-            wall = statistics.median(r["wall"] for r in runs)
+            wall = walls[(backend, name)]
             cpu = statistics.median(r["cpu"] for r in runs)
             first = wall if first is None else first
+            anchor = walls.get((_ANCHORS.get(backend, ""), name))
+            versus = f"{anchor / wall:.2f}" if anchor else "(anchor)"
             lines.append(
                 f"| {backend} | {name} | {args.size / wall:,.0f} | {wall / args.size * 1e6:.1f}"
-                f" | {cpu / args.size * 1e6:.1f} | {first / wall:.2f} |"
+                f" | {cpu / args.size * 1e6:.1f} | {first / wall:.2f} | {versus} |"
             )
     return "\n".join(lines)
 
@@ -119,7 +198,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--size", type=int, default=100_000)
     parser.add_argument("--batch", type=int, default=1_000)
     parser.add_argument("--seed", type=int, default=7)
-    parser.add_argument("--backends", default="sqlite,postgres")
+    parser.add_argument("--vocabulary", type=int, default=20_000)
+    parser.add_argument("--backends", default="sqlite-fts5,sqlite,postgres-tsvector,postgres")
     parser.add_argument("--postgres-url", default=os.environ.get("SYNOPSIS_TEST_POSTGRES_URL"))
     parser.add_argument("--trees", default="this=" + str(HERE.parent / "src"))
     parser.add_argument("--rounds", type=int, default=3)
@@ -127,9 +207,14 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
-        print(json.dumps(measure(args.child, args.size, args.batch, args.seed, args.postgres_url)))
+        result = measure(
+            args.child, args.size, args.batch, args.seed, args.postgres_url, args.vocabulary
+        )
+        print(json.dumps(result))
         return
-    backends = [b for b in args.backends.split(",") if b != "postgres" or args.postgres_url]
+    backends = [
+        b for b in args.backends.split(",") if not b.startswith("postgres") or args.postgres_url
+    ]
     trees = [pair.split("=", 1) for pair in args.trees.split(",")]
     if args.profile:
         _profile(trees[0][1], backends[0], args)

@@ -110,10 +110,11 @@ def _chinese(rng: random.Random, weights: list[float]) -> str:
     return "".join(rng.choices(HANZI, cum_weights=weights, k=rng.randint(8, 24)))
 
 
-def make_corpus(size: int, *, seed: int, batch: int) -> Corpus:
-    """``size`` memories: ~95% in the main tenant, one tenant per batch; ~20% Chinese."""
+def make_corpus(size: int, *, seed: int, batch: int, vocabulary: int = VOCABULARY) -> Corpus:
+    """``size`` memories: ~95% in the main tenant, one tenant per batch; ~20% Chinese; the
+    English words drawn (Zipf) from ``vocabulary`` made-up words."""
     rng = random.Random(seed)
-    words = make_words(rng, VOCABULARY)
+    words = make_words(rng, vocabulary)
     word_weights, hanzi_weights = zipf_weights(len(words)), zipf_weights(len(HANZI))
     namespaces: dict[tuple[str, int, int], tuple[str, ...]] = {}
     batches: list[tuple[str, list[NewMemory]]] = []

@@ -8,7 +8,7 @@ and the summarizer a real one (``model="openai:gpt-4o-mini"``) in an application
 import asyncio
 import sys
 
-from agents import Agent, RunConfig, Runner
+from agents import Agent, Runner
 from agents.testing import ScriptedModel, assistant_message
 
 from synopsis import AsyncCompactor
@@ -26,7 +26,8 @@ async def main(db_path: str = "agents.db") -> None:
     agent = Agent(name="assistant", instructions="Be brief.", model=model)
     for turn in range(6):
         await Runner.run(
-            agent, f"Question {turn}?", session=session, run_config=RunConfig(tracing_disabled=True)
+            agent, f"Question {turn}?", session=session,
+            run_config=session.run_config(tracing_disabled=True),  # bounds every model call
         )
         items = await session.get_items(limit=100)  # a peek at what is stored
         print(f"after turn {turn}: {len(items)} items stored")

@@ -28,7 +28,7 @@ from typing import Final
 
 from synopsis.redact import Redactor
 
-__all__ = ["KINDS", "Planted", "Sample", "build_corpus"]
+__all__ = ["KINDS", "Planted", "Sample", "build_corpus", "lone_value"]
 
 _SLOT: Final = re.compile(r"\{\{(~?)([a-z0-9_]+)(?::([a-z0-9_]+))?\}\}")
 _ALNUM: Final = string.ascii_letters + string.digits
@@ -589,3 +589,22 @@ def _near_misses_hit(sample: Sample, spans: list[tuple[int, int]]) -> list[str]:
         if any(_overlaps(span, (start, cursor)) for span in spans):
             hit.append(near)
     return hit
+
+
+#: The context a value needs to be read as its kind when it stands alone.
+_CONTEXT: Final = {
+    "password": "password={}",
+    "url_password": "postgres://app:{}@db-staging:5432/app",
+    "basic_auth": "Authorization: Basic {}",
+    "bearer_token": "Authorization: Bearer {}",
+    "generic_secret": "SECRET_KEY={}",
+    "aws_secret_key": "AWS_SECRET_ACCESS_KEY={}",
+    "azure_storage_key": "AccountName=acme;AccountKey={};EndpointSuffix=core.windows.net",
+    "azure_sas_signature": "https://acme.blob.core.windows.net/db.tar?sv=2022&sig={}",
+}
+
+
+def lone_value(kind: str, seed: int = 7) -> str:
+    """One planted value of ``kind`` in the least context that makes it that kind."""
+    value = getattr(_Values(random.Random(seed)), kind)(None)
+    return _CONTEXT.get(kind, "{}").format(value)

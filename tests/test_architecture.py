@@ -38,6 +38,7 @@ SHARED_INTERNALS = frozenset(
         "synopsis._options",
         "synopsis._chunking",
         "synopsis._sql",
+        "synopsis._lazy",
     }
 )
 

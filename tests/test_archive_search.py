@@ -265,5 +265,5 @@ async def test_an_async_compactor_awaits_an_async_store_archive() -> None:
 
 
 def test_a_sync_compactor_refuses_an_async_archive() -> None:
-    with pytest.raises(ConfigError, match="AsyncCompactor"):
+    with pytest.raises(ConfigError, match="needs a sync archive"):
         Compactor(archive=AsyncStoreArchive(AsyncInMemoryStore(), "t"))

@@ -72,13 +72,14 @@ def test_a_common_word_anywhere_is_not_the_answer() -> None:
     assert not two.strict and not problem.strict
 
 
-def test_an_inferred_answer_needs_every_evidence_utterance() -> None:
+def test_an_inferred_answer_needs_every_evidence_utterance_not_its_words() -> None:
     first = Evidence("D1:3", 1, "I love hiking in the mountains every weekend.")
     second = Evidence("D2:5", 2, "Camping under the stars is my favourite thing.")
     question = "Would Ana likely enjoy a trip to a national park?"
     likely = probe("Likely yes", first, second, question=question)
-    both = ["Ana: " + first.text, "Ana: " + second.text, "yes, likely"]
-    assert judge(likely, Context(both, DATES), DATES).strict
+    both = ["Ana: " + first.text, "Ana: " + second.text]
+    verdict = judge(likely, Context(both, DATES), DATES)
+    assert verdict.strict and not verdict.loose  # "likely yes" is read from the evidence
     one = ["Ana: " + first.text, "yes, likely"]
     assert not judge(likely, Context(one, DATES), DATES).strict
 
@@ -111,12 +112,14 @@ def test_strict_never_exceeds_loose_over_a_compacted_session(tmp_path: Path, lay
     for name in ("default", "summary", "truncation"):
         tally, _, outcomes = measure(conversation, layout, make(name, 600))
         assert tally.final_tokens[0] < ceiling.final_tokens[0]  # it did compact
-        for outcome in outcomes:
+        for outcome in outcomes:  # every answer here is said in its evidence
             assert outcome.in_context.strict <= outcome.in_context.loose
             assert outcome.with_search.strict <= outcome.with_search.loose
             assert outcome.in_context.strict <= outcome.with_search.strict
     # Truncation keeps the newest messages verbatim, so the last session's fact is kept.
     assert outcomes[-1].in_context.strict and not outcomes[0].in_context.strict
+    if layout == "tool":  # each dropped session log is one archived message search finds
+        assert all(outcome.with_search.strict for outcome in outcomes)
 
 
 def test_a_context_over_its_budget_is_marked(capsys: pytest.CaptureFixture[str]) -> None:
@@ -130,3 +133,62 @@ def test_a_context_over_its_budget_is_marked(capsys: pytest.CaptureFixture[str])
     assert rows["| spills"].endswith("4,100 / 4,100 **over** |")
     assert rows["| fits"].endswith("3,900 / 3,900 |")
     assert rows["| none"].endswith("9,000 / 9,000 |")  # the ceiling is never within budget
+
+
+def test_a_short_utterance_counts_only_under_its_own_session_date() -> None:
+    short = Evidence("D2:9", 2, "Alright, see you tomorrow!")
+    ask = probe("28 November 2023", short, question="When did Ana plan to visit?")
+    own = ["27 November, 2023", "Ana: Alright, see you tomorrow!", "28"]
+    assert judge(ask, Context(own, DATES), DATES).strict
+    other = ["8 May, 2023", "Ana: Alright, see you tomorrow!", "28 November 2023"]
+    assert judge(ask, Context(other, DATES), DATES).present == ()
+
+
+def test_the_langchain_summary_prompt_is_read_back_into_messages() -> None:
+    from _langchain_peer import history_from_prompt
+    from langchain.agents.middleware.summarization import DEFAULT_SUMMARY_PROMPT
+    from langchain_core.messages import AIMessage, HumanMessage, ToolMessage, get_buffer_string
+
+    history = [
+        HumanMessage("Read <the> log & tell me"),
+        AIMessage("", tool_calls=[{"id": "c1", "name": "read_log", "args": {"session": 1}}]),
+        ToolMessage("line one\nline two", tool_call_id="c1"),
+        AIMessage("I have read it."),
+    ]
+    prompt = DEFAULT_SUMMARY_PROMPT.format(messages=get_buffer_string(history, format="xml"))
+    back = history_from_prompt(prompt)
+    assert [m["role"] for m in back] == ["user", "assistant", "tool", "assistant"]
+    assert back[0]["content"] == "Read <the> log & tell me"
+    assert back[1]["tool_calls"][0]["function"] == {
+        "name": "read_log",
+        "arguments": '{"session": 1}',
+    }
+    assert back[2] == {"role": "tool", "tool_call_id": "c1", "content": "line one\nline two"}
+    with pytest.raises(ValueError, match="no <messages> block"):
+        history_from_prompt("Summarize this, please.")
+
+
+def test_langchains_own_middleware_runs_as_a_strategy(tmp_path: Path) -> None:
+    data = tmp_path / "locomo.json"
+    data.write_text(json.dumps(_conversation()), encoding="utf-8")
+    (conversation,) = load(data)
+    strategy = make("langchain-mw", 600)
+    tally, history, _ = measure(conversation, "tool", strategy)
+    assert strategy.costs.calls > 0 and tally.summarizer_calls == strategy.costs.calls
+    assert history[0]["role"] == "system"  # the agent's system prompt stays outside the state
+    assert str(history[1]["content"]).startswith("Here is a summary of the conversation to date:")
+    assert len(history) <= 2 + 20  # LangChain's default keeps 20 messages after the summary
+    assert strategy.archive is None and strategy.search("locker code") == []
+
+
+def test_an_utterance_said_over_two_lines_counts_by_its_first() -> None:
+    said = Evidence(
+        "D1:2", 1, "I finished my degree last week, finally!\n[shares a photo of a cap]"
+    )
+    lines = [
+        "8 May, 2023",
+        "John: I finished my degree last week, finally!",
+        "[shares a photo of a cap]",
+    ]
+    ask = probe("The week before 8 May 2023", said, question="When did John get his degree?")
+    assert judge(ask, Context(lines, DATES), DATES).strict

@@ -14,6 +14,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+import click
 import pytest
 from click.testing import CliRunner, Result
 from rich.console import Console
@@ -271,9 +272,17 @@ def test_a_store_error_is_exit_4(tmp_path: Path) -> None:
     assert json.loads(as_json.stdout)["error"]["type"] == "StoreError"
 
 
-@pytest.mark.parametrize(
-    "command", [[], ["count"], ["compact"], ["memory"], ["memory", "search"], ["memory", "import"]]
-)
+def every_command(group: click.Group, path: tuple[str, ...] = ()) -> Iterator[list[str]]:
+    """The command line of ``group`` and of every command and group under it."""
+    yield list(path)
+    for name, command in sorted(group.commands.items()):
+        if isinstance(command, click.Group):
+            yield from every_command(command, (*path, name))
+        else:
+            yield [*path, name]
+
+
+@pytest.mark.parametrize("command", list(every_command(main)), ids=" ".join)
 def test_help_lists_the_exit_codes(command: list[str]) -> None:
     text = " ".join(run(*command, "--help").output.split())
     assert EXIT_CODES in text and "4 store error" in text
@@ -350,15 +359,20 @@ def test_import_advances_per_batch_on_a_terminal(tmp_path: Path) -> None:
 def test_compact_reads_stdin_and_writes_stdout(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """`compact - -o -` is a filter; its archive, with no file to sit next to, is
-    ./stdin.archive.jsonl, named in the summary."""
+    """`compact - -o -` is a filter: with no file to sit next to, it archives only where
+    --archive says, and writes nothing into the working directory."""
     monkeypatch.chdir(tmp_path)
-    args = ["compact", "-", "-o", "-", *TRIGGER, "--quiet"]
+    for args in (["compact", "-"], ["compact", "-", "-o", "-"]):
+        result = run(*args, *TRIGGER, "--quiet", input=EXAMPLE.read_text(encoding="utf-8"))
+        assert result.exit_code == 0, result.output
+        assert "<synopsis:summary " in json.loads(result.stdout)[-1]["content"]
+        assert list(tmp_path.iterdir()) == []
+    archive = tmp_path / "kept" / "replaced.jsonl"
+    archive.parent.mkdir()
+    args = ["compact", "-", "--archive", str(archive), *TRIGGER, "--quiet"]
     result = run(*args, input=EXAMPLE.read_text(encoding="utf-8"))
     assert result.exit_code == 0, result.output
-    messages = json.loads(result.stdout)
-    archive = tmp_path / "stdin.archive.jsonl"
-    assert archive.exists() and str(archive) in messages[-1]["content"]
+    assert archive.exists() and str(archive) in json.loads(result.stdout)[-1]["content"]
 
 
 def test_count_reads_stdin() -> None:

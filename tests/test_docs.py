@@ -93,7 +93,7 @@ def test_every_compaction_option_is_documented_with_its_default(heading: str, va
     code's own (``Trigger(tokens=160_000)`` == ``CompactionOptions().trigger``)."""
     table = rows(page("compaction.md"), heading)
     assert [name.strip("`") for name, *_ in table] == [f.name for f in dataclasses.fields(value)]
-    names = {**vars(synopsis), "ToolClearing": ToolClearing}
+    names = {**{n: getattr(synopsis, n) for n in synopsis.__all__}, "ToolClearing": ToolClearing}
     for name, default, *_ in table:
         assert eval(default.strip("`"), names) == getattr(value, name.strip("`")), name
 
@@ -110,8 +110,11 @@ def test_every_variable_is_documented_as_it_is_read() -> None:
 
 def _commands(command: click.Command, path: str) -> Iterator[tuple[str, click.Command]]:
     if isinstance(command, click.Group):
-        for name in sorted(command.commands):
-            yield from _commands(command.commands[name], f"{path} {name}")
+        context = click.Context(command)
+        for name in command.list_commands(context):
+            sub = command.get_command(context, name)
+            assert sub is not None, name
+            yield from _commands(sub, f"{path} {name}")
     else:
         yield path, command
 

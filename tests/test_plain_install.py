@@ -60,3 +60,47 @@ def test_mcp_without_the_extra_says_which_extra_to_install(tmp_path: Path) -> No
     done = run_without_extras("mcp", "--db", str(tmp_path / "m.db"))
     assert done.returncode == 2
     assert "pip install 'synopsis[mcp]'" in done.stderr
+
+
+#: The server extra's own modules (pyproject's ``server``), which its install has, and
+#: opentelemetry, which FastAPI probes for itself (the packaging matrix, scripts/test-extras,
+#: checks a real install of the extra alone).
+SERVER = (
+    "aiohttp", "fastapi", "httptools", "httpx", "httpx_aiohttp", "prometheus_client", "uvicorn",
+    "uvloop", "opentelemetry",
+)  # fmt: skip
+
+SERVE_SQLITE = """
+import sys
+for name in {extras!r}:
+    sys.modules[name] = None
+from fastapi.testclient import TestClient
+from synopsis.server import ServerOptions, create_app
+with TestClient(create_app(ServerOptions(db={db!r}))) as client:
+    print(client.get("/healthz").status_code, client.get("/readyz").status_code)
+"""
+
+
+def test_the_server_extra_alone_serves_sqlite(tmp_path: Path) -> None:
+    """``pip install 'synopsis[server]'`` has no psycopg: SQLite must still be served."""
+    without = tuple(name for name in EXTRAS if name not in SERVER)
+    code = SERVE_SQLITE.format(extras=without, db=str(tmp_path / "x.db"))
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["200", "200"]
+
+
+def test_postgres_without_its_extra_names_the_postgres_extra() -> None:
+    for argv in (
+        ("serve", "--db", "postgresql://u@127.0.0.1:1/x", "--port", "0"),
+        ("keys", "list", "--db", "postgresql://u@127.0.0.1:1/x"),
+    ):
+        code = RUN.format(extras=("psycopg", "psycopg_pool"), argv=list(argv))
+        done = subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False
+        )
+        assert done.returncode == 2, (argv, done.stderr)
+        assert "pip install 'synopsis[postgres]'" in done.stderr, (argv, done.stderr)
+        assert "'server' extra" not in done.stderr

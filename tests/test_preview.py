@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from synopsis.compaction.archive import JsonlArchive, MemoryArchive
 from synopsis.compaction.compactor import AsyncCompactor, CompactionResult, Compactor
 from synopsis.compaction.options import ToolClearing
-from synopsis.compaction.preview import PLACEHOLDER, CompactionPreview
+from synopsis.compaction.preview import CompactionPreview
 from synopsis.compaction.summary import collect_user_messages, parse_user_messages_block
 from synopsis.messages import content_type, is_real_user_message, is_system, marked_body
 from synopsis.tokens import TokenCounter
@@ -151,12 +151,35 @@ def test_the_async_compactor_previews_the_same(tmp_path: Path) -> None:
     assert compactor.preview(tool_heavy(chat=4)) == sync
 
 
-def test_the_summary_is_a_placeholder_and_its_input_is_counted() -> None:
+def test_the_summary_is_the_offline_stand_in_and_its_input_is_counted() -> None:
     compactor = Compactor(counter="adk", user_budget=10, summarizer=ForbiddenSummarizer())
     preview = compactor.preview(seed("seed-d.json"))  # seed D: a budget of 10 quotes two
     assert preview.summarizer_tokens > 0 and preview.tiers[-1].name == "summarize"
-    # The placeholder stands in for the summary; the user messages it would quote are counted.
-    assert preview.tokens_after > counter_of(PLACEHOLDER) and preview.backfilled == (7, 9)
+    # The extractive summary stands in for the model's; the user messages it quotes count.
+    assert preview.backfilled == (7, 9)
+    offline = Compactor(counter="adk", user_budget=10, model="extractive")
+    assert preview.tokens_after == offline.compact(seed("seed-d.json")).tokens_after
+
+
+EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "coding-session.json"
+
+
+def test_the_readme_dry_run_predicts_the_real_run(tmp_path: Path) -> None:
+    """The README's command: --dry-run's tokens after is the real run's (it once said 392 for
+    a real 922)."""
+    from click.testing import CliRunner
+
+    from synopsis.cli import main
+
+    args = [str(EXAMPLE), "--trigger-tokens", "2000", "--json", "-o", str(tmp_path / "c.json")]
+    runner = CliRunner()
+    dry = runner.invoke(main, ["compact", *args, "--dry-run"])
+    assert list(tmp_path.iterdir()) == []
+    real = runner.invoke(main, ["compact", *args])
+    assert dry.exit_code == 0 and real.exit_code == 0, (dry.output, real.output)
+    predicted = json.loads(dry.stdout)["tokens_after"]
+    actual = json.loads(real.stdout)["tokens_after"]
+    assert predicted == actual
 
 
 def test_a_preview_of_a_history_below_the_trigger_keeps_everything() -> None:

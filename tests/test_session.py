@@ -31,6 +31,7 @@ from synopsis.session.context import (
     render_summary_section,
     summary_span,
     system_with_summary,
+    window_after_summary,
 )
 from synopsis.session.memory import AsyncSessionMemory, SessionMemory
 from synopsis.summarizer import SummaryResult
@@ -354,7 +355,8 @@ def test_job_works_on_a_snapshot(memory: Any) -> None:
 
 
 def test_build_context_injects_summary_and_windows(memory: Any) -> None:
-    """The request is the system prompt with the summary, then the last 40 messages."""
+    """The request is the system prompt with the summary, then the messages after what the
+    summary covers; a summary of everything still leaves the user's latest message."""
     history = [{"role": "system", "content": "Be kind."}, *turns(60)]
     memory.after_turn(T, "u1", "s1", history)
     memory.drain(timeout=30)
@@ -362,8 +364,32 @@ def test_build_context_injects_summary_and_windows(memory: Any) -> None:
     assert built[0]["role"] == "system"
     assert built[0]["content"].startswith("Be kind.")
     assert "summary 1 of s1" in built[0]["content"]
-    assert built[1:] == history[-40:]
+    assert built[1:] == history[-2:]  # message 58 (the user's latest) and the answer to it
     assert history[0] == {"role": "system", "content": "Be kind."}
+
+
+def test_the_window_leaves_out_what_the_summary_covers(memory: Any, store: InMemoryStore) -> None:
+    """A 24-message history whose summary covers 20 goes out as the summary and the 4 after
+    it (it once went out as the summary plus all 24)."""
+    history = [{"role": "system", "content": "Be kind."}, *turns(24)]
+    memory.after_turn(T, "u1", "s1", history[:21])  # the system message and 20 turns
+    memory.drain(timeout=30)
+    summary = store.latest_summary(T, "u1", "s1")
+    assert summary is not None and summary.covers_to == 21
+    built = memory.build_context(T, "u1", "s1", history)
+    assert "summary 1 of s1" in built[0]["content"]
+    assert built[1:] == history[21:]
+    # covers_to counts the history's system message; a system prompt given besides it leads.
+    built = memory.build_context(T, "u1", "s1", history, system_prompt="Rules.")
+    assert [m["role"] for m in built[:2]] == ["system", "system"] and built[2:] == history[21:]
+
+
+def test_the_window_after_a_summary_keeps_a_pending_tool_call_whole() -> None:
+    body = [*turns(4), {"role": "user", "content": "list files"}, *tool_turn("c1")]
+    assert window_after_summary(body, 0, 2) == 2  # the summary covers messages 0 and 1
+    # Covering the request, the call or its result: the request and the pair still go.
+    assert [window_after_summary(body, 0, covered) for covered in (5, 6, 7)] == [4, 4, 4]
+    assert window_after_summary(body, 3, 1) == 3  # the window already starts later
 
 
 def test_build_context_with_explicit_system_prompt_and_no_summary(memory: Any) -> None:
@@ -397,6 +423,19 @@ def test_hybrid_recalls_other_sessions_and_older_messages(store: InMemoryStore) 
     assert "book the Kyoto hotel" in recalled["content"]
     assert "someone else" not in recalled["content"]
     assert "what about Kyoto?" not in recalled["content"]
+    assert built[1:] == history[-4:]
+
+
+def test_recalled_notes_join_the_leading_system_message(store: InMemoryStore) -> None:
+    """Strict chat templates refuse a system message that does not lead: the notes go into
+    the system prompt (after the summary), never into a system message of their own."""
+    store.put(T, ("user", "u1", "session", "old"), "k", "We planned a trip to Kyoto")
+    history = [*turns(10), {"role": "user", "content": "what about Kyoto?"}]
+    with SessionMemory(store=store, summarizer=None, hybrid=True, window_messages=4) as session:
+        built = session.build_context(T, "u1", "s1", history, system_prompt="Be kind.")
+    assert [m["role"] for m in built].count("system") == 1 and built[0]["role"] == "system"
+    assert built[0]["content"].startswith("Be kind.\n\n<recalled_context>")
+    assert "We planned a trip to Kyoto" in built[0]["content"]
     assert built[1:] == history[-4:]
 
 

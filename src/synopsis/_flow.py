@@ -10,12 +10,13 @@ already uses for its SQL plans.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Generator
-from contextlib import closing
+from collections.abc import Awaitable, Callable, Generator, Iterator
+from contextlib import closing, contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
-__all__ = ["Emit", "Flow", "adrive", "drive"]
+__all__ = ["Emit", "Flow", "Offload", "adrive", "cpu", "drive", "offloading"]
 
 S = TypeVar("S")
 T = TypeVar("T")
@@ -31,6 +32,32 @@ class Emit(Generic[E]):
     (a failing handler is logged, never raised into the flow); the flow is sent None."""
 
     event: E
+
+
+#: Runs a CPU-bound callable somewhere else (a worker thread) and awaits its result.
+Offload = Callable[[Callable[[], Any]], Awaitable[Any]]
+_OFFLOAD: ContextVar[Offload | None] = ContextVar("synopsis_offload", default=None)
+
+
+@contextmanager
+def offloading(offload: Offload) -> Iterator[None]:
+    """Within this block (and the tasks started in it), :func:`adrive` advances flows through
+    ``offload`` and :func:`cpu` runs its callable there: a service passes a bounded worker
+    pool, so a large history's planning, redaction and token counting never hold its event
+    loop. Without it, both run inline, as a library user's code expects."""
+    token = _OFFLOAD.set(offload)
+    try:
+        yield
+    finally:
+        _OFFLOAD.reset(token)
+
+
+async def cpu(run: Callable[[], T]) -> T:
+    """``run()``, in the worker pool set by :func:`offloading` if there is one."""
+    offload = _OFFLOAD.get()
+    if offload is None:
+        return run()
+    return await offload(run)  # type: ignore[no-any-return]
 
 
 class _Cursor:
@@ -71,7 +98,7 @@ async def adrive(flow: Flow[S, T], perform: Callable[[S], Awaitable[Any]]) -> T:
     with closing(flow):
         cursor = _Cursor(flow)
         while True:
-            done, item = cursor.advance()
+            done, item = await cpu(cursor.advance)
             if done:
                 return item  # type: ignore[no-any-return]
             try:

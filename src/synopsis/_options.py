@@ -8,12 +8,13 @@ say the same thing about a mistake in either.
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
 from synopsis.errors import ConfigError
 
-__all__ = ["chosen_options", "keyword_values"]
+__all__ = ["check_twin", "chosen_options", "keyword_values"]
 
 OptionsT = TypeVar("OptionsT")
 
@@ -42,3 +43,26 @@ def chosen_options(
     if not isinstance(options, kind):
         raise ConfigError(f"options must be a {kind.__name__}, got {type(options).__name__}")
     return options
+
+
+def check_twin(value: object, *, role: str, method: str, async_: bool, owner: str) -> None:
+    """Refuse, at construction, a sync collaborator given to an async driver or the reverse.
+
+    ``value.<method>`` must be a coroutine function exactly when ``async_``; otherwise every
+    call would fail later, far from the mistake (an awaited ``SummaryResult``, an un-awaited
+    coroutine). None (no collaborator) passes.
+    """
+    if value is None:
+        return
+    found = getattr(value, method, None)
+    if not callable(found):
+        raise ConfigError(f"{owner} needs a {role} with a {method}() method, got {value!r}")
+    call = getattr(found, "__call__", None)  # noqa: B004 - callable objects too
+    is_async = inspect.iscoroutinefunction(found) or inspect.iscoroutinefunction(call)
+    if is_async != async_:
+        wanted, got = ("an async", "a sync") if async_ else ("a sync", "an async")
+        twin = "async" if async_ else "sync"
+        raise ConfigError(
+            f"{owner} needs {wanted} {role}, got {got} one ({type(value).__name__}, whose "
+            f"{method}() is {'not ' if async_ else ''}a coroutine function): give its {twin} twin"
+        )

@@ -34,6 +34,10 @@ variable                        field                 value (an empty variable c
 ``SYNOPSIS_REDACT_HASH_KEY``    ``redact_hash_key``   the key of ``hash`` mode's tokens, 16+
                                                       characters (a secret: never shown)
 ``SYNOPSIS_LOG_LEVEL``          ``log_level``         ``critical`` .. ``debug``
+``SYNOPSIS_MAX_BODY_BYTES``     ``max_body_bytes``    largest request body the server reads
+                                                      (>= 1024; 413 above it)
+``SYNOPSIS_CPU_THREADS``        ``cpu_threads``       worker threads for a request's CPU work
+                                                      (1..64)
 ==============================  ====================  =============================================
 
 The server's settings (from ``schema`` on) are None when their variable is unset: their
@@ -111,6 +115,8 @@ class Settings:
     redact_mode: Mode | None = None
     redact_hash_key: str | None = field(default=None, repr=False)
     log_level: LogLevel | None = None
+    max_body_bytes: int | None = None
+    cpu_threads: int | None = None
 
     @classmethod
     def from_env(
@@ -258,4 +264,6 @@ _PARSERS: Final[Mapping[str, Callable[[str], Any]]] = {
     "redact_mode": _choice(REDACT_MODES),
     "redact_hash_key": _hash_key,
     "log_level": _choice(LOG_LEVELS),
+    "max_body_bytes": _integer(1024),
+    "cpu_threads": _integer(1, 64),
 }

@@ -146,7 +146,8 @@ class InvalidMessage(InvalidInput):
 
 
 class SessionConflict(InvalidInput):
-    """The session id is taken by another user of the same tenant (HTTP 409)."""
+    """The session id is taken by another user of the same tenant, or a concurrent write to
+    the same rows conflicted and the request may be retried (HTTP 409)."""
 
 
 class ModelError(SynopsisError):

@@ -41,7 +41,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from synopsis._scripts import CJK, CJK_PUNCT, HAN, HANGUL, KANA
-from synopsis.errors import ConfigError
+from synopsis.errors import ConfigError, InvalidMessage
 from synopsis.messages import media_parts, part_type, total_tokens_of
 
 __all__ = [
@@ -310,6 +310,10 @@ class TokenCount:
     ``baseline_index`` (``None`` and 0 when no assistant message carries usage);
     ``increment`` estimates the messages after it; ``tools`` estimates the tool schemas,
     counted only without a baseline because the provider's usage already includes them.
+    ``plain`` says every message is a plain ``dict`` without a legacy ``meta`` key, as the
+    counter read them: the whole history when it was first counted, then each appended
+    message (what sits before the baseline is trusted unchanged, as for the count), so a
+    caller can skip a per-message pass when it is True.
     """
 
     total: int
@@ -318,6 +322,7 @@ class TokenCount:
     tools: int
     message_count: int
     baseline_index: int | None
+    plain: bool = True
 
 
 @dataclass(slots=True)
@@ -328,6 +333,7 @@ class _Window:
     refs: list[Mapping[str, Any]]  # history[offset:], as last counted
     baseline: int  # usage of refs[0]; 0 when there is none (then offset == 0)
     increment: int = 0  # estimate of the messages after the baseline
+    plain: bool = True  # every message read so far is a dict without "meta"
 
     @property
     def end(self) -> int:
@@ -416,6 +422,7 @@ class TokenCounter:
                 tools=tool_tokens,
                 message_count=len(history),
                 baseline_index=window.offset if window.baseline else None,
+                plain=window.plain,
             )
 
     def _advance(self, history: list[Mapping[str, Any]]) -> _Window:
@@ -446,6 +453,7 @@ class TokenCounter:
     def _extend(self, window: _Window, history: list[Mapping[str, Any]]) -> None:
         """Take in the messages appended since ``window`` was counted."""
         start = window.end
+        plain = _plain_from(history, start)
         offset, baseline, increment = window.offset, window.baseline, window.increment
         for index in range(len(history) - 1, start - 1, -1):
             usage = total_tokens_of(history[index])
@@ -460,6 +468,7 @@ class TokenCounter:
         else:
             window.refs = history[offset:]
         window.offset, window.baseline, window.increment = offset, baseline, increment
+        window.plain = window.plain and plain
 
     def _tools_tokens(self, tools: Sequence[Mapping[str, Any]] | None) -> int:
         if not tools:
@@ -468,6 +477,20 @@ class TokenCounter:
         if self._tools is None or self._tools[0] != listed:
             self._tools = (listed, self.estimate_tools(listed))
         return self._tools[1]
+
+
+def _plain_from(history: list[Mapping[str, Any]], start: int) -> bool:
+    """Whether ``history[start:]`` holds only dicts without ``meta``; refuses a non-mapping
+    before anything reads it (the caller may ask :mod:`synopsis.validation` for the hint)."""
+    plain = True
+    for index in range(start, len(history)):
+        message = history[index]
+        if type(message) is dict and "meta" not in message:
+            continue
+        if not isinstance(message, Mapping):
+            raise InvalidMessage(f"expected an object, got {type(message).__name__}", index=index)
+        plain = False
+    return plain
 
 
 def _same_prefix(window: _Window, history: list[Mapping[str, Any]]) -> bool:

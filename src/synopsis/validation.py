@@ -220,9 +220,62 @@ def _validate_extensions(message: Mapping[str, Any], index: int) -> None:
 def _check_values(message: Mapping[str, Any], index: int) -> None:
     """Every value in ``message`` is JSON with valid UTF-8 text, nested at most MAX_NESTING deep.
 
-    Iterative, so no input can exhaust the stack while it is being checked; the first fault
-    in document order is reported with its path (``tool_calls[0].function.name``).
+    A walk that builds no paths says whether there is a fault; only then does the walk that
+    names it run, so a valid message costs one visit per value.
     """
+    if not _faulty(message):
+        return
+    _locate_fault(message, index)
+
+
+def _faulty(message: Mapping[str, Any]) -> bool:
+    """Whether some value of ``message`` is not JSON, not valid UTF-8 or nested too deep.
+    Iterative, so no input can exhaust the stack. Exact types only: anything else (a
+    subclass too) is left to the exact walk."""
+    stack: list[tuple[Any, int]] = [(message, 0)]
+    while stack:
+        value, depth = stack.pop()
+        kind = type(value)
+        if kind is str:
+            if not _utf8(value):
+                return True
+        elif kind is dict or kind is list or kind is tuple:
+            if depth >= MAX_NESTING or not _push_children(stack, value, depth + 1):
+                return True
+        elif kind is int:
+            if value.bit_length() > _SAFE_INT_BITS:
+                return True
+        elif kind not in _SCALARS:
+            return True
+    return False
+
+
+_SCALARS: Final = frozenset({float, bool, type(None)})
+
+
+def _push_children(stack: list[tuple[Any, int]], value: Any, depth: int) -> bool:
+    """Push a container's items; False when a key is not valid text."""
+    if type(value) is not dict:
+        stack.extend((item, depth) for item in value)
+        return True
+    for key, item in value.items():
+        if type(key) is not str or not _utf8(key):
+            return False
+        stack.append((item, depth))
+    return True
+
+
+def _utf8(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _locate_fault(message: Mapping[str, Any], index: int) -> None:
+    """The exact walk: raises for the first fault in document order, with its path
+    (``tool_calls[0].function.name``); returns when there is none after all."""
     stack: list[tuple[str, object, int]] = []
     _push_items(stack, "", message, 1, index)
     while stack:

@@ -32,3 +32,34 @@ def test_the_example_runs_offline(capsys: pytest.CaptureFixture[str]) -> None:
     assert out[2] == "another tenant sees: []"
     assert out[3].endswith("messages in the state, the first one a summary:")
     assert out[4].startswith("<synopsis:summary")
+
+
+def test_the_page_names_create_react_agent_only_as_deprecated() -> None:
+    """create_react_agent(..., pre_model_hook=...) raises LangGraphDeprecatedSinceV10 under
+    warnings-as-errors: the page may name it only to say so, with its successor."""
+    paragraphs = PAGE.read_text(encoding="utf-8").split("\n\n")
+    for paragraph in (p for p in paragraphs if "create_react_agent" in p):
+        assert "deprecated" in paragraph and "create_agent" in paragraph, paragraph
+
+
+def test_the_successor_the_page_names_runs_the_compaction() -> None:
+    """``langchain.agents.create_agent(..., middleware=[CompactionMiddleware(compactor)])``,
+    as the page says, compacts a long conversation before the model call (no warning: the
+    suite turns every warning into an error)."""
+    from langchain.agents import create_agent
+    from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
+    from langchain_core.messages import AIMessage
+
+    from synopsis import Compactor
+    from synopsis.adapters.langchain import CompactionMiddleware
+
+    model = GenericFakeChatModel(messages=iter([AIMessage("done")]))
+    compactor = Compactor(model="extractive", trigger_messages=6, keep_tail=2)
+    agent = create_agent(model, tools=[], middleware=[CompactionMiddleware(compactor)])
+    history = [
+        {"role": "user" if i % 2 == 0 else "assistant", "content": f"message {i}"}
+        for i in range(11)
+    ]
+    state = agent.invoke({"messages": history})
+    assert state["messages"][0].text.startswith("<synopsis:summary")
+    assert state["messages"][-1].text == "done" and len(state["messages"]) < len(history)

@@ -1,5 +1,7 @@
-"""pre_model_hook in LangGraph's prebuilt agent (``create_react_agent``) and in a hand-built
-graph: 30 turns with tool calls and a low trigger, compacting exactly when the trigger fires."""
+"""pre_model_hook in a LangGraph agent loop (hook -> model -> tools -> hook, LangGraph 1.x's
+own nodes; its prebuilt ``create_react_agent`` is deprecated since 1.0, and
+``langchain.agents.create_agent`` takes ``CompactionMiddleware`` instead): 30 turns with tool
+calls and a low trigger, compacting exactly when the trigger fires."""
 
 from __future__ import annotations
 
@@ -10,7 +12,6 @@ from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import END, START, MessagesState, StateGraph
 from langgraph.prebuilt import ToolNode, tools_condition
-from langgraph.warnings import LangGraphDeprecatedSinceV10
 
 from synopsis import AsyncCompactor, Compactor
 from synopsis.adapters.langgraph import pre_model_hook
@@ -52,18 +53,29 @@ class Probe:
 
 
 def react_agent(model: ToolCallingFakeModel, probe: Probe) -> Any:
+    """The agent create_react_agent built, from LangGraph's own nodes: the hook, then the
+    model (with the system prompt), then ToolNode when the model called a tool."""
     from langchain_core.runnables import RunnableLambda
-    from langgraph.prebuilt import create_react_agent
 
-    hook = RunnableLambda(probe, afunc=probe.acall)
-    with pytest.warns(LangGraphDeprecatedSinceV10):  # moved to langchain.agents.create_agent
-        return create_react_agent(
-            model, [lookup], prompt=SYSTEM, pre_model_hook=hook, checkpointer=InMemorySaver()
-        )
+    def call_model(state: MessagesState) -> dict[str, Any]:
+        return {"messages": [model.invoke([SystemMessage(SYSTEM), *state["messages"]])]}
+
+    async def acall_model(state: MessagesState) -> dict[str, Any]:
+        return {"messages": [await model.ainvoke([SystemMessage(SYSTEM), *state["messages"]])]}
+
+    graph = StateGraph(MessagesState)
+    graph.add_node("compact", RunnableLambda(probe, afunc=probe.acall))
+    graph.add_node("model", RunnableLambda(call_model, afunc=acall_model))
+    graph.add_node("tools", ToolNode([lookup]))
+    graph.add_edge(START, "compact")
+    graph.add_edge("compact", "model")
+    graph.add_conditional_edges("model", tools_condition, {"tools": "tools", END: END})
+    graph.add_edge("tools", "compact")
+    return graph.compile(checkpointer=InMemorySaver())
 
 
-def test_thirty_turns_through_the_prebuilt_react_agent() -> None:
-    """The same 30 turns as the LangChain middleware test, through create_react_agent with
+def test_thirty_turns_through_a_langgraph_agent_loop() -> None:
+    """The same 30 turns as the LangChain middleware test, through a LangGraph agent loop with
     the hook: compaction iff the trigger fired, one summarizer call per crossing, no broken
     tool pair, the user's words verbatim, never a summary quoted as user words."""
     model = ToolCallingFakeModel(messages=script(TURNS))
@@ -75,14 +87,14 @@ def test_thirty_turns_through_the_prebuilt_react_agent() -> None:
         before = len(model.seen)
         state = agent.invoke({"messages": [HumanMessage(user_text(turn))]}, CONFIG)
         record(run, before, state)
-    print("\nLangGraph create_react_agent + pre_model_hook, 30 turns, sync\n" + run.table())
+    print("\nLangGraph agent loop + pre_model_hook, 30 turns, sync\n" + run.table())
     assert len(probe.fired) == len(model.seen)
     assert compactions(model.seen) == probe.fired
     assert len(summarizer.requests) == sum(probe.fired) >= 3
     assert_what_the_model_saw(run)
 
 
-async def test_async_prebuilt_agent_with_an_async_compactor() -> None:
+async def test_async_agent_loop_with_an_async_compactor() -> None:
     model = ToolCallingFakeModel(messages=script(12))
     summarizer = AsyncFakeModel(default=SUMMARY)
     probe = Probe(AsyncCompactor(model=summarizer, **compactor_options()))

@@ -248,3 +248,58 @@ async def test_the_model_sees_the_summary_first_then_the_kept_tail() -> None:
     assert seen[1]["call_id"] == seen[2]["call_id"] == "call_2" and seen[3]["id"] == "msg_3"
     assert seen[-1] == {"content": user_text(2), "role": "user"}
     assert len(summarizer.requests) == 1
+
+
+async def test_every_model_call_of_one_run_is_bounded_by_the_trigger() -> None:
+    """One Runner.run of 40 tool calls: with the session's run config every model call is
+    compacted once it crosses the trigger (without it, one run's input grew to 81 items)."""
+    from agents.testing import ScriptedModel, assistant_message, function_call
+
+    calls = 40
+    steps = [
+        [function_call("lookup", {"topic": f"t{n}"}, call_id=f"c{n}", item_id=f"fc{n}")]
+        for n in range(calls)
+    ]
+    summarizer = AsyncFakeModel(default=SUMMARY)
+    compactor = AsyncCompactor(model=summarizer, retry=NO_SLEEP, trigger_tokens=400)
+    session = SynopsisSession(
+        "s", store=AsyncInMemoryStore(), tenant="t", user_id="u", compactor=compactor
+    )
+    model = ScriptedModel([*steps, [assistant_message("done")]])
+    agent = Agent(name="a", model=model, tools=[lookup])
+    config = session.run_config(tracing_disabled=True)
+    result = await Runner.run(
+        agent, "look up forty topics", session=session, run_config=config, max_turns=calls + 2
+    )
+    assert result.final_output == "done" and len(model.calls) == calls + 1
+    inputs = [[dict(item) for item in call.input] for call in model.calls]
+    last_item = json.dumps(inputs[-1][-1])
+    for items in inputs:
+        assert_paired(items)
+        tokens = compactor.counter.count(from_responses_items(items)).total
+        # Bounded: at most the trigger plus the newest call and its output.
+        assert tokens <= 400 + compactor.counter.estimate_text(last_item) * 2
+    crossings = len(summarizer.requests)
+    assert 1 <= crossings < calls // 4  # one summary per crossing, never one per call
+    assert re.match(MARKER, inputs[-1][0]["content"])
+    assert inputs[-1][-1]["call_id"] == f"c{calls - 1}"  # the newest output goes as it is
+    stored = await session.get_items(limit=10_000)
+    assert len(stored) == 1 + 2 * calls + 1  # the session keeps the run whole
+
+
+async def test_without_the_filter_one_run_grows_past_the_trigger() -> None:
+    """The reason for run_config(): get_items compacts once per run, not per model call."""
+    from agents.testing import ScriptedModel, assistant_message, function_call
+
+    steps = [[function_call("lookup", {"topic": f"t{n}"}, call_id=f"c{n}")] for n in range(40)]
+    compactor = AsyncCompactor(model=AsyncFakeModel(default=SUMMARY), trigger_tokens=400)
+    session = SynopsisSession(
+        "s", store=AsyncInMemoryStore(), tenant="t", user_id="u", compactor=compactor
+    )
+    model = ScriptedModel([*steps, [assistant_message("done")]])
+    agent = Agent(name="a", model=model, tools=[lookup])
+    await Runner.run(
+        agent, "look up forty topics", session=session, run_config=NO_TRACING, max_turns=50
+    )
+    last = [dict(item) for item in model.calls[-1].input]
+    assert compactor.counter.count(from_responses_items(last)).total > 2 * 400

@@ -137,7 +137,8 @@ def test_context_injects_the_summary_before_the_window(start_server: StartServer
     assert context["summary_version"] == 1
     assert first["role"] == "system" and first["content"].startswith("You help.")
     assert "<session_summary" in first["content"]
-    assert context["messages"][1:] == turns(8)[4:]
+    # The summary covers all 8: the window is what it cannot stand for, the user's latest on.
+    assert context["messages"][1:] == turns(8)[6:]
 
 
 def test_a_session_belongs_to_its_first_user(live: Live) -> None:

@@ -37,6 +37,8 @@ ENVIRONMENT = {
     "SYNOPSIS_REDACT_MODE": "hash",
     "SYNOPSIS_REDACT_HASH_KEY": "k" * 32,
     "SYNOPSIS_LOG_LEVEL": "debug",
+    "SYNOPSIS_MAX_BODY_BYTES": "2048",
+    "SYNOPSIS_CPU_THREADS": "3",
 }
 
 
@@ -59,6 +61,7 @@ def test_every_server_variable_reaches_the_options() -> None:
         trigger=Trigger(tokens=5000, messages=30), keep_tail=KeepTail(messages=6),
         summary_cache=64, lease_seconds=12.5, drain_seconds=0.0,
         redact=True, redact_mode="hash", redact_hash_key="k" * 32,
+        max_body_bytes=2048, cpu_threads=3,
     )  # fmt: skip
     assert log_level == "debug"
     # Every variable of the table is one the server or the memory CLI uses.

@@ -21,11 +21,12 @@ with it; without a query, results come newest first.
 thread). Both drive one flow of store calls (:func:`run_ops`), in the order of the ops;
 consecutive puts go to the store as one ``put_many`` (one transaction).
 
-:func:`pre_model_hook` is the compaction hook for prebuilt graphs (``create_react_agent(...,
-pre_model_hook=...)``) and any graph with a ``messages`` state; :func:`search_history_tool`
-gives the agent the hook's compactor's archive as a ``search_history`` tool (a LangChain tool:
-``create_react_agent(model, tools=[search_history_tool(compactor)], ...)``), and the summary's
-pointer to the archive then names it.
+:func:`pre_model_hook` is the compaction node for any graph with a ``messages`` state, put
+before its model node (LangGraph's prebuilt ``create_react_agent`` is deprecated since 1.0;
+``langchain.agents.create_agent`` takes :class:`~synopsis.adapters.langchain.CompactionMiddleware`).
+:func:`search_history_tool` gives the agent the hook's compactor's archive as a
+``search_history`` tool (a LangChain tool, for a ``ToolNode``), and the summary's pointer to
+the archive then names it.
 
 Needs ``synopsis[langgraph]``.
 """
@@ -342,8 +343,8 @@ def _search_item(hit: SearchHit, value: dict[str, Any]) -> SearchItem:
 def pre_model_hook(compactor: Compactor | AsyncCompactor) -> RunnableLambda[Any, dict[str, Any]]:
     """A graph node that compacts the state's ``messages`` when the compactor's trigger fires.
 
-    Give it to ``create_react_agent(..., pre_model_hook=...)`` or add it before the model node
-    of any graph whose state has ``messages`` (with LangGraph's ``add_messages`` reducer). When
+    Add it before the model node of any graph whose state has ``messages`` (with LangGraph's
+    ``add_messages`` reducer), the tool node leading back to it. When
     a compaction happens it returns ``{"messages": [RemoveMessage(REMOVE_ALL_MESSAGES), ...]}``,
     so the compacted list replaces the old one in the state; otherwise ``{}``. A
     :class:`~synopsis.Compactor` serves sync and async runs, an :class:`~synopsis.AsyncCompactor`

@@ -11,7 +11,7 @@
         "chat-42", store=SQLiteStore("agents.db"), tenant="acme", user_id="u-7",
         compactor=AsyncCompactor(model="openai:gpt-4o-mini", trigger_tokens=100_000, keep_tail=8),
     )
-    result = await Runner.run(agent, "hello", session=session)
+    result = await Runner.run(agent, "hello", session=session, run_config=session.run_config())
 
 :class:`SynopsisSession` implements the SDK's ``Session`` protocol (``get_items``,
 ``add_items``, ``pop_item``, ``clear_session``) as the SDK's own ``SQLiteSession`` does, on any
@@ -28,6 +28,16 @@ message marked ``<synopsis:summary>``. The compacted list replaces the stored on
 and a compaction must not move them. (So do not set ``SessionSettings(limit=...)`` on a
 compacting session: the runner then never loads the whole history.) The Responses items carry
 no provider usage, so the trigger counts by estimate.
+
+**Every model call.** Within one ``Runner.run`` the agent's tool calls and their outputs pile
+up after the history without passing through the session, so a run of many tool calls can
+outgrow the trigger after ``get_items``. :meth:`SynopsisSession.run_config` (or
+``RunConfig(call_model_input_filter=session.call_model_input_filter)``) bounds every call: the
+filter compacts the model's input when it crosses the trigger, and carries the compacted
+prefix over to the next call of the run (only what came after it is added, and compacted
+again when the trigger fires again), so one summary is written per crossing, not per call.
+What the filter compacts is only what the model is sent; the session stores the run's items
+as the runner gives them, and compacts them on the next ``get_items``.
 
 **Storage.** Everything lives under the namespace ``("user", user_id, "agents", session_id)``
 of the tenant, so ``store.delete_user`` erases it with the rest of the user's data. There, a
@@ -78,9 +88,10 @@ from synopsis.memory._kinds import AGENTS_ITEM_KIND, AGENTS_SESSION_KIND
 from synopsis.memory._types import validate_tenant
 
 if TYPE_CHECKING:
-    from agents import FunctionTool
+    from agents import FunctionTool, RunConfig
     from agents.items import TResponseInputItem
     from agents.memory import SessionSettings
+    from agents.run import CallModelData, ModelInputData
 
 __all__ = [
     "HEAD_KIND",
@@ -267,6 +278,26 @@ def _compacted(items: list[Item]) -> Flow[_Step, list[Item] | None]:
     return to_responses_items(reattach(result.messages, plain, carried))
 
 
+@dataclass(frozen=True, slots=True)
+class _Filtered:
+    items: list[Item]
+    remember: bool  # what the next call of the run can start from
+
+
+def _filtered(
+    items: list[Item], sent: tuple[list[Item], list[Item]] | None
+) -> Flow[_Step, _Filtered]:
+    """One model call's input: the last compaction's result for the part it covered, then
+    what came after, compacted when the whole crosses the trigger."""
+    candidate = items
+    if sent is not None and len(items) >= len(sent[0]) and items[: len(sent[0])] == sent[0]:
+        candidate = [*sent[1], *items[len(sent[0]) :]]
+    compacted = yield from _compacted(candidate)
+    if compacted is None:
+        return _Filtered(candidate, remember=candidate is not items)
+    return _Filtered(compacted, remember=True)
+
+
 def _add_items(at: _Address, items: Sequence[Item]) -> Flow[_Step, None]:
     if not items:
         return
@@ -356,6 +387,30 @@ class SynopsisSession:
         self.compactor = compactor
         self._at = _Address(validate_tenant(tenant), session_namespace(user_id, session_id))
         self._lock = asyncio.Lock()
+        # The filter's last compaction: the input it compacted and what it sent instead.
+        self._sent: tuple[list[Item], list[Item]] | None = None
+
+    def run_config(self, **options: Any) -> RunConfig:
+        """A ``RunConfig`` (with ``options``) whose model calls are bounded by this session's
+        compactor: pass it to ``Runner.run(..., session=session, run_config=...)``."""
+        from agents import RunConfig
+
+        return RunConfig(call_model_input_filter=self.call_model_input_filter, **options)
+
+    async def call_model_input_filter(self, data: CallModelData[Any]) -> ModelInputData:
+        """``RunConfig.call_model_input_filter``: the model's input, compacted when it crosses
+        the trigger (see the module docstring); unchanged without a compactor."""
+        from agents.run import ModelInputData
+
+        given = data.model_data
+        if self.compactor is None:
+            return given
+        items = [dict(item) for item in given.input]
+        async with self._lock:
+            sent = await adrive(_filtered(items, self._sent), self._perform)
+        if sent.remember:
+            self._sent = (items, sent.items)
+        return ModelInputData(input=_as_items(sent.items), instructions=given.instructions)
 
     async def get_items(self, limit: int | None = None) -> list[TResponseInputItem]:
         """The history, oldest first, compacted first when it crossed the trigger; with a

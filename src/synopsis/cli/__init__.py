@@ -1,4 +1,4 @@
-"""The ``synopsis`` command line: count, compact, memory.
+"""The ``synopsis`` command line: count, compact, memory, serve, keys, mcp.
 
 Every command takes ``--json`` for machine-readable output. A failure prints one clear line
 on stderr, never a traceback or a usage screen, and exits with an :class:`ExitCode`: 0
@@ -6,23 +6,20 @@ success, 2 bad input or usage (a bad option, a directory given as FILE), 3 summa
 failed (the history was kept), 4 store error. With ``--json`` a failure is also a JSON object
 on stdout, ``{"ok": false, "error": {"type": ..., "message": ...}}``. Progress shows on stderr
 only when it is a terminal (not with ``--quiet`` or ``--json``).
+
+Each command is imported when it runs or shows its own help, so ``synopsis --help`` loads
+click and this module, not the compactor, the stores or the server (:class:`LazyGroup`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from pathlib import Path
-from typing import Any
+import importlib
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 import click
 
-from synopsis.cli._compact_flags import (
-    clearing_flags,
-    counts_line,
-    dry_run,
-    with_clearing,
-    with_redaction,
-)
+from synopsis._lazy import exports as _exports
 from synopsis.cli._errors import (
     BadInput,
     CliError,
@@ -30,19 +27,20 @@ from synopsis.cli._errors import (
     OneLineCommand,
     OneLineGroup,
     fail,
-    guarded,
     one_line_errors,
 )
-from synopsis.cli._terminal import Terminal, counted, emit_json, readable_error, terminal
-from synopsis.compaction.options import FALLBACKS, CompactionOptions
-from synopsis.models import redact_url
-from synopsis.prompts import CHINESE, ENGLISH
-from synopsis.tokens import ESTIMATORS
+
+if TYPE_CHECKING:
+    from synopsis.cli._commands import compact as compact
+    from synopsis.cli._commands import compaction_options as compaction_options
+    from synopsis.cli._commands import count as count
+    from synopsis.cli._terminal import Terminal
 
 __all__ = [
     "BadInput",
     "CliError",
     "ExitCode",
+    "LazyGroup",
     "OneLineCommand",
     "OneLineGroup",
     "Terminal",
@@ -51,270 +49,86 @@ __all__ = [
     "one_line_errors",
 ]
 
-#: The library's defaults, shown in --help; a flag left out is not passed, so they apply.
-_LIBRARY = CompactionOptions()
-_LANGUAGES = (ENGLISH.language, CHINESE.language)
+
+class LazyGroup(OneLineGroup):
+    """A group whose commands are imported on first use: ``lazy`` maps each name to a loader
+    and the one line its help shows in the group's list (so listing them imports nothing;
+    ``tests/test_cli.py`` checks each line against the loaded command's own)."""
+
+    def __init__(
+        self, *args: Any, lazy: dict[str, tuple[Callable[[], click.Command], str]], **kwargs: Any
+    ) -> None:
+        super().__init__(*args, **kwargs)
+        self.lazy = lazy
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*self.commands, *self.lazy})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name not in self.commands and cmd_name in self.lazy:
+            self.add_command(self.lazy[cmd_name][0](), cmd_name)
+        return self.commands.get(cmd_name)
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        rows = [(name, self.lazy[name][1]) for name in sorted(self.lazy)]
+        if rows:
+            with formatter.section("Commands"):
+                formatter.write_dl(rows)
 
 
-@click.group(cls=OneLineGroup, context_settings={"help_option_names": ["-h", "--help"]})
+def _command(module: str, name: str) -> Callable[[], click.Command]:
+    def load() -> click.Command:
+        command: click.Command = getattr(importlib.import_module(module), name)
+        return command
+
+    return load
+
+
+def _memory() -> click.Command:
+    from synopsis.cli._memory_io import export, import_
+    from synopsis.cli._reembed import reembed
+    from synopsis.cli.memory import memory
+
+    for command in (import_, export, reembed):
+        memory.add_command(command)
+    return memory
+
+
+_COMMANDS: dict[str, tuple[Callable[[], click.Command], str]] = {
+    "compact": (
+        _command("synopsis.cli._commands", "compact"),
+        "Compact a transcript (FILE, or - for standard input): old...",
+    ),
+    "count": (
+        _command("synopsis.cli._commands", "count"),
+        "Count the tokens of a transcript (FILE, or - for standard...",
+    ),
+    "keys": (
+        _command("synopsis.cli.serve", "keys"),
+        "API keys of the service: one tenant each, stored hashed.",
+    ),
+    "mcp": (_command("synopsis.cli.mcp", "mcp"), "Serve the memory tools to an MCP client..."),
+    "memory": (_memory, "Long-term memories: put, search, import, export, delete a user."),
+    "serve": (
+        _command("synopsis.cli.serve", "serve"),
+        "Run the HTTP service: REST API, OpenAI-compatible proxy,...",
+    ),
+}
+
+
+@click.group(
+    cls=LazyGroup, lazy=_COMMANDS, context_settings={"help_option_names": ["-h", "--help"]}
+)
 @click.version_option(package_name="synopsis")
 def main() -> None:
     """Keep LLM agents working past their context window."""
 
 
-@main.command(cls=OneLineCommand)
-@click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
-@click.option(
-    "--estimator",
-    type=click.Choice(ESTIMATORS),
-    default=_LIBRARY.counter,
-    show_default=True,
-    help="adk = UTF-8 bytes / 4 (the original's); tiktoken = exact o200k counts.",
+# The commands' own modules, and what tests and callers import from here, load on first use.
+__getattr__, __dir__ = _exports(
+    __name__,
+    {
+        "synopsis.cli._commands": ("compact", "compaction_options", "count"),
+        "synopsis.cli._terminal": ("Terminal",),
+    },
 )
-@click.option("--json", "as_json", is_flag=True, help="Print a JSON object.")
-@guarded
-def count(file: Path, estimator: str, as_json: bool) -> None:
-    """Count the tokens of a transcript (FILE, or - for standard input): provider-reported
-    baseline + estimated increment."""
-    from synopsis.cli._compact import read_transcript
-    from synopsis.tokens import TokenCounter
-
-    messages = read_transcript(str(file)).messages
-    result = TokenCounter(estimator=estimator).count(messages)
-    data = {
-        "tokens": result.total,
-        "baseline": result.baseline,
-        "increment": result.increment,
-        "messages": result.message_count,
-        "estimator": estimator,
-    }
-    if as_json:
-        emit_json(data)
-        return
-    click.echo(
-        f"{result.total} tokens ({result.baseline} reported baseline + "
-        f"{result.increment} estimated) in {counted(result.message_count, 'message')} "
-        f"[{estimator}]"
-    )
-
-
-#: ``compact`` flag -> the compactors' keyword argument it sets.
-_FLAG_KEYWORDS = {
-    "model": "model",
-    "failover": "failover",
-    "trigger_tokens": "trigger_tokens",
-    "trigger_messages": "trigger_messages",
-    "keep_tail": "keep_tail",
-    "user_budget": "user_budget",
-    "estimator": "counter",
-    "language": "prompts",
-    "fallback": "fallback",
-    "summarizer_window": "summarizer_window",
-    "summarizer_max_output": "summarizer_max_output_tokens",
-}
-
-
-def compaction_options(flags: Mapping[str, Any], transcript_path: str) -> CompactionOptions:
-    """The options the ``compact`` flags ask for; a flag left out keeps the library default."""
-    chosen: dict[str, Any] = {
-        _FLAG_KEYWORDS[flag]: tuple(value) if flag == "failover" else value
-        for flag, value in flags.items()
-        if flag in _FLAG_KEYWORDS and value not in (None, ())
-    }
-    return CompactionOptions.from_keywords(transcript_path=transcript_path, **chosen)
-
-
-def _print_report(report: dict[str, Any]) -> None:
-    from rich.table import Table
-
-    table = Table(title="synopsis compact", show_header=False)
-    table.add_column("field", no_wrap=True)
-    table.add_column("value", overflow="fold")  # long paths wrap, never cut
-    shown = {
-        **report,
-        "usage": _usage_line(report.get("usage"), report.get("calls")),
-        "redacted": counts_line(report.get("redacted") or {}),
-        "tiers": _tiers_line(report.get("tiers") or ()),
-    }
-    for key in (
-        "triggered",
-        "compacted",
-        "reason",
-        "tokens_before",
-        "tokens_after",
-        "messages_before",
-        "messages",
-        "tiers",
-        "model",
-        "attempts",
-        "usage",
-        "output",
-        "archive",
-        "skipped",
-        "redacted",
-        "error",
-    ):
-        if shown.get(key) is not None:
-            table.add_row(key, redact_url(str(shown[key])))
-    terminal().err.print(table)
-
-
-def _tiers_line(tiers: Sequence[Mapping[str, Any]]) -> str | None:
-    """Which tiers ran and what each saved, e.g. ``tool outputs -2,601 tokens (2 messages);
-    summary -1,059 tokens (22 messages)``."""
-    if not tiers:
-        return None
-    return "; ".join(
-        f"{_TIER_NAMES.get(t['tier'], t['tier'])} -{t['tokens_saved']:,} tokens "
-        f"({t['messages']} messages)"
-        for t in tiers
-    )
-
-
-#: How the table names each tier of the report.
-_TIER_NAMES = {"clear": "tool outputs", "summarize": "summary"}
-
-
-def _usage_line(usage: Mapping[str, int] | None, calls: int | None) -> str | None:
-    """What the summary cost, e.g. ``1,200 prompt + 300 completion = 1,500 tokens in 2 calls``."""
-    if not usage:
-        return None
-    return (
-        f"{usage.get('prompt_tokens', 0):,} prompt + {usage.get('completion_tokens', 0):,} "
-        f"completion = {usage.get('total_tokens', 0):,} tokens in {calls or 0} call(s)"
-    )
-
-
-@main.command(cls=OneLineCommand)
-@click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
-@click.option(
-    "-o",
-    "--output",
-    type=click.Path(dir_okay=False, path_type=Path),
-    help="Write the compacted transcript here (default or -: standard output).",
-)
-@click.option(
-    "--archive",
-    type=click.Path(dir_okay=False),
-    help="Append the replaced messages to this JSONL file (default: OUT.archive.jsonl, or "
-    "FILE.archive.jsonl when writing to standard output).",
-)
-@click.option("--no-archive", is_flag=True, help="Do not archive the replaced messages.")
-@click.option("--in-place", is_flag=True, help="Overwrite FILE (its replaced part archived).")
-@click.option("-q", "--quiet", is_flag=True, help="Show no progress on standard error.")
-@click.option(
-    "--model",
-    show_default=str(_LIBRARY.model),
-    help='Summarizer: "extractive" (offline), "openai:MODEL", "anthropic:MODEL", '
-    '"litellm:MODEL", "openai-compatible:MODEL@URL".',
-)
-@click.option("--failover", multiple=True, help="A backup model, tried in order (repeatable).")
-@click.option(
-    "--trigger-tokens",
-    type=click.IntRange(min=0),
-    help=f"Compact when tokens exceed N (0 = off; {_LIBRARY.trigger.tokens} if no trigger is set).",
-)
-@click.option(
-    "--trigger-messages",
-    type=click.IntRange(min=0),
-    help="Compact when the history has more than N messages (0 = off).",
-)
-@click.option(
-    "--keep-tail",
-    type=click.IntRange(min=0),
-    show_default=str(_LIBRARY.keep_tail.messages),
-    help="Keep the last N messages verbatim (never splitting a tool call).",
-)
-@click.option(
-    "--user-budget",
-    type=click.IntRange(min=0),
-    show_default=str(_LIBRARY.user_budget),
-    help="Token budget for the user's own messages quoted in the summary.",
-)
-@click.option("--estimator", type=click.Choice(ESTIMATORS), show_default=str(_LIBRARY.counter))
-@click.option("--language", type=click.Choice(_LANGUAGES), show_default=_LIBRARY.prompts.language)
-@click.option(
-    "--fallback",
-    type=click.Choice(FALLBACKS),
-    show_default=_LIBRARY.fallback,
-    help="What to do when every model fails.",
-)
-@click.option(
-    "--summarizer-window",
-    type=click.IntRange(min=1),
-    help="Tokens one summarizer request may hold, answer included (default: the model's "
-    "known window; 8,192 for a model synopsis does not know).",
-)
-@click.option(
-    "--summarizer-max-output",
-    type=click.IntRange(min=1),
-    help="Tokens the summary may use (default: a quarter of the window, at least 1,024).",
-)
-@click.option("--force", is_flag=True, help="Compact even if no trigger fires.")
-@click.option("--json", "as_json", is_flag=True, help="Print a JSON report on standard output.")
-@clearing_flags
-@guarded
-def compact(file: Path, output: Path | None, force: bool, as_json: bool, **options: Any) -> None:
-    """Compact a transcript (FILE, or - for standard input): old history becomes one
-    structured summary message, and the messages it replaces are archived first."""
-    from synopsis.cli._compact import compact_request, failure, read_transcript, run_compact
-    from synopsis.compaction.compactor import Compactor
-
-    chosen = with_redaction(with_clearing(compaction_options(options, str(file)), options), options)
-    if options["dry_run"]:  # no model call, nothing written
-        transcript = read_transcript(str(file))
-        dry_run(Compactor(options=chosen), transcript.messages, force=force, as_json=as_json)
-        return
-    request = compact_request(
-        str(file),
-        None if output is None else str(output),
-        options,
-        chosen,
-        force=force,
-        as_json=as_json,
-    )
-    done = run_compact(request)
-    to_stdout = request.places.output is None
-    if as_json:
-        emit_json({**done.report, "transcript": done.messages} if to_stdout else done.report)
-    else:
-        _print_report({**done.report, "error": readable_error(done.report["error"])})
-        if to_stdout:
-            click.echo(done.text, nl=False)
-    problem = failure(done.report, as_json=as_json)
-    if problem is not None:
-        raise problem
-
-
-def _register_memory() -> None:
-    try:
-        from synopsis.cli._memory_io import export, import_
-        from synopsis.cli._reembed import reembed
-        from synopsis.cli.memory import memory
-    except ImportError:  # pragma: no cover - only while the memory CLI is being written
-        return
-    for command in (import_, export, reembed):
-        memory.add_command(command)
-    main.add_command(memory)
-
-
-_register_memory()
-
-
-def _register_server() -> None:
-    from synopsis.cli.serve import keys, serve
-
-    main.add_command(serve)
-    main.add_command(keys)
-
-
-_register_server()
-
-
-def _register_mcp() -> None:
-    from synopsis.cli.mcp import mcp
-
-    main.add_command(mcp)
-
-
-_register_mcp()

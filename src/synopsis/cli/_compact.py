@@ -2,7 +2,8 @@
 
 The archive is on by default: the messages a compaction replaces are appended to a JSONL file
 next to the output (``OUT.archive.jsonl``), or next to the input when the output is standard
-output (``FILE.archive.jsonl``), or ``./stdin.archive.jsonl`` when both are standard streams;
+output (``FILE.archive.jsonl``); a filter (both standard streams) has no file to sit next to
+and archives only with ``--archive PATH``, never into the working directory.
 ``--archive PATH`` chooses the file and ``--no-archive`` turns it off. The summary then points
 at that file. Writing the output over the input needs ``--in-place``, which always archives.
 Output and archive are written atomically (temporary file + rename).
@@ -103,7 +104,9 @@ def _archive_path(
         return None
     if archive is not None:
         return Path(archive)
-    base = target or source or Path("stdin")
+    base = target or source
+    if base is None:  # a filter: nothing to sit next to, and the cwd is not ours to litter
+        return None
     return base.with_name(base.name + ARCHIVE_SUFFIX)
 
 
@@ -129,8 +132,12 @@ class FileArchive:
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
 
+    def path_for(self, session_id: str | None) -> Path:
+        """Where :meth:`write` appends (one file, whatever the session)."""
+        return Path(os.path.abspath(self.path))
+
     def write(self, messages: Sequence[Mapping[str, Any]], *, session_id: str | None) -> str:
-        where = os.path.abspath(self.path)
+        where = str(self.path_for(session_id))
         if self.path.is_symlink():
             raise CompactionError(
                 f"refusing to archive replaced messages to {where}: it is a symbolic link"

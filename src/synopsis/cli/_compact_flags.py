@@ -211,7 +211,7 @@ def _overview(preview: CompactionPreview) -> Any:
         "would call the summarizer": preview.calls_model,
         "summarizer input tokens": preview.summarizer_tokens or None,
         "tokens before": preview.tokens_before,
-        "tokens after (summary as placeholder)": preview.tokens_after,
+        "tokens after (extractive summary as stand-in)": preview.tokens_after,
         "archive": preview.archive,
         "skipped": preview.skipped,
         "would redact": counts_line(preview.redacted),

@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 import click
 
 from synopsis import KeepTail, Trigger
-from synopsis.cli._errors import fail, guarded
+from synopsis.cli._errors import OneLineCommand, OneLineGroup, fail, guarded
 from synopsis.cli._terminal import emit_json
 from synopsis.config import LOG_LEVELS, REDACT_MODES, VARIABLES, Settings
 from synopsis.server.options import UVICORN_HTTP, ServerOptions
@@ -45,6 +45,8 @@ _DEFAULTS: dict[str, object] = {
     "log_level": "info",
     "redact": "off",
     "redact_mode": _D.redact_mode,
+    "max_body_bytes": _D.max_body_bytes,
+    "cpu_threads": _D.cpu_threads,
 }
 #: Settings with no flag: a secret on the command line shows in the process list.
 _ENV_ONLY = ("redact_hash_key",)
@@ -101,6 +103,12 @@ def _options(fn: F) -> F:
             type=click.Choice(REDACT_MODES),
         ),
         _option("--log-level", type=click.Choice(LOG_LEVELS)),
+        _option(
+            "--max-body-bytes",
+            "Largest request body read (413 above it).",
+            type=click.IntRange(1024),
+        ),
+        _option("--cpu-threads", "Threads for requests' CPU work.", type=click.IntRange(1, 64)),
     ]
     for flag in reversed(flags):
         fn = flag(fn)
@@ -142,7 +150,7 @@ def options_from(flags: dict[str, Any], environ: Mapping[str, str]) -> tuple[Ser
     return build_options(resolve({**dict.fromkeys(_ENV_ONLY), **flags}, environ))
 
 
-@click.command()
+@click.command(cls=OneLineCommand)
 @_database
 @_options
 @guarded
@@ -170,7 +178,7 @@ def serve(**flags: Any) -> None:
     )
 
 
-@click.group()
+@click.group(cls=OneLineGroup)
 def keys() -> None:
     """API keys of the service: one tenant each, stored hashed."""
 
@@ -195,7 +203,7 @@ def _key_dict(key: Any) -> dict[str, Any]:
     }
 
 
-@keys.command("create")
+@keys.command("create", cls=OneLineCommand)
 @_database
 @click.option("--tenant", required=True, help="The tenant this key acts for.")
 @click.option("--label", default="", help="A note to recognize the key by.")
@@ -212,7 +220,7 @@ def create_key(db: str | None, schema: str | None, tenant: str, label: str, as_j
     click.echo(f"key {issued.key.key_id} for tenant {tenant!r}: shown once, store it now", err=True)
 
 
-@keys.command("list")
+@keys.command("list", cls=OneLineCommand)
 @_database
 @click.option("--tenant", default=None, help="Only this tenant's keys.")
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON array.")
@@ -229,7 +237,7 @@ def list_keys(db: str | None, schema: str | None, tenant: str | None, as_json: b
         click.echo(f"{key.key_id}  {key.tenant}  {state}  {key.label}")
 
 
-@keys.command("revoke")
+@keys.command("revoke", cls=OneLineCommand)
 @_database
 @click.argument("key_id")
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON object.")

@@ -10,23 +10,29 @@ one value, :mod:`._flow` the run written once, :mod:`.compactor` its sync and as
 text (:mod:`synopsis.messages`), so its output can go to a provider as it is.
 """
 
-from synopsis.compaction.archive import (
-    Archive,
-    ArchiveHit,
-    AsyncSearchableArchive,
-    JsonlArchive,
-    MemoryArchive,
-    SearchableArchive,
-)
-from synopsis.compaction.compactor import AsyncCompactor, CompactionResult, Compactor
-from synopsis.compaction.history import HistoryTool, history_tool
-from synopsis.compaction.model import AsyncCompactingModel, CompactingModel
-from synopsis.compaction.options import CompactionOptions, ToolClearing
-from synopsis.compaction.plan import CompactionPlan, KeepTail, plan_compaction
-from synopsis.compaction.skills import SkillConfig
-from synopsis.compaction.store_archive import AsyncStoreArchive, StoreArchive
-from synopsis.compaction.trigger import Trigger, TriggerDecision
-from synopsis.events import CompactionSkipped
+import typing as _typing
+
+from synopsis._lazy import exports as _exports
+
+if _typing.TYPE_CHECKING:
+    from synopsis.compaction.archive import (
+        Archive,
+        ArchiveHit,
+        AsyncSearchableArchive,
+        JsonlArchive,
+        MemoryArchive,
+        SearchableArchive,
+    )
+    from synopsis.compaction.compactor import AsyncCompactor, CompactionResult, Compactor
+    from synopsis.compaction.history import HistoryTool, history_tool
+    from synopsis.compaction.model import AsyncCompactingModel, CompactingModel
+    from synopsis.compaction.options import CompactionOptions, ToolClearing
+    from synopsis.compaction.plan import CompactionPlan, KeepTail, plan_compaction
+    from synopsis.compaction.skills import SkillConfig
+    from synopsis.compaction.store_archive import AsyncStoreArchive, StoreArchive
+    from synopsis.compaction.trigger import Trigger, TriggerDecision
+    from synopsis.events import CompactionSkipped
+
 
 __all__ = [
     "Archive",
@@ -54,3 +60,43 @@ __all__ = [
     "history_tool",
     "plan_compaction",
 ]
+
+_EXPORTS = {
+    "synopsis.compaction.archive": (
+        "Archive",
+        "ArchiveHit",
+        "AsyncSearchableArchive",
+        "JsonlArchive",
+        "MemoryArchive",
+        "SearchableArchive",
+    ),
+    "synopsis.compaction.history": ("HistoryTool", "history_tool"),
+    "synopsis.compaction.store_archive": ("AsyncStoreArchive", "StoreArchive"),
+    "synopsis.compaction.compactor": (
+        "AsyncCompactor",
+        "CompactionResult",
+        "Compactor",
+    ),
+    "synopsis.compaction.model": (
+        "AsyncCompactingModel",
+        "CompactingModel",
+    ),
+    "synopsis.compaction.options": (
+        "CompactionOptions",
+        "ToolClearing",
+    ),
+    "synopsis.compaction.plan": (
+        "CompactionPlan",
+        "KeepTail",
+        "plan_compaction",
+    ),
+    "synopsis.compaction.skills": ("SkillConfig",),
+    "synopsis.compaction.trigger": (
+        "Trigger",
+        "TriggerDecision",
+    ),
+    "synopsis.events": ("CompactionSkipped",),
+}
+
+# Each name is imported the first time it is read (PEP 562; see synopsis._lazy).
+__getattr__, __dir__ = _exports(__name__, _EXPORTS)

@@ -29,7 +29,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, cast
 
 from synopsis._flow import Emit, Flow
 from synopsis.compaction._build import build, previous_version, truncated
@@ -45,7 +45,7 @@ from synopsis.compaction.plan import CompactionPlan, plan_compaction
 from synopsis.compaction.redaction import merged_counts, redact_summary
 from synopsis.compaction.summary import SUMMARY_KIND
 from synopsis.compaction.trigger import TriggerDecision
-from synopsis.errors import CompactionError, ModelError, describe_error
+from synopsis.errors import CompactionError, InvalidMessage, ModelError, describe_error
 from synopsis.events import (
     AfterSummarize,
     BeforeSummarize,
@@ -182,12 +182,30 @@ def decide(
     tools: Sequence[Mapping[str, Any]] | None = None,
 ) -> tuple[int, TriggerDecision]:
     """Count tokens (baseline + increment) and evaluate the trigger. O(new messages)."""
-    require_mappings(messages)
-    tokens = counter.count(messages, tools=tools).total
+    return _decide(options, counter, messages, tools)[:2]
+
+
+def _decide(
+    options: CompactionOptions,
+    counter: TokenCounter,
+    messages: Messages,
+    tools: Sequence[Mapping[str, Any]] | None,
+) -> tuple[int, TriggerDecision, bool]:
+    """:func:`decide`, and whether every message is a plain dict without ``meta``.
+
+    The counter reads only what it has not read before (from the baseline on), refusing a
+    non-mapping as it goes; the full check runs then, for the error naming the converter.
+    """
+    try:
+        count = counter.count(messages, tools=tools)
+    except InvalidMessage:
+        require_mappings(messages)
+        raise
+    tokens = count.total
     decision = options.trigger.evaluate(tokens, len(messages))
     if decision.fired and _regrowth_guard(options, messages, tokens):
         decision = options.trigger.evaluate(0, 0)
-    return tokens, decision
+    return tokens, decision, count.plain
 
 
 def _regrowth_guard(options: CompactionOptions, messages: Messages, tokens: int) -> bool:
@@ -278,9 +296,9 @@ def compaction(
     reason: str = "manual",
 ) -> Flow[CompactionStep, CompactionResult]:
     """Compact ``messages`` if the trigger fires (or always, with ``force``)."""
-    tokens, decision = decide(options, counter, messages, tools)
+    tokens, decision, plain = _decide(options, counter, messages, tools)
     if not (force or decision.fired):
-        return _unchanged(messages, tokens, reason=None, triggered=False)
+        return _unchanged(messages, tokens, reason=None, triggered=False, plain=plain)
     validate_messages(list(messages))
     clean, redacted = redact_history(options.redact, messages)
     run = _Run(
@@ -534,6 +552,13 @@ def _after(
     )
 
 
+def _sendable(message: Mapping[str, Any]) -> dict[str, Any]:
+    # A plain dict without ``meta`` is what without_meta would return: no call for it.
+    if type(message) is dict and "meta" not in message:
+        return message
+    return without_meta(message)
+
+
 def _unchanged(
     messages: Messages,
     tokens: int,
@@ -543,10 +568,14 @@ def _unchanged(
     skipped: str | None = None,
     error: dict[str, Any] | None = None,
     events: tuple[Event, ...] = (),
+    plain: bool = False,
 ) -> CompactionResult:
+    """``messages`` in a new list; ``plain`` (the counter found only dicts without ``meta``)
+    makes it one copy, without a pass that moves legacy markers into the text."""
     return CompactionResult(
-        # A plain dict without ``meta`` is what without_meta would return: no call per message.
-        messages=[m if type(m) is dict and "meta" not in m else without_meta(m) for m in messages],
+        messages=cast("list[dict[str, Any]]", list(messages))
+        if plain
+        else [_sendable(m) for m in messages],
         triggered=triggered,
         compacted=False,
         reason=reason,

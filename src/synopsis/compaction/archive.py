@@ -12,6 +12,9 @@ its context, and hybrid (keyword fused with vectors) when the archive has an emb
 two archives here index a session's messages in an in-memory store the first time it is
 searched and add only what was written since on later searches; the archive over a memory
 store (:mod:`synopsis.compaction.store_archive`) keeps them in the store itself.
+
+An archive that also has ``path_for(session_id)`` (:class:`LocatedArchive`) says where a write
+would go without writing, which a dry run shows (and quotes in its stand-in summary).
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ __all__ = [
     "ArchiveHit",
     "AsyncSearchableArchive",
     "JsonlArchive",
+    "LocatedArchive",
     "MemoryArchive",
     "SearchableArchive",
     "archived_text",
@@ -47,7 +51,6 @@ __all__ = [
 
 #: The most messages one archive search returns.
 MAX_SEARCH_LIMIT: Final = 100
-
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 # Appending only (O_APPEND), never through a symlink (O_NOFOLLOW), not inherited by children.
 _APPEND: Final = (
@@ -179,6 +182,13 @@ def search_messages(
     index = _Index(embedder)
     index.extend(messages)
     return index.search(query, limit)
+
+
+@runtime_checkable
+class LocatedArchive(Archive, Protocol):
+    """An archive that knows, before writing, the path its ``write`` returns."""
+
+    def path_for(self, session_id: str | None) -> Path: ...
 
 
 class JsonlArchive:

@@ -27,6 +27,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, Unpack
 
 from synopsis._flow import Emit, Flow, adrive, drive
+from synopsis._options import check_twin
 from synopsis.compaction._flow import (
     CompactionResult,
     CompactionStep,
@@ -44,7 +45,6 @@ from synopsis.compaction.options import (
 )
 from synopsis.compaction.preview import CompactionPreview, preview_compaction
 from synopsis.compaction.trigger import TriggerDecision
-from synopsis.errors import ConfigError
 from synopsis.events import aemit, check_sync_handlers, emit
 from synopsis.summarizer import (
     AsyncSummarizer,
@@ -150,11 +150,11 @@ class Compactor(_Driver):
     ) -> None:
         super().__init__(options, keywords)
         check_sync_handlers(self.options.on_event)
-        if self.archive is not None and inspect.iscoroutinefunction(self.archive.write):
-            raise ConfigError(
-                f"a {type(self.archive).__name__} is written with await: give it to an "
-                "AsyncCompactor, or give the Compactor a StoreArchive over a sync store"
-            )
+        # A sync archive only; the async compactor also awaits an async one (AsyncStoreArchive).
+        check_twin(self.archive, role="archive", method="write", async_=False, owner="Compactor")
+        check_twin(
+            summarizer, role="summarizer", method="summarize", async_=False, owner="Compactor"
+        )
         self.summarizer: SummarizerLike = summarizer or Summarizer(
             **self._summarizer_options(), sleep=sleep, rng=rng
         )
@@ -210,6 +210,9 @@ class AsyncCompactor(_Driver):
         **keywords: Unpack[CompactionKeywords],
     ) -> None:
         super().__init__(options, keywords)
+        check_twin(
+            summarizer, role="summarizer", method="summarize", async_=True, owner="AsyncCompactor"
+        )
         self.summarizer: AsyncSummarizerLike = summarizer or AsyncSummarizer(
             **self._summarizer_options(), sleep=sleep, rng=rng
         )

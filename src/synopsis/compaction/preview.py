@@ -2,12 +2,14 @@
 
 :func:`preview_compaction` drives the very flow a compactor runs
 (:func:`synopsis.compaction._flow.compaction`) with a driver of its own: it answers
-:class:`~synopsis.compaction._flow.Summarize` with a placeholder summary and
-:class:`~synopsis.compaction._flow.WriteArchive` with where the archive would write, and
-delivers no event. No model is called and nothing is written, and the prediction cannot drift
-from the real run: the same steps decide the same sets. Only the summary's own length is not
-known in advance; the placeholder stands in for it in the counts after tier 2 (the user
-messages it would quote are back-filled as in a real run, and counted).
+:class:`~synopsis.compaction._flow.Summarize` with the summary the offline ``extractive``
+summarizer writes of the same context (with the compactor's prompts, counter and output
+budget), and :class:`~synopsis.compaction._flow.WriteArchive` with where the archive would
+write, and delivers no event. No model is called and nothing is written, and the prediction
+cannot drift from the real run: the same steps decide the same sets. With
+``model="extractive"`` the counts are the real run's exactly; with a model, the extractive
+summary (the same nine sections, the user's words quoted) stands in for the one the model
+would write, so the counts after tier 2 are an estimate of the summary's own length.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from synopsis.compaction._flow import (
     WriteArchive,
     compaction,
 )
-from synopsis.compaction.archive import Archive, JsonlArchive
+from synopsis.compaction.archive import Archive, LocatedArchive
 from synopsis.compaction.options import CompactionOptions
 from synopsis.compaction.summary import (
     SUMMARY_KIND,
@@ -34,13 +36,12 @@ from synopsis.compaction.summary import (
 )
 from synopsis.messages import content_type, is_real_user_message, marked_body
 from synopsis.redact import redact_history
-from synopsis.summarizer import Summarize, SummaryResult
+from synopsis.summarizer import Summarize, Summarizer, SummaryResult
 from synopsis.tokens import TokenCounter
 
-__all__ = ["PLACEHOLDER", "CompactionPreview", "preview_compaction"]
+__all__ = ["CompactionPreview", "preview_compaction"]
 
-#: The text that stands in for the summary a model would write.
-PLACEHOLDER: Final = "[the summary a model would write goes here]"
+#: The model a preview's summary is reported as: the offline stand-in, never the real one.
 _PREVIEW_MODEL: Final = "preview"
 
 
@@ -107,19 +108,21 @@ class _PreviewDriver:
 
     archive: Archive | None
     counter: TokenCounter
+    stand_in: Summarizer
     summarizer_tokens: int = 0
 
     def perform(self, step: CompactionStep) -> Any:
         match step:
-            case Summarize(context) | SummarizeOffline(context):
+            case Summarize(context, previous) | SummarizeOffline(context, previous):
                 self.summarizer_tokens += self.counter.count(list(context)).total
-                return SummaryResult(text=PLACEHOLDER, model=_PREVIEW_MODEL, attempts=0)
+                written = self.stand_in.summarize(context, previous_summary=previous)
+                return SummaryResult(text=written.text, model=_PREVIEW_MODEL, attempts=0)
             case WriteArchive(_, session_id):
                 return self._would_write(session_id)
         return None  # Emit: nobody is told of a compaction that does not happen
 
     def _would_write(self, session_id: str | None) -> str:
-        if isinstance(self.archive, JsonlArchive):
+        if isinstance(self.archive, LocatedArchive):
             return str(self.archive.path_for(session_id))
         return f"(would be written to the {type(self.archive).__name__})"
 
@@ -135,7 +138,14 @@ def preview_compaction(
     reason: str = "manual",
 ) -> CompactionPreview:
     """What ``compaction(options, ...)`` would do to ``messages``; no model, no write."""
-    driver = _PreviewDriver(archive, counter)
+    stand_in = Summarizer(
+        model="extractive",
+        prompts=options.prompts,
+        counter=counter,
+        window=options.summarizer_window,
+        max_output_tokens=options.summarizer_max_output_tokens,
+    )
+    driver = _PreviewDriver(archive, counter, stand_in)
     flow = compaction(options, counter, messages, tools=tools, force=force, reason=reason)
     result = drive(flow, driver.perform)
     # The summary quotes the user's words as redacted: compare them so.

@@ -19,7 +19,7 @@ from synopsis.errors import ConfigError, InvalidInput
 if TYPE_CHECKING:
     from synopsis.memory._types import AsyncSessionStore, Embedder, SessionStore
 
-__all__ = ["DEFAULT_DB", "open_store", "parse_db"]
+__all__ = ["DEFAULT_DB", "open_store", "parse_db", "require_postgres_extra"]
 
 DEFAULT_DB = "./synopsis.db"
 _POSTGRES_SCHEMES = ("postgresql://", "postgres://")
@@ -100,15 +100,28 @@ def open_store(
     return store(target, embedder=embedder, embedder_id=embedder_id)
 
 
+def require_postgres_extra() -> None:
+    """Raise ConfigError naming the ``postgres`` extra when its drivers are not installed.
+
+    Called before anything opens a ``postgresql://`` database, so a missing driver is one
+    clear line rather than a ModuleNotFoundError from deep inside a backend.
+    """
+    try:
+        import psycopg  # noqa: F401
+        import psycopg_pool  # noqa: F401
+    except ImportError as exc:
+        raise ConfigError(
+            "PostgreSQL support needs the 'postgres' extra: pip install 'synopsis[postgres]' "
+            f"({exc})"
+        ) from exc
+
+
 def _open_postgres(
     url: str, *, async_: bool, embedder: tuple[Embedder | None, str | None], schema: str | None
 ) -> SessionStore | AsyncSessionStore:
-    try:
-        from synopsis.memory.postgres import AsyncPostgresStore, PostgresStore
-    except ImportError as exc:
-        raise ConfigError(
-            "PostgreSQL support needs the 'postgres' extra: pip install 'synopsis[postgres]'"
-        ) from exc
+    require_postgres_extra()
+    from synopsis.memory.postgres import AsyncPostgresStore, PostgresStore
+
     store = AsyncPostgresStore if async_ else PostgresStore
     model, model_id = embedder
     if schema is None:

@@ -5,10 +5,16 @@ The adapters (``synopsis.models.openai``, ``synopsis.models.anthropic``,
 needed. :mod:`synopsis.models.limits` knows the context windows of the common model families.
 """
 
-from typing import Any
+import typing as _typing
 
-from synopsis.models._base import AsyncModel, Model, ModelResponse, ModelSettings, Usage
-from synopsis.models._resolve import redact_spec, redact_url, resolve_model
+from synopsis._lazy import exports as _exports
+
+if _typing.TYPE_CHECKING:
+    from synopsis.models._base import AsyncModel, Model, ModelResponse, ModelSettings, Usage
+    from synopsis.models._resolve import redact_spec, redact_url, resolve_model
+    from synopsis.models.anthropic import AnthropicModel, AsyncAnthropicModel
+    from synopsis.models.litellm import AsyncLiteLLMModel, LiteLLMModel
+    from synopsis.models.openai import AsyncOpenAIModel, OpenAIModel
 
 __all__ = [
     "AnthropicModel",
@@ -27,19 +33,14 @@ __all__ = [
     "resolve_model",
 ]
 
-_LAZY = {
-    "OpenAIModel": "synopsis.models.openai",
-    "AsyncOpenAIModel": "synopsis.models.openai",
-    "AnthropicModel": "synopsis.models.anthropic",
-    "AsyncAnthropicModel": "synopsis.models.anthropic",
-    "LiteLLMModel": "synopsis.models.litellm",
-    "AsyncLiteLLMModel": "synopsis.models.litellm",
+_EXPORTS = {
+    "synopsis.models._base": ("AsyncModel", "Model", "ModelResponse", "ModelSettings", "Usage"),
+    "synopsis.models._resolve": ("redact_spec", "redact_url", "resolve_model"),
+    "synopsis.models.openai": ("AsyncOpenAIModel", "OpenAIModel"),
+    "synopsis.models.anthropic": ("AnthropicModel", "AsyncAnthropicModel"),
+    "synopsis.models.litellm": ("AsyncLiteLLMModel", "LiteLLMModel"),
 }
 
-
-def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        import importlib
-
-        return getattr(importlib.import_module(_LAZY[name]), name)
-    raise AttributeError(f"module 'synopsis.models' has no attribute {name!r}")
+# Each name is imported the first time it is read (PEP 562; see synopsis._lazy): the provider
+# adapters, and so their SDKs, only when used.
+__getattr__, __dir__ = _exports(__name__, _EXPORTS)

@@ -19,6 +19,7 @@ input gives a shorter summary, not an error. Pure: no I/O, no clock.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from collections import Counter
@@ -26,6 +27,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from synopsis._flow import cpu
 from synopsis.messages import is_internal, marked_body, text_of
 from synopsis.models._base import ModelResponse, ModelSettings, Usage
 from synopsis.models._clip import clip as _clip
@@ -582,8 +584,10 @@ class AsyncExtractiveModel:
     async def complete(
         self, messages: Sequence[Mapping[str, Any]], *, settings: ModelSettings | None = None
     ) -> ModelResponse:
-        """Summarize ``messages`` (a summarizer input) into a ``<summary>`` answer."""
+        """Summarize ``messages`` (a summarizer input) into a ``<summary>`` answer (in the
+        worker pool of :func:`~synopsis._flow.offloading` when a service set one)."""
         limit = _limit(self.max_chars, settings)
-        return _response(
-            extractive_summary(messages, max_chars=limit, prompts=self.prompts), self.name
+        text = await cpu(
+            functools.partial(extractive_summary, messages, max_chars=limit, prompts=self.prompts)
         )
+        return _response(text, self.name)

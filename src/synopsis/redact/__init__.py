@@ -50,16 +50,22 @@ Decisions worth knowing:
   top-level domain (any two-letter country code or a common generic one).
 """
 
-from synopsis.redact._detectors import PII_KINDS, SECRET_KINDS
-from synopsis.redact._redactor import (
-    Finding,
-    Mode,
-    RedactionResult,
-    Redactor,
-    count_kinds,
-    redactor_from,
-)
-from synopsis.redact.history import redact_history
+import typing as _typing
+
+from synopsis._lazy import exports as _exports
+
+if _typing.TYPE_CHECKING:
+    from synopsis.redact._detectors import PII_KINDS, SECRET_KINDS
+    from synopsis.redact._redactor import (
+        Finding,
+        Mode,
+        RedactionResult,
+        Redactor,
+        count_kinds,
+        redactor_from,
+    )
+    from synopsis.redact.history import redact_history
+
 
 __all__ = [
     "PII_KINDS",
@@ -72,3 +78,22 @@ __all__ = [
     "redact_history",
     "redactor_from",
 ]
+
+_EXPORTS = {
+    "synopsis.redact._detectors": (
+        "PII_KINDS",
+        "SECRET_KINDS",
+    ),
+    "synopsis.redact._redactor": (
+        "Finding",
+        "Mode",
+        "RedactionResult",
+        "Redactor",
+        "count_kinds",
+        "redactor_from",
+    ),
+    "synopsis.redact.history": ("redact_history",),
+}
+
+# Each name is imported the first time it is read (PEP 562; see synopsis._lazy).
+__getattr__, __dir__ = _exports(__name__, _EXPORTS)

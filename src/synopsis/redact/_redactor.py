@@ -132,9 +132,14 @@ class Redactor:
                 lowered = text.lower() if lowered is None else lowered
                 if not any(hint in lowered for hint in detector.hints):
                     continue
-            for start, end in detector.find(text):
-                if not self._is_allowed(text[start:end]) and not tags.touch(start, end):
-                    claims.claim(start, end, detector.kind)
+            claims.claim_all(
+                detector.kind,
+                (
+                    (start, end)
+                    for start, end in detector.find(text)
+                    if not self._is_allowed(text[start:end]) and not tags.touch(start, end)
+                ),
+            )
         return claims.in_order()
 
     def _is_allowed(self, value: str) -> bool:
@@ -156,11 +161,13 @@ class Redactor:
     ) -> tuple[list[dict[str, Any]], tuple[Finding, ...]]:
         """New messages with every string they carry redacted, and the findings (with paths).
 
-        Walks string content and text parts, ``refusal``, ``reasoning_content`` and the
+        Walks string content and text parts, ``refusal``, ``reasoning_content``, the
+        message's ``name`` (a tool's or a participant's), the URL of an image part (not a
+        ``data:`` URL: its payload is not text), the file name and URL of a file part, and the
         arguments of tool calls (still valid JSON afterwards when they were JSON); tool
-        results are messages too. ``role``, ``name``, ids, ``usage`` and ``meta`` are left as
-        they are. Each message comes back as a new dict, and so does every container on the
-        way to a changed string; the input is never modified.
+        results are messages too. ``role``, ids, ``usage`` and ``meta`` are left as they are.
+        Each message comes back as a new dict, and so does every container on the way to a
+        changed string; the input is never modified.
         """
         found: list[Finding] = []
         redacted = [
@@ -182,7 +189,7 @@ class Redactor:
         self, message: Mapping[str, Any], path: Path, found: list[Finding]
     ) -> dict[str, Any]:
         result = dict(message)
-        for key in ("content", "refusal", "reasoning_content"):
+        for key in ("content", "refusal", "reasoning_content", "name"):
             if isinstance(message.get(key), str):
                 result[key] = self._text(message[key], (*path, key), found)
         if isinstance(message.get("content"), list):
@@ -203,9 +210,29 @@ class Redactor:
         return result
 
     def _part(self, part: Any, path: Path, found: list[Finding]) -> Any:
-        if not isinstance(part, Mapping) or not isinstance(part.get("text"), str):
+        if not isinstance(part, Mapping):
             return part
-        return _with(part, "text", self._text(part["text"], (*path, "text"), found))
+        if isinstance(part.get("text"), str):
+            return _with(part, "text", self._text(part["text"], (*path, "text"), found))
+        for key, fields in _PART_STRINGS.items():
+            inner = part.get(key)
+            if isinstance(inner, str) and "url" in fields:  # {"image_url": "https://..."}
+                return _with(part, key, self._url(inner, (*path, key), found))
+            if isinstance(inner, Mapping):
+                changed = inner
+                for name in fields:
+                    value = changed.get(name)
+                    if isinstance(value, str):
+                        clean = self._url(value, (*path, key, name), found)
+                        changed = _with(changed, name, clean)
+                return _with(part, key, changed)
+        return part
+
+    def _url(self, value: str, path: Path, found: list[Finding]) -> str:
+        """A URL or file name, redacted; a ``data:`` URL (an inline payload) is kept."""
+        if value[:5].lower() == "data:":
+            return value
+        return self._text(value, path, found)
 
     def _call(self, call: Any, path: Path, found: list[Finding]) -> Any:
         if not isinstance(call, Mapping) or not isinstance(call.get("function"), Mapping):
@@ -247,20 +274,49 @@ class Redactor:
 
 
 class _Claims:
-    """Non-overlapping spans, first come first served (detectors arrive in priority order)."""
+    """Non-overlapping spans, first come first served (detectors arrive in priority order).
+
+    Each detector's findings are sorted once and merged with the spans claimed so far in one
+    walk over both lists, so a text costs O(findings) per detector, however the findings of
+    two detectors interleave (inserting each into the middle of a list was quadratic).
+    ``steps`` counts the spans each merge walked over: the tests read it to keep it linear.
+    """
 
     def __init__(self) -> None:
-        self._starts: list[int] = []
         self._spans: list[tuple[int, int, str]] = []
+        self.steps = 0
 
-    def claim(self, start: int, end: int, kind: str) -> None:
-        index = bisect.bisect_right(self._starts, start)
-        if index and self._spans[index - 1][1] > start:
-            return
-        if index < len(self._starts) and self._starts[index] < end:
-            return
-        self._starts.insert(index, start)
-        self._spans.insert(index, (start, end, kind))
+    def claim_all(self, kind: str, spans: Iterable[tuple[int, int]]) -> None:
+        """Claim each of ``spans`` that overlaps no span claimed before it, in the order found.
+
+        The spans are cut into runs that are sorted and disjoint (a detector reports in order
+        of position, or in a few such runs, as IPv6 then IPv4), and each run is merged in turn.
+        """
+        run: list[tuple[int, int]] = []
+        for start, end in spans:
+            if end <= start:
+                continue
+            if run and run[-1][1] > start:
+                self._merge(kind, run)
+                run = []
+            run.append((start, end))
+        if run:
+            self._merge(kind, run)
+
+    def _merge(self, kind: str, run: list[tuple[int, int]]) -> None:
+        old = self._spans
+        merged: list[tuple[int, int, str]] = []
+        index = 0
+        for start, end in run:
+            while index < len(old) and old[index][1] <= start:
+                merged.append(old[index])
+                index += 1
+            if index < len(old) and old[index][0] < end:
+                continue  # overlaps a span claimed before
+            merged.append((start, end, kind))
+        merged.extend(old[index:])
+        self.steps += len(run) + len(old)
+        self._spans = merged
 
     def in_order(self) -> list[tuple[int, int, str]]:
         return self._spans
@@ -294,6 +350,15 @@ def _with(mapping: Mapping[str, Any], key: str, value: Any) -> Any:
     result = dict(mapping)
     result[key] = value
     return result
+
+
+#: The strings of non-text content parts that are redacted: URLs and file names, never inline
+#: payloads (``file_data``, ``input_audio``), which are base64, not text.
+_PART_STRINGS: Final[dict[str, tuple[str, ...]]] = {
+    "image_url": ("url",),
+    "file": ("filename", "file_url", "url"),
+    "input_file": ("filename", "file_url", "url"),
+}
 
 
 def _is_json(text: str) -> bool:

@@ -23,6 +23,7 @@ from synopsis import (
     Redactor,
     Trigger,
 )
+from synopsis._flow import cpu
 from synopsis.memory import MemoryItem, normalize_namespace
 from synopsis.memory._kinds import MAX_FILTER_KINDS
 from synopsis.redact import redact_history
@@ -104,7 +105,7 @@ async def compact(body: CompactRequest, tenant: Tenant, s: Svc) -> CompactRespon
     result = await compactor.compact(messages, force=body.force)
     redact = compactor.options.redact
     if redact is not None and not result.triggered and not body.force:
-        clean, counts = redact_history(redact, result.messages)
+        clean, counts = await cpu(functools.partial(redact_history, redact, result.messages))
         result = dataclasses.replace(result, messages=[dict(m) for m in clean], redacted=counts)
     return compact_response(result, public_messages(result.messages))
 
@@ -185,20 +186,28 @@ def _default_key(kind: str, text: str) -> str:
     return default_key(kind, text)
 
 
+def _policy(s: Services, value: str) -> str:
+    """``value`` as the server's redaction policy stores it (itself when the policy is off)."""
+    return value if s.redact is None else s.redact.redact_text(value).text
+
+
 @router.post("/v1/memories", tags=["memories"], status_code=201, response_model=MemoryOut)
 async def put_memory(body: MemoryIn, tenant: Tenant, s: Svc) -> MemoryOut:
-    """Insert or replace a long-term memory (redacted first when the server's policy is on)."""
+    """Insert or replace a long-term memory (redacted first when the server's policy is on:
+    its text, context, key and tags; the namespace is an address, kept as it is)."""
     text, context = body.text, body.context
+    key, tags = body.key, body.tags
     if s.redact is not None:
-        text = s.redact.redact_text(text).text
-        context = None if context is None else s.redact.redact_text(context).text
+        text, context = _policy(s, text), _policy(s, context)
+        key = None if key is None else _policy(s, key)
+        tags = {_policy(s, name): _policy(s, value) for name, value in tags.items()}
     item = await s.store.put(
         tenant,
         body.namespace,
-        body.key or _default_key(body.kind, text),
+        key or _default_key(body.kind, text),
         text,
         kind=body.kind,
-        tags=body.tags,
+        tags=tags,
         ttl=body.ttl,
         context=context,
     )
@@ -241,7 +250,7 @@ _ADDRESS = "/v1/memories/{namespace:path}/{key}"
 @router.get(_ADDRESS, tags=["memories"], response_model=MemoryOut)
 async def get_memory(namespace: str, key: str, tenant: Tenant, s: Svc) -> MemoryOut:
     """One memory by namespace (``a/b/c``) and key."""
-    item = await s.store.get(tenant, normalize_namespace(namespace), key)
+    item = await s.store.get(tenant, normalize_namespace(namespace), _policy(s, key))
     if item is None:
         raise NotFound(f"no memory {key!r} in {namespace!r}")
     return memory_out(item)
@@ -250,7 +259,7 @@ async def get_memory(namespace: str, key: str, tenant: Tenant, s: Svc) -> Memory
 @router.delete(_ADDRESS, tags=["memories"], status_code=204, response_class=Response)
 async def delete_memory(namespace: str, key: str, tenant: Tenant, s: Svc) -> Response:
     """Delete one memory."""
-    if not await s.store.delete(tenant, normalize_namespace(namespace), key):
+    if not await s.store.delete(tenant, normalize_namespace(namespace), _policy(s, key)):
         raise NotFound(f"no memory {key!r} in {namespace!r}")
     return Response(status_code=204)
 

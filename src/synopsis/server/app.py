@@ -31,15 +31,17 @@ from synopsis import (
     SessionOptions,
     __version__,
 )
+from synopsis._flow import offloading
 from synopsis.errors import MigrationError
-from synopsis.memory import AsyncPostgresStore, AsyncSessionStore, AsyncSQLiteStore
-from synopsis.memory.open import parse_db
+from synopsis.memory import AsyncSessionStore, AsyncSQLiteStore
+from synopsis.memory.open import parse_db, require_postgres_extra
 from synopsis.server import errors
 from synopsis.server._sql import MIGRATIONS
 from synopsis.server.db import AsyncDatabase
 from synopsis.server.deps import Services, services
 from synopsis.server.jobs import JobQueue, SummaryWorkers
 from synopsis.server.keys import AsyncKeyRing
+from synopsis.server.limits import RequestLimits, quiet_access_log, worker_pool
 from synopsis.server.metrics import CONTENT_TYPE, Metrics, MetricsMiddleware
 from synopsis.server.options import ServerOptions
 from synopsis.server.schemas import ErrorBody, Health, Readiness
@@ -91,6 +93,8 @@ async def _open_store(options: ServerOptions) -> AsyncSessionStore:
     kind, target = parse_db(options.db)
     if kind == "sqlite":
         return await asyncio.to_thread(AsyncSQLiteStore, target)
+    from synopsis.memory.postgres import AsyncPostgresStore  # the postgres extra, checked
+
     return await AsyncPostgresStore.connect(target, schema=options.schema)
 
 
@@ -194,6 +198,8 @@ def create_app(
     replaces the network under the proxy's HTTP client.
     """
     options = options or ServerOptions()
+    if parse_db(options.db)[0] == "postgres":
+        require_postgres_extra()  # before start-up: the server extra alone serves SQLite
     build = _Builders(model=model, transport=upstream_transport, clock=clock)
 
     @asynccontextmanager
@@ -201,7 +207,8 @@ def create_app(
         found = await _start(app, options, build)
         _log.info("synopsis service starting: %s", options.describe())
         app.state.services = found
-        found.workers.start()
+        with offloading(app.state.offload):  # the summary workers' tasks inherit the pool
+            found.workers.start()
         try:
             yield
         finally:
@@ -222,6 +229,11 @@ def create_app(
     app.include_router(api.router)
     app.include_router(proxy.router)
     app.add_middleware(MetricsMiddleware, metrics=app.state.metrics)
+    app.state.offload = worker_pool(options.cpu_threads)
+    quiet_access_log()
+    app.add_middleware(
+        RequestLimits, max_body_bytes=options.max_body_bytes, offload=app.state.offload
+    )
     _mount_mcp(app)
     return app
 

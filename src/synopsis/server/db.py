@@ -21,8 +21,8 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
-from synopsis.errors import MigrationError, StoreError
-from synopsis.memory.open import parse_db
+from synopsis.errors import MigrationError, SessionConflict, StoreError
+from synopsis.memory.open import parse_db, require_postgres_extra
 from synopsis.server._sql import Dialect, Plan, Rows, Statement, migrate, schema_version
 
 if TYPE_CHECKING:
@@ -120,6 +120,10 @@ def _sqlite_drive(conn: sqlite3.Connection, plan: Plan[T]) -> T:
 def _translated(action: str) -> Iterator[None]:
     try:
         yield
+    except sqlite3.IntegrityError as exc:  # the twin of PostgreSQL's 23505
+        raise SessionConflict(
+            f"a concurrent write to the same rows conflicted ({exc}); retry the request"
+        ) from exc
     except sqlite3.Error as exc:
         raise StoreError(f"sqlite could not {action}: {exc}") from exc
 
@@ -127,9 +131,20 @@ def _translated(action: str) -> Iterator[None]:
 # --- PostgreSQL ------------------------------------------------------------------------------
 
 
-def _pg_error(exc: Exception, what: str) -> StoreError:
-    """A psycopg error without its text (which may quote data), naming the SQLSTATE."""
+#: SQLSTATEs of a write that met another one (unique violation, serialization failure,
+#: deadlock): the request may be retried, the database is fine.
+_PG_CONFLICTS = frozenset({"23505", "40001", "40P01"})
+
+
+def _pg_error(exc: Exception, what: str) -> StoreError | SessionConflict:
+    """A psycopg error without its text (which may quote data), naming the SQLSTATE; a
+    conflict between concurrent writes is a :class:`SessionConflict` (409), not a 503."""
     state = getattr(exc, "sqlstate", None)
+    if state in _PG_CONFLICTS:
+        return SessionConflict(
+            f"a concurrent write to the same rows conflicted ({type(exc).__name__}, SQLSTATE "
+            f"{state}); retry the request"
+        )
     return StoreError(f"PostgreSQL {what} failed: {type(exc).__name__} (SQLSTATE {state})")
 
 
@@ -199,7 +214,10 @@ class _Runner(Protocol):
 
 def _open_sync(db: str, schema: str) -> _Runner:
     kind, target = parse_db(db)
-    return _SQLite(target) if kind == "sqlite" else _Postgres(target, schema)
+    if kind == "sqlite":
+        return _SQLite(target)
+    require_postgres_extra()
+    return _Postgres(target, schema)
 
 
 def _migrated(runner: _Runner, clock: Callable[[], float]) -> None:
@@ -208,7 +226,7 @@ def _migrated(runner: _Runner, clock: Callable[[], float]) -> None:
     except MigrationError:
         runner.close()
         raise
-    except StoreError as exc:
+    except (StoreError, SessionConflict) as exc:
         runner.close()
         raise MigrationError(f"could not migrate the server's tables: {exc}") from exc
 
@@ -275,6 +293,7 @@ class AsyncDatabase:
             sqlite = await asyncio.to_thread(_SQLite, target)
             await asyncio.to_thread(_migrated, sqlite, clock)
             return cls(sqlite.dialect, sqlite=sqlite, clock=clock)
+        require_postgres_extra()
         return cls(
             Dialect("postgres", schema),
             pool=await _open_pool(target, schema, pool_size, clock),

@@ -84,6 +84,11 @@ class ServerOptions:
     #: a value; without one each process draws a random key, so its tokens are stable per
     #: process only.
     redact_hash_key: str | None = field(default=None, repr=False)
+    #: The largest request body read (bytes); a larger one gets a 413 naming this limit.
+    max_body_bytes: int = 8 << 20
+    #: Worker threads running a request's CPU work (planning, redaction, token counting, the
+    #: extractive model), so that none holds the event loop; further work waits its turn.
+    cpu_threads: int = 4
 
     def __post_init__(self) -> None:
         try:
@@ -95,6 +100,7 @@ class ServerOptions:
         if self.upstream is not None and not self.upstream.startswith(("http://", "https://")):
             raise ConfigError("upstream must be an http:// or https:// URL")
         _positive(self, "workers", "summarize_every", "recall_limit", "max_attempts")
+        _positive(self, "max_body_bytes", "cpu_threads")
         _positive(self, "upstream_timeout", "lease_seconds", "poll_seconds", "outbox_seconds")
         if self.summary_cache < 0:
             raise ConfigError(f"summary_cache must be >= 0, not {self.summary_cache}")

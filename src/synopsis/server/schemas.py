@@ -10,7 +10,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
 from synopsis import CompactionResult
 from synopsis.memory import MemoryItem, SearchHit, SessionSummary
@@ -68,6 +68,35 @@ class ErrorBody(BaseModel):
     error: ErrorDetail
 
 
+#: The most text (characters over every string, keys included) one message may carry.
+MAX_MESSAGE_CHARS = 4_000_000
+#: How deep one message's values may nest (``meta``, content parts, tool-call arguments).
+MAX_MESSAGE_DEPTH = 32
+
+
+def check_message_values(value: Any) -> None:
+    """Refuse a message no store can keep or no response can carry: a lone surrogate
+    anywhere, more than :data:`MAX_MESSAGE_CHARS` of text or :data:`MAX_MESSAGE_DEPTH` levels.
+    One pass over the values, without recursion."""
+    size = 0
+    pending: list[tuple[Any, int]] = [(value, 0)]
+    while pending:
+        item, depth = pending.pop()
+        if depth > MAX_MESSAGE_DEPTH:
+            raise ValueError(f"a message may nest at most {MAX_MESSAGE_DEPTH} levels deep")
+        if isinstance(item, str):
+            size += len(item)
+            if not item.isascii():
+                _no_surrogates(item)
+        elif isinstance(item, dict):
+            pending.extend((key, depth + 1) for key in item)
+            pending.extend((entry, depth + 1) for entry in item.values())
+        elif isinstance(item, list):
+            pending.extend((entry, depth + 1) for entry in item)
+        if size > MAX_MESSAGE_CHARS:
+            raise ValueError(f"a message may hold at most {MAX_MESSAGE_CHARS} characters")
+
+
 class Message(BaseModel):
     """An OpenAI chat-completions message; other fields are kept as sent."""
 
@@ -77,6 +106,12 @@ class Message(BaseModel):
     name: str | None = None
     tool_calls: list[dict[str, Any]] | None = None
     tool_call_id: str | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _storable(cls, data: Any) -> Any:
+        check_message_values(data)
+        return data
 
 
 Messages = Annotated[list[Message], Field(max_length=100_000)]

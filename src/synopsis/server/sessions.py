@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from synopsis.errors import InvalidInput, SessionConflict
-from synopsis.server._sql import Dialect, Plan, Statement
+from synopsis.server._sql import Dialect, Plan, Rows, Statement
 from synopsis.server.db import AsyncDatabase
 
 __all__ = ["Appended", "AsyncSessionHistories", "SessionInfo"]
@@ -49,18 +49,30 @@ def append_plan(
     """Append serialized messages to the session, creating it for its first user."""
     tenant, user, session = ids
     key = {"tenant": tenant, "session": session}
-    yield Statement(
-        f"INSERT INTO {d.table('sessions')} (tenant, session_id, user_id, message_count,"
-        " created_at, updated_at) VALUES (:tenant, :session, :user, 0, :now, :now)"
-        " ON CONFLICT (tenant, session_id) DO NOTHING",
-        {**key, "user": user, "now": now},
-    )
-    rows = yield Statement(
-        f"SELECT user_id, message_count FROM {_where(d, 'sessions')}{d.for_update}", key
-    )
+    rows: Rows = []
+    for _ in range(3):  # a delete of the user may remove the row between the two statements
+        yield Statement(
+            f"INSERT INTO {d.table('sessions')} (tenant, session_id, user_id, message_count,"
+            " created_at, updated_at) VALUES (:tenant, :session, :user, 0, :now, :now)"
+            " ON CONFLICT (tenant, session_id) DO NOTHING",
+            {**key, "user": user, "now": now},
+        )
+        rows = yield Statement(
+            f"SELECT user_id, message_count FROM {_where(d, 'sessions')}{d.for_update}", key
+        )
+        if rows:
+            break
+    else:
+        raise SessionConflict(f"session {session!r} was being deleted; retry the request")
     owner, count = rows[0]
     if owner != user:
         raise SessionConflict(f"session {session!r} belongs to another user of this tenant")
+    # The session row is locked: rows at or past its count are leftovers (a delete that
+    # raced an append before deletes locked the rows first), never turns; clear them so the
+    # new turns take their positions.
+    yield Statement(
+        f"DELETE FROM {_where(d, 'messages')} AND position >= :count", {**key, "count": count}
+    )
     yield Statement(
         f"INSERT INTO {d.table('messages')} (tenant, session_id, position, body)"
         " VALUES (:tenant, :session, :position, :body)",
@@ -96,6 +108,13 @@ def history_plan(d: Dialect, tenant: str, session: str) -> Plan[list[dict[str, A
 def delete_user_plan(d: Dialect, tenant: str, user: str) -> Plan[int]:
     """Delete the user's sessions, their messages and their queued jobs; count the sessions."""
     key = {"tenant": tenant, "user": user}
+    # Lock the sessions first: an append running now finishes before its messages are
+    # deleted, and one arriving later waits and then starts the session afresh.
+    yield Statement(
+        f"SELECT session_id FROM {d.table('sessions')} WHERE tenant = :tenant"
+        f" AND user_id = :user{d.for_update}",
+        key,
+    )
     yield Statement(
         f"DELETE FROM {d.table('messages')} WHERE tenant = :tenant AND session_id IN"
         f" (SELECT session_id FROM {d.table('sessions')} WHERE tenant = :tenant"

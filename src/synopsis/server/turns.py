@@ -5,9 +5,11 @@ the session's history, and its summary job queued when one is due. Shared by the
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from synopsis._flow import cpu
 from synopsis.errors import InvalidMessage
 from synopsis.server.deps import Services
 from synopsis.server.schemas import AppendResponse
@@ -54,7 +56,7 @@ async def record_turn(
         # A tool result may answer a call appended earlier: check against the whole history.
         _checked(messages, await s.histories.history(tenant, session))
     if s.redact is not None and not redacted:  # no copy of a value the policy takes out
-        messages = s.redact.redact_messages(messages)[0]
+        messages = (await cpu(functools.partial(s.redact.redact_messages, messages)))[0]
     appended = await s.histories.append(tenant, user, session, messages)
     latest = await s.store.latest_summary(tenant, user, session)
     covers = latest.covers_to if latest else 0

@@ -438,6 +438,7 @@ def build_context(
     tenant, user_id, session_id = ids
     validate_tenant(tenant)
     system, body = split_system(messages, system_prompt)
+    offset = len(messages) - len(body)  # the history's own leading system messages
     summary = None
     try:
         summary = yield store_call("latest_summary", tenant, user_id, session_id)
@@ -458,6 +459,7 @@ def build_context(
         query=question,
         user_id=user_id,
         session_id=session_id,
+        offset=offset,
     )
 
 

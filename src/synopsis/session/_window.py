@@ -11,7 +11,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-from synopsis.messages import safe_cut_points, split_leading_system, text_of
+from synopsis.messages import (
+    is_real_user_message,
+    safe_cut_points,
+    split_leading_system,
+    text_of,
+)
 from synopsis.session._notes import Recalled, notes_message
 from synopsis.tokens import DEFAULT_MESSAGE_OVERHEAD, Estimator
 
@@ -28,6 +33,7 @@ __all__ = [
     "render_summary_section",
     "split_system",
     "system_with_summary",
+    "window_after_summary",
 ]
 
 #: A recalled note longer than this is clipped when rendered.
@@ -209,9 +215,35 @@ def _notes_tokens(notes: Sequence[Recalled], estimate: Estimator) -> int:
 
 
 def assemble_context(plan: ContextPlan, body: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """The request messages for ``plan``: system, recalled notes, then the window."""
+    """The request messages for ``plan``: system (recalled notes appended to the first), then
+    the window.
+
+    The notes never go in as a system message of their own after another one: several chat
+    templates refuse a system message that does not lead. Without any system message they
+    are the leading one (marked internal).
+    """
     messages = list(plan.system)
-    if plan.notes:
+    if plan.notes and messages:
+        messages[0] = _append_section(messages[0], render_recall_section(plan.notes))
+    elif plan.notes:
         messages.append(recall_message(plan.notes))
     messages.extend(dict(m) for m in body[plan.window_start :])
     return messages
+
+
+def window_after_summary(body: Sequence[Mapping[str, Any]], start: int, covered: int) -> int:
+    """``start`` moved past the ``covered`` messages the injected summary stands for (to the
+    first safe cut at or after them): the messages a summary covers are not sent again.
+
+    Never past the user's latest message nor into the newest tool-safe segment: the request
+    the model answers, and a pending tool call with its results, always go as messages.
+    """
+    if covered <= start:
+        return start
+    cuts = safe_cut_points(body)
+    newest = last_segment_start(cuts, len(body))
+    users = [i for i, message in enumerate(body) if is_real_user_message(message)]
+    if users:
+        newest = min(newest, max(cut for cut in cuts if cut <= users[-1]))
+    after = next((cut for cut in cuts if covered <= cut < len(body)), newest)
+    return max(start, min(after, newest))

@@ -6,11 +6,13 @@ budget live in :mod:`._window`, recalled notes in :mod:`._notes`; both are re-ex
 
 A built context is, in order:
 
-1. the system prompt, with the latest session summary appended as a delimited section;
-2. (hybrid mode only) one internal system message of recalled notes: memories of this user
-   from other sessions and older messages of this session that fell out of the window;
-3. the most recent messages (the window), cut only where no tool call is separated from its
-   result.
+1. the system prompt, with the latest session summary appended as a delimited section, and
+   (hybrid mode only) the recalled notes after it: memories of this user from other sessions
+   and older messages of this session that fell out of the window (a leading internal system
+   message of their own when there is no system prompt; never a second system message);
+2. the most recent messages (the window), cut only where no tool call is separated from its
+   result, and starting after the messages the summary covers (the newest tool-safe segment
+   is always sent).
 
 Within a token budget, recalled notes are dropped lowest-ranked first, then the window is
 shortened from its old end. The system prompt and the summary are never dropped, and the
@@ -58,6 +60,7 @@ from synopsis.session._window import (
     render_summary_section,
     split_system,
     system_with_summary,
+    window_after_summary,
 )
 from synopsis.session.options import SessionOptions
 
@@ -93,6 +96,7 @@ __all__ = [
     "summary_text",
     "system_with_summary",
     "truncation",
+    "window_after_summary",
 ]
 
 
@@ -263,8 +267,13 @@ def build_messages(
     query: str | None,
     user_id: str,
     session_id: str,
+    offset: int = 0,
 ) -> list[dict[str, Any]]:
-    """Assemble a request from what was read from the store (pure)."""
+    """Assemble a request from what was read from the store (pure).
+
+    ``offset``: how many history messages come before ``body`` (its leading system messages),
+    so the summary's ``covers_to`` (an index into the history) is placed in ``body``.
+    """
     section = None
     if summary is not None:
         section = render_summary_section(
@@ -277,6 +286,8 @@ def build_messages(
         max_tokens=options.window_tokens,
         estimate=options.estimator,
     )
+    if summary is not None:
+        start = window_after_summary(body, start, summary.covers_to - offset)
     notes: list[Recalled] = []
     if options.hybrid and query:
         against = [text_of(m) for m in body[start:]] + ([summary.text] if summary else [])

@@ -79,7 +79,7 @@ from contextlib import AbstractContextManager
 from typing import Any, Generic, TypeVar, Unpack
 
 from synopsis._flow import Emit, Flow, adrive, drive
-from synopsis._options import chosen_options
+from synopsis._options import check_twin, chosen_options
 from synopsis.events import aemit, check_sync_handlers, emit, failure
 from synopsis.memory import SearchHit, SearchMode
 from synopsis.session import _jobs
@@ -203,6 +203,12 @@ class SessionMemory(_Driver[SessionStore, SummarizerLike]):
     ) -> None:
         chosen = chosen_options(SessionOptions, options, keywords, SessionOptions.from_keywords)
         check_sync_handlers(chosen.on_event)
+        check_twin(
+            store, role="store", method="latest_summary", async_=False, owner="SessionMemory"
+        )
+        check_twin(
+            summarizer, role="summarizer", method="summarize", async_=False, owner="SessionMemory"
+        )
         super().__init__(store, summarizer, chosen)
         self._workers = DaemonPool(max_workers, name="synopsis-session")
         self._jobs: dict[concurrent.futures.Future[None], Job] = {}
@@ -380,6 +386,9 @@ class AsyncSessionMemory(_Driver[AsyncSessionStore, AsyncSummarizerLike]):
         **keywords: Unpack[SessionKeywords],
     ) -> None:
         chosen = chosen_options(SessionOptions, options, keywords, SessionOptions.from_keywords)
+        owner = "AsyncSessionMemory"
+        check_twin(store, role="store", method="latest_summary", async_=True, owner=owner)
+        check_twin(summarizer, role="summarizer", method="summarize", async_=True, owner=owner)
         super().__init__(store, summarizer, chosen)
         self._tasks: dict[asyncio.Task[None], Job] = {}
 

@@ -227,14 +227,36 @@ def upsert_memories(
     return statements
 
 
-def upsert_vectors(rows: Sequence[tuple[int, bytes, str | None]]) -> Batch:
-    """:func:`upsert_vector` for many ``(memory_id, blob, embedder_id)`` rows."""
-    return Batch(upsert_vector(0, b"", None).sql, list(rows))
+def upsert_vectors(
+    rows: Sequence[tuple[int, bytes, str | None]], *, max_rows: int
+) -> list[Statement]:
+    """:func:`upsert_vector` for many ``(memory_id, blob, embedder_id)`` rows: one multi-row
+    statement per ``max_rows`` rows, so a batch costs a few statements, not one per item."""
+    statements = []
+    for start in range(0, len(rows), max_rows):
+        chunk = rows[start : start + max_rows]
+        values = ", ".join(["(?, ?, ?)"] * len(chunk))
+        statements.append(
+            Statement(
+                f"INSERT INTO memory_vectors (memory_id, vector, embedder) VALUES {values} "
+                "ON CONFLICT (memory_id) DO UPDATE SET vector = excluded.vector,"
+                " embedder = excluded.embedder",
+                tuple(value for row in chunk for value in row),
+            )
+        )
+    return statements
 
 
-def delete_vectors(memory_ids: Sequence[int]) -> Batch:
-    """:func:`delete_vector` for many ids."""
-    return Batch(delete_vector(0).sql, [(memory_id,) for memory_id in memory_ids])
+def delete_vectors(memory_ids: Sequence[int], *, max_rows: int) -> list[Statement]:
+    """:func:`delete_vector` for many ids: one statement per ``max_rows`` ids."""
+    statements = []
+    for start in range(0, len(memory_ids), max_rows):
+        chunk = tuple(memory_ids[start : start + max_rows])
+        marks = ", ".join(["?"] * len(chunk))
+        statements.append(
+            Statement(f"DELETE FROM memory_vectors WHERE memory_id IN ({marks})", chunk)
+        )
+    return statements
 
 
 def upsert_vector(memory_id: int, blob: bytes, embedder_id: str | None) -> Statement:

@@ -333,14 +333,17 @@ class _Database:
             now = self._clock()
             written = _upsert_batch(conn, requests, terms, now)
             ids = [memory_id for memory_id, _ in written]
+            room = conn.getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER)
             follow = (
-                sql.delete_vectors(ids)
+                sql.delete_vectors(ids, max_rows=min(_UPSERT_CHUNK, room))
                 if vectors is None
                 else sql.upsert_vectors(
-                    [(i, pack_vector(v), embedder_id) for i, v in zip(ids, vectors, strict=True)]
+                    [(i, pack_vector(v), embedder_id) for i, v in zip(ids, vectors, strict=True)],
+                    max_rows=max(1, min(_UPSERT_CHUNK, room // 3)),
                 )
             )
-            conn.executemany(follow.sql, follow.rows)
+            for statement in follow:
+                conn.execute(statement.sql, statement.params)
             pairs = zip(requests, written, strict=True)
             return [stored_item(r, created=c, now=now) for r, (_, c) in pairs]
 
