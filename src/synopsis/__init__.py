@@ -13,10 +13,12 @@ from synopsis._lazy import exports as _exports
 if _typing.TYPE_CHECKING:
     from synopsis.compaction.archive import Archive, JsonlArchive, MemoryArchive
     from synopsis.compaction.compactor import AsyncCompactor, CompactionResult, Compactor
+    from synopsis.compaction.history import HistoryTool, history_tool
     from synopsis.compaction.model import AsyncCompactingModel, CompactingModel
     from synopsis.compaction.options import CompactionOptions
     from synopsis.compaction.plan import KeepTail
     from synopsis.compaction.skills import SkillConfig
+    from synopsis.compaction.store_archive import AsyncStoreArchive, StoreArchive
     from synopsis.compaction.trigger import Trigger, TriggerDecision
     from synopsis.errors import (
         AllModelsFailed,
@@ -104,6 +106,7 @@ __all__ = [
     "AsyncModel",
     "AsyncRetryingModel",
     "AsyncSessionMemory",
+    "AsyncStoreArchive",
     "AsyncSummarizer",
     "BeforeSummarize",
     "CompactingModel",
@@ -120,6 +123,7 @@ __all__ = [
     "ExtractiveModel",
     "FailoverModel",
     "GenerateSummary",
+    "HistoryTool",
     "InvalidInput",
     "InvalidMessage",
     "InvalidNamespace",
@@ -152,6 +156,7 @@ __all__ = [
     "SessionSummaryStarted",
     "SessionSummaryTruncated",
     "SkillConfig",
+    "StoreArchive",
     "StoreError",
     "SummarizeFailed",
     "Summarizer",
@@ -171,6 +176,7 @@ __all__ = [
     "UserDeleted",
     "ValuesRedacted",
     "dump_transcript",
+    "history_tool",
     "load_transcript",
     "resolve_model",
     "validate_messages",

@@ -31,10 +31,12 @@ __all__ = ["TOP_LEVEL", "exports"]
 TOP_LEVEL: dict[str, tuple[str, ...]] = {
     "synopsis.compaction.archive": ("Archive", "JsonlArchive", "MemoryArchive"),
     "synopsis.compaction.compactor": ("AsyncCompactor", "CompactionResult", "Compactor"),
+    "synopsis.compaction.history": ("HistoryTool", "history_tool"),
     "synopsis.compaction.model": ("AsyncCompactingModel", "CompactingModel"),
     "synopsis.compaction.options": ("CompactionOptions",),
     "synopsis.compaction.plan": ("KeepTail",),
     "synopsis.compaction.skills": ("SkillConfig",),
+    "synopsis.compaction.store_archive": ("AsyncStoreArchive", "StoreArchive"),
     "synopsis.compaction.trigger": ("Trigger", "TriggerDecision"),
     "synopsis.errors": (
         "AllModelsFailed",

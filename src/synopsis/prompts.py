@@ -55,6 +55,9 @@ class PromptSet:
     continue_instruction: str
     #: ``{path}``: where the full transcript of the replaced messages was archived.
     transcript_line: str
+    #: Said instead of ``transcript_line`` when the agent has a tool to search the archive:
+    #: ``{path}`` as there, ``{tool}`` the tool's name. Empty: ``transcript_line``.
+    history_tool_line: str = ""
     #: Replaces the middle of a user message that did not fit its budget; ``{count}``.
     truncation_marker: str
     #: First line of the user-messages block when some messages were dropped or trimmed.
@@ -65,9 +68,10 @@ class PromptSet:
     #: Appended to a skill cut to its token cap; ``{name}``.
     skill_truncation_marker: str
 
-    def transcript(self, path: str) -> str:
-        """The transcript pointer line for ``path``."""
-        return self.transcript_line.replace("{path}", path)
+    def transcript(self, path: str, tool: str | None = None) -> str:
+        """The transcript pointer line for ``path``; naming ``tool`` when there is one."""
+        line = self.history_tool_line if tool and self.history_tool_line else self.transcript_line
+        return line.replace("{path}", path).replace("{tool}", tool or "")
 
     def truncation(self, count: int) -> str:
         """The marker for ``count`` characters cut out of a user message."""
@@ -212,6 +216,11 @@ ENGLISH: Final = PromptSet(
         "The full transcript of the earlier part is saved at {path}; read it if you need an "
         "exact detail the summary left out."
     ),
+    history_tool_line=(
+        "The full transcript of the earlier part is archived at {path}. When you need an exact "
+        "detail the summary left out (a name, number, date, path, command or error), call the "
+        "`{tool}` tool with a few keywords to find it."
+    ),
     truncation_marker="[… {count} characters cut from this message …]",
     omitted_note="(Older user messages were left out to save space; the most recent follow.)",
     skills_preamble=(
@@ -250,6 +259,10 @@ CHINESE: Final = PromptSet(
         "也不要先复述，直接执行下一步。"
     ),
     transcript_line="前面部分的完整记录保存在 {path}；如需总结中未保留的确切细节，请读取该文件。",
+    history_tool_line=(
+        "前面部分的完整记录已归档于 {path}。如需总结中未保留的确切细节（名称、数字、日期、路径、"
+        "命令或错误），请用几个关键词调用 `{tool}` 工具查找。"
+    ),
     truncation_marker="[……此消息中有 {count} 个字符被截去……]",
     omitted_note="（为节省篇幅，较早的用户消息已省略；以下是最近的消息。）",
     skills_preamble="以下技能在本会话中较早时加载过，其中的要求仍然有效，请继续遵守。",

@@ -18,8 +18,13 @@ def python_blocks(page: Path) -> list[str]:
 
 
 def test_the_page_shows_the_example_file_and_nothing_else() -> None:
-    """Every Python block of the page is the example file, so every example on it runs."""
-    assert python_blocks(PAGE) == [EXAMPLE.read_text(encoding="utf-8")]
+    """Every Python block of the page is an example file, so every example on it runs (the
+    search_history one by tests/adapters/test_search_history_docs.py)."""
+    search = ROOT / "examples" / "search_history_langchain.py"
+    assert python_blocks(PAGE) == [
+        EXAMPLE.read_text(encoding="utf-8"),
+        search.read_text(encoding="utf-8"),
+    ]
 
 
 def test_the_example_runs_offline(capsys: pytest.CaptureFixture[str]) -> None:

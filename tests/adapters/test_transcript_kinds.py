@@ -17,6 +17,7 @@ import pytest
 from synopsis import AsyncSessionMemory, SessionMemory
 from synopsis.adapters.openai_agents import HEAD_KIND, ITEM_KIND, SynopsisSession
 from synopsis.memory import (
+    ARCHIVED_MESSAGE_KIND,
     TRANSCRIPT_KINDS,
     AsyncInMemoryStore,
     AsyncSQLiteStore,
@@ -133,8 +134,9 @@ async def test_recall_and_build_context_return_only_real_memories(
 
 
 def test_the_agents_adapter_writes_only_transcript_kinds() -> None:
-    """The adapter's kinds come from the one list recall leaves out."""
-    assert {ITEM_KIND, HEAD_KIND} == TRANSCRIPT_KINDS
+    """The adapter's kinds come from the one list recall leaves out (with the kind of the
+    messages compaction archives in a store)."""
+    assert {ITEM_KIND, HEAD_KIND, ARCHIVED_MESSAGE_KIND} == TRANSCRIPT_KINDS
 
 
 def test_a_langgraph_store_search_never_returns_agents_items() -> None:

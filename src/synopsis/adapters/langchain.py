@@ -16,6 +16,10 @@ memory, recalled notes) appended to its system prompt and a tool-safe window of 
 messages; after each model call a background summary is scheduled when one is due. Tenant,
 user and session come from the run's context or config, never from the messages.
 
+:func:`search_history_tool` gives the agent the compactor's archive as a ``search_history``
+tool (``create_agent(tools=[...])``), or ``CompactionMiddleware(compactor, history_tool=True)``
+registers it itself; the summary's pointer to the archive then names it.
+
 Needs ``synopsis[langchain]``.
 """
 
@@ -31,6 +35,7 @@ from langchain.agents.middleware import AgentMiddleware, AgentState, ModelReques
 from langchain_core.messages import SystemMessage
 from langgraph.runtime import Runtime
 
+from synopsis.adapters._lc_tool import search_history_tool
 from synopsis.adapters._state import (
     acompact_messages,
     check_compactor,
@@ -42,19 +47,30 @@ from synopsis.convert import from_langchain, to_langchain
 from synopsis.errors import ConfigError, InvalidInput
 from synopsis.session.memory import AsyncSessionMemory, SessionMemory
 
-__all__ = ["CompactionMiddleware", "SessionKeys", "SessionMemoryMiddleware", "session_ids"]
+__all__ = [
+    "CompactionMiddleware",
+    "SessionKeys",
+    "SessionMemoryMiddleware",
+    "search_history_tool",
+    "session_ids",
+]
 
 
 class CompactionMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
     """Compact the agent's messages before a model call when the compactor's trigger fires.
 
     ``compactor`` is a :class:`~synopsis.Compactor` (sync and async runs; async runs call it in
-    a worker thread) or an :class:`~synopsis.AsyncCompactor` (async runs only).
+    a worker thread) or an :class:`~synopsis.AsyncCompactor` (async runs only). With
+    ``history_tool=True`` the middleware gives the agent the ``search_history`` tool over the
+    compactor's archive (:func:`search_history_tool`).
     """
 
-    def __init__(self, compactor: Compactor | AsyncCompactor) -> None:
+    def __init__(
+        self, compactor: Compactor | AsyncCompactor, *, history_tool: bool = False
+    ) -> None:
         check_compactor(compactor)
         self.compactor = compactor
+        self.tools = [search_history_tool(compactor)] if history_tool else []
 
     def before_model(self, state: AgentState[Any], runtime: Runtime[Any]) -> dict[str, Any] | None:
         """Replace the state's messages with the compacted ones, if a compaction happened."""

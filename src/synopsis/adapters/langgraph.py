@@ -24,6 +24,9 @@ consecutive puts go to the store as one ``put_many`` (one transaction).
 :func:`pre_model_hook` is the compaction node for any graph with a ``messages`` state, put
 before its model node (LangGraph's prebuilt ``create_react_agent`` is deprecated since 1.0;
 ``langchain.agents.create_agent`` takes :class:`~synopsis.adapters.langchain.CompactionMiddleware`).
+:func:`search_history_tool` gives the agent the hook's compactor's archive as a
+``search_history`` tool (a LangChain tool, for a ``ToolNode``), and the summary's pointer to
+the archive then names it.
 
 Needs ``synopsis[langgraph]``.
 """
@@ -59,6 +62,7 @@ from synopsis.adapters._langgraph_items import (
     split_filter,
     value_of,
 )
+from synopsis.adapters._lc_tool import search_history_tool
 from synopsis.adapters._state import (
     acompact_messages,
     check_compactor,
@@ -79,7 +83,7 @@ from synopsis.memory import (
 )
 from synopsis.memory.rules import MAX_LIMIT, check_tenant
 
-__all__ = ["StoreCall", "SynopsisStore", "pre_model_hook", "run_ops"]
+__all__ = ["StoreCall", "SynopsisStore", "pre_model_hook", "run_ops", "search_history_tool"]
 
 _MINUTE: Final = 60.0
 

@@ -54,6 +54,11 @@ store untouched, so nothing is lost (:meth:`SynopsisSession.generations` reads t
 ``clear_session`` deletes every generation. Operations on one session object run one at a
 time; two processes must not write the same session at once (the head is read, then
 written).
+
+**Searching the archive.** :func:`search_history_tool` gives the agent the compactor's archive
+as a ``search_history`` function tool (``Agent(..., tools=[search_history_tool(compactor)])``);
+the summary's pointer to the archive then names it. A bad call is answered ``Error: ...`` for
+the model to correct.
 """
 
 from __future__ import annotations
@@ -68,8 +73,9 @@ from typing import TYPE_CHECKING, Any, Final, cast
 from synopsis._flow import Flow, adrive
 from synopsis.adapters._carried import reattach, split_carried
 from synopsis.compaction import AsyncCompactor, CompactionResult, Compactor
+from synopsis.compaction.history import DESCRIPTION, SEARCH_HISTORY, history_tool
 from synopsis.convert import from_responses_items, to_responses_items
-from synopsis.errors import ConfigError, StoreError
+from synopsis.errors import ConfigError, InvalidInput, StoreError
 from synopsis.memory import (
     AsyncMemoryStore,
     MemoryItem,
@@ -82,12 +88,18 @@ from synopsis.memory.kinds import AGENTS_ITEM_KIND, AGENTS_SESSION_KIND
 from synopsis.memory.rules import validate_tenant
 
 if TYPE_CHECKING:
-    from agents import RunConfig
+    from agents import FunctionTool, RunConfig
     from agents.items import TResponseInputItem
     from agents.memory import SessionSettings
     from agents.run import CallModelData, ModelInputData
 
-__all__ = ["HEAD_KIND", "ITEM_KIND", "SynopsisSession", "session_namespace"]
+__all__ = [
+    "HEAD_KIND",
+    "ITEM_KIND",
+    "SynopsisSession",
+    "search_history_tool",
+    "session_namespace",
+]
 
 #: Kind of the memory holding one session item (one of ``synopsis.memory.TRANSCRIPT_KINDS``).
 ITEM_KIND: Final = AGENTS_ITEM_KIND
@@ -451,3 +463,35 @@ async def _call(method: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
 
 def _as_items(items: list[Item]) -> list[TResponseInputItem]:
     return cast("list[TResponseInputItem]", items)  # stored items are the SDK's JSON items
+
+
+def search_history_tool(
+    compactor: Compactor | AsyncCompactor,
+    *,
+    name: str = SEARCH_HISTORY,
+    description: str = DESCRIPTION,
+    max_chars: int = 6_000,
+) -> FunctionTool:
+    """An Agents SDK function tool searching what ``compactor`` archived of its session.
+
+    The compactor's summaries name the tool from then on (see
+    :func:`synopsis.compaction.history.history_tool`); its archive must be searchable.
+    """
+    from agents import FunctionTool
+
+    found = history_tool(compactor, name=name, description=description, max_chars=max_chars)
+
+    async def invoke(context: Any, arguments: str) -> str:
+        try:
+            query, limit = found.arguments({"function": {"arguments": arguments}})
+            return await found.arun(query, limit)
+        except InvalidInput as exc:
+            return f"Error: {exc}"
+
+    return FunctionTool(
+        name=found.name,
+        description=found.description,
+        params_json_schema=found.parameters,
+        on_invoke_tool=invoke,
+        strict_json_schema=False,
+    )

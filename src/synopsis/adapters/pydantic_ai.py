@@ -24,7 +24,12 @@ Messages it keeps come back as the objects they were (timestamps, run ids, instr
 their ``usage``, which measured the longer history; the summary is a user prompt whose text
 carries the ``<synopsis:summary>`` marker, so the next compaction folds it in as the previous
 summary instead of quoting it as the user's words. Under the trigger the list is returned
-untouched. Needs ``synopsis[pydantic-ai]``.
+untouched.
+
+:func:`search_history_tool` gives the agent the compactor's archive as a ``search_history``
+tool (``Agent(..., tools=[search_history_tool(compactor)])``); the summary's pointer to the
+archive then names it. A bad call (an empty query) is sent back to the model to retry, as
+Pydantic AI's ``ModelRetry`` does. Needs ``synopsis[pydantic-ai]``.
 """
 
 from __future__ import annotations
@@ -34,14 +39,16 @@ from typing import TYPE_CHECKING, Any, overload
 
 from synopsis.adapters._carried import reattach, split_carried
 from synopsis.compaction import AsyncCompactor, CompactionResult, Compactor
+from synopsis.compaction.history import DESCRIPTION, SEARCH_HISTORY, history_tool
 from synopsis.convert import from_pydantic_ai, to_pydantic_ai
-from synopsis.errors import ConfigError
+from synopsis.errors import ConfigError, InvalidInput
 
 if TYPE_CHECKING:
+    from pydantic_ai import Tool
     from pydantic_ai.capabilities import ProcessHistory
     from pydantic_ai.messages import ModelMessage
 
-__all__ = ["compaction_capability", "history_processor"]
+__all__ = ["compaction_capability", "history_processor", "search_history_tool"]
 
 SyncProcessor = Callable[[list["ModelMessage"]], list["ModelMessage"]]
 AsyncProcessor = Callable[[list["ModelMessage"]], Awaitable[list["ModelMessage"]]]
@@ -116,3 +123,34 @@ def _framework_history(
     if not result.compacted:
         return messages
     return to_pydantic_ai(reattach(result.messages, plain, carried))
+
+
+def search_history_tool(
+    compactor: Compactor | AsyncCompactor,
+    *,
+    name: str = SEARCH_HISTORY,
+    description: str = DESCRIPTION,
+    max_chars: int = 6_000,
+) -> Tool[Any]:
+    """A Pydantic AI tool searching what ``compactor`` archived of its session.
+
+    The compactor's summaries name the tool from then on (see
+    :func:`synopsis.compaction.history.history_tool`); its archive must be searchable.
+    """
+    from pydantic_ai import ModelRetry, Tool
+
+    found = history_tool(compactor, name=name, description=description, max_chars=max_chars)
+
+    async def search_history(query: str, limit: int | None = None) -> str:
+        """Search the compacted-away part of the conversation.
+
+        Args:
+            query: A few distinctive keywords to look for in the archived messages.
+            limit: How many messages to return (default 5, at most 100).
+        """
+        try:
+            return await found.arun(query, limit)
+        except InvalidInput as exc:
+            raise ModelRetry(str(exc)) from exc
+
+    return Tool(search_history, name=found.name, description=found.description, takes_ctx=False)

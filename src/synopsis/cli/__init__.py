@@ -1,4 +1,4 @@
-"""The ``synopsis`` command line: count, compact, memory, serve, keys.
+"""The ``synopsis`` command line: count, compact, memory, serve, keys, mcp.
 
 Every command takes ``--json`` for machine-readable output. A failure prints one clear line
 on stderr, never a traceback or a usage screen, and exits with an :class:`ExitCode`: 0
@@ -107,6 +107,7 @@ _COMMANDS: dict[str, tuple[Callable[[], click.Command], str]] = {
         _command("synopsis.cli.serve", "keys"),
         "API keys of the service: one tenant each, stored hashed.",
     ),
+    "mcp": (_command("synopsis.cli.mcp", "mcp"), "Serve the memory tools to an MCP client..."),
     "memory": (_memory, "Long-term memories: put, search, import, export, delete a user."),
     "serve": (
         _command("synopsis.cli.serve", "serve"),

@@ -3,8 +3,9 @@
 The pieces, in the order a compaction runs them: :mod:`.trigger` (when), :mod:`.plan` (what
 to summarize and what to keep, pure), the summarizer call, :mod:`.summary` (post-processing
 and the user-message back-fill, pure), :mod:`.skills` (loaded skills kept verbatim),
-:mod:`.archive` (nothing is lost). :mod:`.options` holds every option in one value,
-:mod:`._flow` the run written once, :mod:`.compactor` its sync and async drivers and
+:mod:`.archive` (nothing is lost; :mod:`.store_archive` keeps it in a memory store, and
+:mod:`.history` lets the agent search it as a tool). :mod:`.options` holds every option in
+one value, :mod:`._flow` the run written once, :mod:`.compactor` its sync and async drivers and
 :mod:`.model` the compacting model wrappers. Every message compaction produces is marked in its
 text (:mod:`synopsis.messages`), so its output can go to a provider as it is.
 """
@@ -14,42 +15,63 @@ import typing as _typing
 from synopsis._lazy import exports as _exports
 
 if _typing.TYPE_CHECKING:
-    from synopsis.compaction.archive import Archive, JsonlArchive, MemoryArchive
+    from synopsis.compaction.archive import (
+        Archive,
+        ArchiveHit,
+        AsyncSearchableArchive,
+        JsonlArchive,
+        MemoryArchive,
+        SearchableArchive,
+    )
     from synopsis.compaction.compactor import AsyncCompactor, CompactionResult, Compactor
+    from synopsis.compaction.history import HistoryTool, history_tool
     from synopsis.compaction.model import AsyncCompactingModel, CompactingModel
     from synopsis.compaction.options import CompactionOptions, ToolClearing
     from synopsis.compaction.plan import CompactionPlan, KeepTail, plan_compaction
     from synopsis.compaction.skills import SkillConfig
+    from synopsis.compaction.store_archive import AsyncStoreArchive, StoreArchive
     from synopsis.compaction.trigger import Trigger, TriggerDecision
     from synopsis.events import CompactionSkipped
 
 
 __all__ = [
     "Archive",
+    "ArchiveHit",
     "AsyncCompactingModel",
     "AsyncCompactor",
+    "AsyncSearchableArchive",
+    "AsyncStoreArchive",
     "CompactingModel",
     "CompactionOptions",
     "CompactionPlan",
     "CompactionResult",
     "CompactionSkipped",
     "Compactor",
+    "HistoryTool",
     "JsonlArchive",
     "KeepTail",
     "MemoryArchive",
+    "SearchableArchive",
     "SkillConfig",
+    "StoreArchive",
     "ToolClearing",
     "Trigger",
     "TriggerDecision",
+    "history_tool",
     "plan_compaction",
 ]
 
 _EXPORTS = {
     "synopsis.compaction.archive": (
         "Archive",
+        "ArchiveHit",
+        "AsyncSearchableArchive",
         "JsonlArchive",
         "MemoryArchive",
+        "SearchableArchive",
     ),
+    "synopsis.compaction.history": ("HistoryTool", "history_tool"),
+    "synopsis.compaction.store_archive": ("AsyncStoreArchive", "StoreArchive"),
     "synopsis.compaction.compactor": (
         "AsyncCompactor",
         "CompactionResult",

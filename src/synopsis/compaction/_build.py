@@ -73,6 +73,7 @@ def _summary_message(
         user_budget_tokens=options.quote_budget,
         transcript_path=archive or options.transcript_path,
         extra_meta={"version": previous_version(plan) + 1},
+        history_tool=options.history_tool if archive else None,
     )
 
 
@@ -142,6 +143,8 @@ def _fallback_messages(
             dropped, options.skills, estimate=counter.estimate_text, prompts=options.prompts
         )
     where = f" They are archived at {archive}." if archive else ""
+    if archive and options.history_tool:
+        where += f" Call the `{options.history_tool}` tool to search them."
     text = f"[{len(dropped)} earlier messages were removed to fit the context window.{where}]"
     block = user_messages_block(
         collect_user_messages(dropped) if quote else [],

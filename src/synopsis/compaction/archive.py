@@ -3,6 +3,16 @@
 An archive is any object with ``write(messages, *, session_id) -> str`` returning where the
 messages went (a path or URI that the summary then points to). The default appends them to a
 JSONL transcript per session, which :func:`synopsis.transcripts.load_transcript` reads back.
+
+A :class:`SearchableArchive` can also be searched: ``search(query, *, session_id, limit=10)``
+gives the session's archived messages that match, best first, as :class:`ArchiveHit` values.
+The ranking is the memory engine's (:mod:`synopsis.memory.ranking`): BM25 over CJK-aware
+terms, each message indexed with its neighbours (``CONTEXT_WINDOW`` messages either side) as
+its context, and hybrid (keyword fused with vectors) when the archive has an embedder. The
+two archives here index a session's messages in an in-memory store the first time it is
+searched and add only what was written since on later searches; the archive over a memory
+store (:mod:`synopsis.compaction.store_archive`) keeps them in the store itself.
+
 An archive that also has ``path_for(session_id)`` (:class:`LocatedArchive`) says where a write
 would go without writing, which a dry run shows (and quotes in its stand-in summary).
 """
@@ -10,17 +20,37 @@ would go without writing, which a dry run shows (and quotes in its stand-in summ
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import re
+import threading
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final, Protocol, runtime_checkable
 
-from synopsis.errors import CompactionError
-from synopsis.transcripts import json_line
+from synopsis.errors import CompactionError, InvalidInput
+from synopsis.memory import Embedder, InMemoryStore, NewMemory, SearchHit, SearchMode
+from synopsis.memory.ranking import CONTEXT_WINDOW, neighbour_contexts
+from synopsis.messages import text_of
+from synopsis.transcripts import json_line, split_json_lines
 
-__all__ = ["Archive", "JsonlArchive", "LocatedArchive", "MemoryArchive"]
+__all__ = [
+    "MAX_SEARCH_LIMIT",
+    "Archive",
+    "ArchiveHit",
+    "AsyncSearchableArchive",
+    "JsonlArchive",
+    "LocatedArchive",
+    "MemoryArchive",
+    "SearchableArchive",
+    "archived_text",
+    "check_search",
+    "search_messages",
+]
 
+#: The most messages one archive search returns.
+MAX_SEARCH_LIMIT: Final = 100
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 # Appending only (O_APPEND), never through a symlink (O_NOFOLLOW), not inherited by children.
 _APPEND: Final = (
@@ -31,6 +61,127 @@ _APPEND: Final = (
 @runtime_checkable
 class Archive(Protocol):
     def write(self, messages: Sequence[Mapping[str, Any]], *, session_id: str | None) -> str: ...
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ArchiveHit:
+    """One archived message a search found."""
+
+    message: dict[str, Any]
+    #: Higher is better (BM25 for keyword search, the fused score for hybrid).
+    score: float
+    #: The message's place among the session's archived messages (0 = archived first), when
+    #: the archive knows it.
+    position: int | None = None
+
+
+@runtime_checkable
+class SearchableArchive(Archive, Protocol):
+    """An archive that can be searched (see the module docstring)."""
+
+    def search(
+        self, query: str, *, session_id: str | None, limit: int = 10
+    ) -> list[ArchiveHit]: ...
+
+
+@runtime_checkable
+class AsyncSearchableArchive(Protocol):
+    """The async twin of :class:`SearchableArchive`: ``write`` and ``search`` are awaited."""
+
+    async def write(
+        self, messages: Sequence[Mapping[str, Any]], *, session_id: str | None
+    ) -> str: ...
+
+    async def search(
+        self, query: str, *, session_id: str | None, limit: int = 10
+    ) -> list[ArchiveHit]: ...
+
+
+def check_search(query: object, limit: object) -> tuple[str, int]:
+    """``(query, limit)`` if they make a search, else InvalidInput saying what is wrong."""
+    if not isinstance(query, str) or not query.strip():
+        raise InvalidInput("query must be a non-empty string of words to look for")
+    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_SEARCH_LIMIT:
+        raise InvalidInput(f"limit must be an integer from 1 to {MAX_SEARCH_LIMIT}")
+    return query, limit
+
+
+def archived_text(message: Mapping[str, Any]) -> str:
+    """The text a message is found by: its text, then each tool call's name and arguments."""
+    parts = [text_of(message)]
+    for call in message.get("tool_calls") or ():
+        function = call.get("function") if isinstance(call, Mapping) else None
+        if isinstance(function, Mapping):
+            parts.append(f"{function.get('name', '')}({function.get('arguments', '')})")
+    return "\n".join(part for part in parts if part)
+
+
+class _Index:
+    """A session's archived messages in an in-memory store, ranked by the memory engine.
+
+    ``extend`` adds messages archived after the ones already indexed; the last
+    ``CONTEXT_WINDOW`` of those are indexed again, since their neighbours changed.
+    """
+
+    _TENANT: Final = "archive"
+    _NAMESPACE: Final = ("archive",)
+
+    def __init__(self, embedder: Embedder | None) -> None:
+        self.store = InMemoryStore(embedder=embedder)
+        self.mode: SearchMode = "keyword" if embedder is None else "hybrid"
+        self.messages: list[dict[str, Any]] = []
+        self.texts: list[str] = []
+
+    def extend(self, messages: Sequence[Mapping[str, Any]]) -> None:
+        if not messages:
+            return
+        start = max(0, len(self.messages) - CONTEXT_WINDOW)
+        self.messages.extend(dict(m) for m in messages)
+        self.texts.extend(archived_text(m) for m in messages)
+        window = self.texts[max(0, start - CONTEXT_WINDOW) :]
+        contexts = neighbour_contexts(window)[start - max(0, start - CONTEXT_WINDOW) :]
+        self.store.put_many(
+            self._TENANT,
+            [
+                NewMemory(self._NAMESPACE, _key(position), self.texts[position], context=context)
+                for position, context in enumerate(contexts, start=start)
+            ],
+        )
+
+    def search(self, query: str, limit: int) -> list[ArchiveHit]:
+        query, limit = check_search(query, limit)
+        hits = self.store.search(
+            self._TENANT, self._NAMESPACE, query=query, limit=limit, mode=self.mode
+        )
+        return [self._hit(hit) for hit in hits]
+
+    def _hit(self, hit: SearchHit) -> ArchiveHit:
+        position = int(hit.item.key)
+        return ArchiveHit(
+            message=dict(self.messages[position]), score=hit.score or 0.0, position=position
+        )
+
+
+def _key(position: int) -> str:
+    return f"{position:012d}"
+
+
+def search_messages(
+    messages: Sequence[Mapping[str, Any]],
+    query: str,
+    *,
+    limit: int = 10,
+    embedder: Embedder | None = None,
+) -> list[ArchiveHit]:
+    """``messages`` that match ``query``, best first, ranked as an archive ranks its own.
+
+    Indexes them afresh on each call (O(len(messages))): for a history held elsewhere, such
+    as the part of a stored session its summary covers.
+    """
+    check_search(query, limit)
+    index = _Index(embedder)
+    index.extend(messages)
+    return index.search(query, limit)
 
 
 @runtime_checkable
@@ -49,8 +200,14 @@ class JsonlArchive:
     link was pointed at. Any failure is a :class:`~synopsis.errors.CompactionError`.
     """
 
-    def __init__(self, directory: str | Path = ".synopsis/archive") -> None:
+    def __init__(
+        self, directory: str | Path = ".synopsis/archive", *, embedder: Embedder | None = None
+    ) -> None:
         self.directory = Path(directory)
+        self.embedder = embedder
+        self._lock = threading.Lock()
+        #: Per archive file: the index and how many bytes of the file it holds.
+        self._indexes: dict[Path, tuple[_Index, int]] = {}
 
     def path_for(self, session_id: str | None) -> Path:
         name = _UNSAFE.sub("_", session_id or "session").strip("._") or "session"
@@ -69,6 +226,56 @@ class JsonlArchive:
                 ) from exc
             raise CompactionError(f"cannot archive replaced messages to {path}: {exc}") from exc
         return str(path)
+
+    def search(self, query: str, *, session_id: str | None, limit: int = 10) -> list[ArchiveHit]:
+        """The session's archived messages that match ``query``, best first (at most ``limit``).
+
+        Reads only what was appended to the session's file since the last search. A file
+        that shrank (rewritten by hand) is read again from the start. A line that is not a
+        JSON object is an InvalidInput naming the file and line.
+        """
+        check_search(query, limit)
+        path = self.path_for(session_id)
+        with self._lock:
+            index = self._index(path)
+            return index.search(query, limit)
+
+    def _index(self, path: Path) -> _Index:
+        index, read = self._indexes.get(path, (None, 0))
+        try:
+            with path.open("rb") as file:
+                size = os.fstat(file.fileno()).st_size
+                if index is None or size < read:
+                    index, read = _Index(self.embedder), 0
+                file.seek(read)
+                data = file.read(size - read)
+        except FileNotFoundError:
+            return _Index(self.embedder)
+        except OSError as exc:
+            raise CompactionError(f"cannot read the archive {path}: {exc}") from exc
+        complete = data[: data.rfind(b"\n") + 1]  # a line still being written waits
+        index.extend(_decode_lines(complete, path, first_line=len(index.messages) + 1))
+        self._indexes[path] = (index, read + len(complete))
+        return index
+
+
+def _decode_lines(data: bytes, path: Path, *, first_line: int) -> list[dict[str, Any]]:
+    messages = []
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InvalidInput(f"{path}: not valid UTF-8 (bad byte at offset {exc.start})") from None
+    for number, line in enumerate(split_json_lines(text), start=first_line):
+        if not line.strip():
+            continue
+        try:
+            value = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise InvalidInput(f"{path}, line {number}: not JSON ({exc.msg})") from None
+        if not isinstance(value, dict):
+            raise InvalidInput(f"{path}, line {number}: not a message (a JSON object)")
+        messages.append(value)
+    return messages
 
 
 def _encode(messages: Sequence[Mapping[str, Any]], path: Path) -> bytes:
@@ -120,9 +327,25 @@ def _write_all(descriptor: int, data: bytes) -> None:
 class MemoryArchive:
     """Keeps archived batches in memory (for tests and short-lived processes)."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, embedder: Embedder | None = None) -> None:
         self.batches: list[tuple[str | None, list[dict[str, Any]]]] = []
+        self.embedder = embedder
+        self._lock = threading.Lock()
+        #: Per session: the index and how many batches it holds.
+        self._indexes: dict[str | None, tuple[_Index, int]] = {}
 
     def write(self, messages: Sequence[Mapping[str, Any]], *, session_id: str | None) -> str:
-        self.batches.append((session_id, [dict(m) for m in messages]))
-        return f"memory://archive/{session_id or 'session'}/{len(self.batches)}"
+        with self._lock:
+            self.batches.append((session_id, [dict(m) for m in messages]))
+            return f"memory://archive/{session_id or 'session'}/{len(self.batches)}"
+
+    def search(self, query: str, *, session_id: str | None, limit: int = 10) -> list[ArchiveHit]:
+        """The session's archived messages that match ``query``, best first (at most ``limit``)."""
+        check_search(query, limit)
+        with self._lock:
+            index, seen = self._indexes.get(session_id) or (_Index(self.embedder), 0)
+            for batch_session, batch in self.batches[seen:]:
+                if batch_session == session_id:
+                    index.extend(batch)
+            self._indexes[session_id] = (index, len(self.batches))
+            return index.search(query, limit)

@@ -20,6 +20,7 @@ same on both, as it does no I/O) says what ``compact()`` would do, without doing
 from __future__ import annotations
 
 import asyncio
+import inspect
 import random
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -77,8 +78,6 @@ class _Driver:
         self.archive: Archive | None = (
             JsonlArchive(archive) if isinstance(archive, str) else archive
         )
-        # Both twins write the archive synchronously (the async one in a worker thread).
-        check_twin(self.archive, role="archive", method="write", async_=False, owner="a compactor")
         self.prompts = self.options.prompts
 
     @property
@@ -152,6 +151,8 @@ class Compactor(_Driver):
     ) -> None:
         super().__init__(options, keywords)
         check_sync_handlers(self.options.on_event)
+        # A sync archive only; the async compactor also awaits an async one (AsyncStoreArchive).
+        check_twin(self.archive, role="archive", method="write", async_=False, owner="Compactor")
         check_twin(
             summarizer, role="summarizer", method="summarize", async_=False, owner="Compactor"
         )
@@ -199,7 +200,8 @@ class Compactor(_Driver):
 class AsyncCompactor(_Driver):
     """The async twin of :class:`Compactor`: same options; ``await compactor(messages)``.
 
-    Event handlers may be async. The archive is written in a worker thread.
+    Event handlers may be async. A sync archive is written in a worker thread; an async one
+    (:class:`~synopsis.compaction.store_archive.AsyncStoreArchive`) is awaited.
     """
 
     def __init__(
@@ -245,9 +247,10 @@ class AsyncCompactor(_Driver):
                     context, previous_summary=previous
                 )
             case WriteArchive(messages, session_id):
-                return await asyncio.to_thread(
-                    self._archive().write, messages, session_id=session_id
-                )
+                archive = self._archive()
+                if inspect.iscoroutinefunction(archive.write):
+                    return await archive.write(messages, session_id=session_id)
+                return await asyncio.to_thread(archive.write, messages, session_id=session_id)
             case Emit(event):
                 await aemit(self.options.on_event, event)
         return None

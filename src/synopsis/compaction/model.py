@@ -9,6 +9,11 @@ once more; when that compaction changes nothing the provider's error stands.
 The wrapper remembers what it compacted (:class:`Conversation`): an agent loop appends turns to
 its own, uncompacted list, and on the next call the compacted prefix stands in for the part it
 already covers, so a conversation is summarized once per trigger crossing, not on every call.
+
+:meth:`CompactingModel.search_history_tool` gives the agent loop the compactor's archive as a
+``search_history`` tool: pass its :meth:`~synopsis.compaction.history.HistoryTool.openai_tool`
+with the model's tools and answer the model's calls of it with
+:meth:`~synopsis.compaction.history.HistoryTool.answer` (``aanswer`` for the async twin).
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ from synopsis.models import ModelResponse, ModelSettings
 
 if TYPE_CHECKING:
     from synopsis.compaction.compactor import AsyncCompactor, Compactor
+    from synopsis.compaction.history import HistoryTool
 
 __all__ = [
     "AsyncCompactingModel",
@@ -141,6 +147,13 @@ class CompactingModel(_Wrapper):
         self.compactor = compactor
         self._conversation = Conversation()
 
+    def search_history_tool(self, **options: Any) -> HistoryTool:
+        """The compactor's archive as a ``search_history`` tool (``options``: those of
+        :func:`~synopsis.compaction.history.history_tool`); summaries name it from then on."""
+        from synopsis.compaction.history import history_tool
+
+        return history_tool(self.compactor, **options)
+
     def complete(
         self, messages: Messages, *, settings: ModelSettings | None = None
     ) -> ModelResponse:
@@ -169,6 +182,13 @@ class AsyncCompactingModel(_Wrapper):
         self.model = model
         self.compactor = compactor
         self._conversation = Conversation()
+
+    def search_history_tool(self, **options: Any) -> HistoryTool:
+        """The compactor's archive as a ``search_history`` tool (``options``: those of
+        :func:`~synopsis.compaction.history.history_tool`); summaries name it from then on."""
+        from synopsis.compaction.history import history_tool
+
+        return history_tool(self.compactor, **options)
 
     async def complete(
         self, messages: Messages, *, settings: ModelSettings | None = None

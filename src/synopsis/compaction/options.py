@@ -107,7 +107,9 @@ class CompactionOptions:
     ``skills`` keeps loaded skills (None: off); ``incremental`` updates the previous summary
     instead of re-reading it. ``archive`` (an :class:`Archive` or a directory for JSONL
     transcripts) receives the replaced messages; ``transcript_path`` is named in the summary
-    when there is no archive. ``model``, ``failover``, ``retry`` and ``cooldown`` build the
+    when there is no archive. ``history_tool`` names the tool the agent can search the archive
+    with (``search_history``, see :mod:`synopsis.compaction.history`): the summary's pointer
+    then tells the agent to call it. ``model``, ``failover``, ``retry`` and ``cooldown`` build the
     summarizer; ``fallback`` says what happens when it fails. ``summarizer_window`` and
     ``summarizer_max_output_tokens`` override the summarizer's window and answer budget
     (default: what the model declares or :mod:`synopsis.models.limits` knows, and a share of
@@ -134,6 +136,7 @@ class CompactionOptions:
     incremental: bool = True
     archive: Archive | str | None = None
     transcript_path: str | None = None
+    history_tool: str | None = None
     model: ModelSpec = "extractive"
     failover: Sequence[ModelSpec] = ()
     retry: RetryPolicy | None = None
@@ -226,6 +229,7 @@ class CompactionKeywords(TypedDict, total=False):
     incremental: bool
     archive: Archive | str | None
     transcript_path: str | None
+    history_tool: str | None
     model: ModelSpec
     failover: Sequence[ModelSpec]
     retry: RetryPolicy | None
@@ -331,6 +335,11 @@ _CHECKS: Final[tuple[tuple[str, Callable[[object], bool], str], ...]] = (
     ("incremental", _instance(bool), "True or False"),
     ("archive", _archive, "an Archive, a directory path or None"),
     ("transcript_path", _optional(str), "a path or None"),
+    (
+        "history_tool",
+        lambda v: v is None or (isinstance(v, str) and v.strip() != ""),
+        "a tool name or None",
+    ),
     ("model", lambda value: value is not None, 'a model, e.g. "extractive"'),
     ("retry", _optional(RetryPolicy), "a RetryPolicy or None"),
     ("cooldown", _optional(Cooldown), "a Cooldown or None"),

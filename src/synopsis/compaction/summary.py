@@ -310,6 +310,7 @@ def build_summary_message(
     prompts: PromptSet,
     transcript_path: str | None = None,
     extra_meta: Mapping[str, Any] | None = None,
+    history_tool: str | None = None,
 ) -> dict[str, Any]:
     """The user-role message that stands in for the replaced history.
 
@@ -318,7 +319,7 @@ def build_summary_message(
     summary, never re-quoted as something the user said. ``extra_meta`` becomes marker
     attributes, such as the summary's version (``content_type`` is always "summary").
     """
-    pointer = prompts.transcript(transcript_path) if transcript_path else ""
+    pointer = prompts.transcript(transcript_path, history_tool) if transcript_path else ""
     parts = [prompts.summary_preamble, summary_text.strip(), pointer, prompts.continue_instruction]
     attributes = {k: v for k, v in (extra_meta or {}).items() if k != "content_type"}
     body = "\n\n".join(p for p in parts if p)
@@ -334,6 +335,7 @@ def finalize_summary(
     user_budget_tokens: int = DEFAULT_USER_MESSAGES_BUDGET,
     transcript_path: str | None = None,
     extra_meta: Mapping[str, Any] | None = None,
+    history_tool: str | None = None,
 ) -> dict[str, Any]:
     """Extract, back-fill the real user messages of ``context_messages``, and wrap."""
     summary = fill_user_messages(
@@ -344,5 +346,9 @@ def finalize_summary(
         prompts=prompts,
     )
     return build_summary_message(
-        summary, prompts=prompts, transcript_path=transcript_path, extra_meta=extra_meta
+        summary,
+        prompts=prompts,
+        transcript_path=transcript_path,
+        extra_meta=extra_meta,
+        history_tool=history_tool,
     )

@@ -5,7 +5,8 @@ Every backend implements the same contracts, sync and async, and passes one conf
 :class:`PostgresStore` (many replicas on one database; needs ``synopsis[postgres]``, imported
 on first use). :func:`open_store` opens SQLite or PostgreSQL from a path or URL.
 :func:`neighbour_contexts` gives chat turns the turns around them as their ``context``.
-:data:`TRANSCRIPT_KINDS` are the kinds of stored transcripts (an adapter's raw session items),
+:data:`TRANSCRIPT_KINDS` are the kinds of stored transcripts (an adapter's raw session items,
+messages compaction archived in a store: :data:`ARCHIVED_MESSAGE_KIND`),
 which session recall leaves out: ``search(..., exclude_kinds=TRANSCRIPT_KINDS)`` does too.
 
 Each backend has its folder (:mod:`synopsis.memory.sqlite`, :mod:`synopsis.memory.postgres`).
@@ -35,7 +36,7 @@ from synopsis.memory._types import (
     normalize_namespace,
 )
 from synopsis.memory.inmemory import AsyncInMemoryStore, InMemoryStore
-from synopsis.memory.kinds import TRANSCRIPT_KINDS
+from synopsis.memory.kinds import ARCHIVED_MESSAGE_KIND, TRANSCRIPT_KINDS
 from synopsis.memory.open import open_store
 from synopsis.memory.ranking import neighbour_contexts
 from synopsis.memory.sqlite import AsyncSQLiteStore, SQLiteStore
@@ -44,6 +45,7 @@ if typing.TYPE_CHECKING:
     from synopsis.memory.postgres import AsyncPostgresStore, PostgresStore
 
 __all__ = [
+    "ARCHIVED_MESSAGE_KIND",
     "TRANSCRIPT_KINDS",
     "AsyncInMemoryStore",
     "AsyncMemoryStore",

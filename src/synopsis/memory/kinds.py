@@ -23,6 +23,7 @@ from synopsis.memory._types import has_control
 __all__ = [
     "AGENTS_ITEM_KIND",
     "AGENTS_SESSION_KIND",
+    "ARCHIVED_MESSAGE_KIND",
     "MAX_FILTER_KINDS",
     "TRANSCRIPT_KINDS",
     "KindFilter",
@@ -34,8 +35,13 @@ __all__ = [
 AGENTS_ITEM_KIND: Final = "agents_item"
 #: The OpenAI Agents session adapter's kind for a session's head (generation, item range).
 AGENTS_SESSION_KIND: Final = "agents_session"
+#: The kind of a message compaction archived in a memory store
+#: (:class:`synopsis.compaction.store_archive.StoreArchive`).
+ARCHIVED_MESSAGE_KIND: Final = "archived_message"
 #: Kinds of stored transcripts and bookkeeping, not memories: recall leaves them out.
-TRANSCRIPT_KINDS: Final[frozenset[str]] = frozenset({AGENTS_ITEM_KIND, AGENTS_SESSION_KIND})
+TRANSCRIPT_KINDS: Final[frozenset[str]] = frozenset(
+    {AGENTS_ITEM_KIND, AGENTS_SESSION_KIND, ARCHIVED_MESSAGE_KIND}
+)
 #: The most kinds one filter (``kind`` or ``exclude_kinds``) may name.
 MAX_FILTER_KINDS: Final = 64
 

@@ -239,7 +239,17 @@ def create_app(
     app.add_middleware(
         RequestLimits, max_body_bytes=options.max_body_bytes, offload=app.state.offload
     )
+    _mount_mcp(app)
     return app
+
+
+def _mount_mcp(app: FastAPI) -> None:
+    """The MCP tools at ``/mcp`` (streamable HTTP), when the ``mcp`` extra is installed."""
+    try:
+        from synopsis.server.mcp import mount
+    except ImportError:  # no mcp extra: the service runs without the MCP endpoint
+        return
+    mount(app)
 
 
 def _add_probes(app: FastAPI) -> None:
