@@ -54,7 +54,9 @@ def test_compact_redact_leaves_no_planted_value_in_any_file(
     assert leaks(PLANTED.values, [*texts, *decoded]) == []
     assert leaks(PLANTED.values, strings(json.loads(output.read_text(encoding="utf-8")))) == []
     assert leaks(PLANTED.values, [done.output]) == []
-    assert leaks(PLANTED.near_misses[:5], [output.read_text(encoding="utf-8")])
+    # Near misses are not redacted: they are kept where the text is kept (the output, or the
+    # archive when a compaction replaced them by a summary that quotes other facts).
+    assert leaks(PLANTED.near_misses[:5], texts)
 
 
 def test_a_redact_pattern_alone_turns_redaction_on(tmp_path: Path) -> None:

@@ -71,7 +71,9 @@ def test_a_compaction_reads_each_message_a_bounded_number_of_times(
 ) -> None:
     """Each message is estimated about once: when the history is counted. The summarizer does
     not estimate a message again to see whether it needs clipping when its length alone says
-    it does not (a7a6f03 estimated every message twice more: 2.3 estimates per message)."""
+    it does not (a7a6f03 estimated every message twice more: 2.3 estimates per message). The
+    extractive summarizer's fact picker sizes its candidate sentences once more (~0.7 per
+    message), so the bound is twice the history, still linear."""
     words = CountingPattern(synopsis.tokens._WORD)
     monkeypatch.setattr(synopsis.tokens, "_WORD", words)
     compactor = Compactor(
@@ -82,5 +84,5 @@ def test_a_compaction_reads_each_message_a_bounded_number_of_times(
     assert result.compacted and len(result.messages) < 40
     size = len(messages)
     assert counted["validated"] == size, counted
-    assert words.calls <= 1.5 * size + 100, words.calls
+    assert words.calls <= 2 * size + 100, words.calls
     assert counted["parsed"] <= 8 * size + 100, counted

@@ -11,6 +11,7 @@ import pytest
 
 from synopsis import CompactionOptions as PublicCompactionOptions
 from synopsis.cli import compact, compaction_options, count
+from synopsis.cli._commands import CLI_KEEP_TAIL
 from synopsis.compaction import CompactionOptions as PackageCompactionOptions
 from synopsis.compaction.archive import MemoryArchive
 from synopsis.compaction.compactor import AsyncCompactor, Compactor
@@ -177,12 +178,14 @@ def cli_options(*flags: str) -> CompactionOptions:
 
 
 def test_the_cli_without_flags_uses_the_library_defaults() -> None:
-    """Field by field, the CLI's options equal CompactionOptions() except the transcript
-    path, which the CLI sets on purpose to the file it compacts."""
+    """Field by field, the CLI's options equal CompactionOptions() except two it sets on
+    purpose: the transcript path (the file it compacts) and the tail (a coding agent's
+    transcript keeps only what always stays: docs/compaction.md's defaults table)."""
     options, library = cli_options(), CompactionOptions()
     assert options.transcript_path == "transcript.json"
+    assert options.keep_tail == KeepTail(messages=CLI_KEEP_TAIL) != library.keep_tail
     for field in dataclasses.fields(CompactionOptions):
-        if field.name != "transcript_path":
+        if field.name not in ("transcript_path", "keep_tail"):
             assert getattr(options, field.name) == getattr(library, field.name), field.name
 
 

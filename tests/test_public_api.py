@@ -98,11 +98,14 @@ def test_readme_example_sync() -> None:
 async def test_readme_example_async() -> None:
     """The async twin of the README example."""
     from synopsis import AsyncCompactor
+    from synopsis.messages import content_type
 
     compactor = AsyncCompactor(model="extractive", trigger_messages=5)
     messages = [{"role": "user", "content": f"question {i}"} for i in range(8)]
     compacted = await compactor(messages)
-    assert len(compacted) == 1 and "question 7" in compacted[0]["content"]
+    # The summary, then the newest request as its own message (it always stays).
+    assert len(compacted) == 2 and content_type(compacted[0]) == "summary"
+    assert compacted[1] == messages[-1]
 
 
 def test_readme_session_memory_example(tmp_path) -> None:  # type: ignore[no-untyped-def]

@@ -78,7 +78,9 @@ def test_another_tenant_sees_nothing_on_any_endpoint(seeded: tuple[Live, str, st
     with live.client(key_a) as a:
         assert a.get("/v1/memories/user/u1/secret").json()["text"] == "secret plan"
         assert a.get("/v1/sessions/u1/s1/summary").json()["version"] == 1
-        assert len(a.get("/v1/sessions/u1/s1/context").json()["messages"]) == 5
+        context = a.get("/v1/sessions/u1/s1/context").json()["messages"]
+        assert context[0]["role"] == "system" and "session_summary" in context[0]["content"]
+        assert len(context) >= 2  # the summary, then the window after what it covers
 
 
 def test_the_tenant_never_comes_from_a_header_or_the_body(seeded: tuple[Live, str, str]) -> None:

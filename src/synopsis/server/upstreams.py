@@ -167,10 +167,6 @@ class TenantSlots:
         return give_back
 
 
-class ClientGone(Exception):
-    """The client disconnected before the upstream answered."""
-
-
 async def _disconnected(request: Request) -> None:
     """Returns when the client disconnects (the request body has been read already)."""
     while True:
@@ -199,9 +195,9 @@ async def _send(http: httpx.AsyncClient, request: httpx.Request) -> httpx.Respon
 
 async def _watched(
     http: httpx.AsyncClient, client: Request, request: httpx.Request
-) -> httpx.Response:
-    """The upstream's response (headers read, body not), or ClientGone: the client left first,
-    and the upstream call was cancelled (its connection closed)."""
+) -> httpx.Response | None:
+    """The upstream's response (headers read, body not), or None: the client left first, and
+    the upstream call was cancelled (its connection closed)."""
     sending = asyncio.ensure_future(_send(http, request))
     gone = asyncio.ensure_future(_disconnected(client))
     try:
@@ -211,7 +207,7 @@ async def _watched(
     if not sending.done():
         sending.cancel()
         await asyncio.gather(sending, return_exceptions=True)
-        raise ClientGone
+        return None
     return sending.result()
 
 
@@ -263,12 +259,12 @@ async def forward(
     deadline = asyncio.get_running_loop().time() + timeout
     try:
         upstream = await _watched(http, client, request)
-    except ClientGone:
-        release()
-        return Response(status_code=499)  # nobody reads it
     except BaseException:
         release()
         raise
+    if upstream is None:  # the client left first
+        release()
+        return Response(status_code=499)  # nobody reads it
 
     async def close() -> None:
         try:
