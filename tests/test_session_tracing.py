@@ -172,7 +172,8 @@ def test_build_context_and_recall_spans_count_what_they_return(spans: Any) -> No
     assert dict(recalled.attributes or {}) == {
         "synopsis.recall.limit": 3,
         "synopsis.recall.mode": "keyword",
-        "synopsis.recall.exclude_kinds": "agents_item,agents_session",  # the default
+        # the default: the transcript kinds
+        "synopsis.recall.exclude_kinds": "agents_item,agents_session,archived_message",
         "synopsis.recall.hits": 1,
     }
 

@@ -19,14 +19,14 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMe
 from synopsis import AsyncCompactor, Compactor, JsonlArchive, MemoryArchive, StoreArchive
 from synopsis.compaction.store_archive import AsyncStoreArchive
 from synopsis.memory import AsyncInMemoryStore, SQLiteStore
-from synopsis.testing import FakeModel, tool_call_reply
+from synopsis.testing import AsyncFakeModel, FakeModel, tool_call_reply
 
 FACT = "The vault code is 7429-ALPHA."
 QUESTION = "What was the vault code again?"
 
 
 def history() -> list[dict[str, Any]]:
-    """40 turns; the fact is said early by the assistant (the extractive summary drops it)."""
+    """40 turns; the fact is said early by the assistant (the summary drops it)."""
     turns: list[dict[str, Any]] = [
         {"role": "user", "content": "Set up the vault for the team, please."},
         {"role": "assistant", "content": f"Done. {FACT} Keep it safe."},
@@ -37,8 +37,21 @@ def history() -> list[dict[str, Any]]:
     return turns
 
 
-def options(**extra: Any) -> dict[str, Any]:
-    return {"trigger_messages": 30, "keep_tail": 4, "session_id": "s1", **extra}
+#: A summary that keeps none of the early turns' facts, so only the archive holds the code
+#: (the extractive summarizer now quotes such a fact, which would hide what the tool adds).
+FORGETFUL_SUMMARY = "<summary>1. Primary Request and Intent: check the staging logs</summary>"
+
+
+def options(kind: Any = Compactor, **extra: Any) -> dict[str, Any]:
+    """The compactor's options; its summarizer the twin ``kind`` needs."""
+    model = AsyncFakeModel if kind is AsyncCompactor else FakeModel
+    return {
+        "model": model(default=FORGETFUL_SUMMARY),
+        "trigger_messages": 30,
+        "keep_tail": 4,
+        "session_id": "s1",
+        **extra,
+    }
 
 
 def _lc(messages: Sequence[dict[str, Any]]) -> list[BaseMessage]:
@@ -88,7 +101,7 @@ async def test_langchain_agent_finds_the_archived_fact(mode: str, tmp_path: Path
     from synopsis.adapters.langchain import CompactionMiddleware
 
     kind = Compactor if mode == "sync" else AsyncCompactor
-    compactor = kind(archive=JsonlArchive(tmp_path), **options())
+    compactor = kind(archive=JsonlArchive(tmp_path), **options(kind))
     model = ScriptedChatModel(messages=script())
     agent = create_agent(model, middleware=[CompactionMiddleware(compactor, history_tool=True)])
     state = {"messages": [*_lc(history()), HumanMessage(QUESTION)]}
@@ -130,7 +143,7 @@ async def test_langgraph_graph_finds_the_archived_fact(mode: str) -> None:
         compactor: Any = Compactor(archive=StoreArchive(store, "acme", user_id="u1"), **options())
     else:
         archive = AsyncStoreArchive(AsyncInMemoryStore(), "acme", user_id="u1")
-        compactor = AsyncCompactor(archive=archive, **options())
+        compactor = AsyncCompactor(archive=archive, **options(AsyncCompactor))
     tool = search_history_tool(compactor)
     model = ScriptedChatModel(messages=script())
 
@@ -174,7 +187,7 @@ async def test_pydantic_ai_agent_finds_the_archived_fact(mode: str) -> None:
     from synopsis.convert import to_pydantic_ai
 
     kind = Compactor if mode == "sync" else AsyncCompactor
-    compactor: Any = kind(archive=MemoryArchive(), **options())
+    compactor: Any = kind(archive=MemoryArchive(), **options(kind))
     seen: list[list[ModelMessage]] = []
 
     def scripted(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
@@ -256,7 +269,7 @@ async def test_openai_agents_runner_finds_the_archived_fact(mode: str, tmp_path:
     from synopsis.convert import to_responses_items
 
     kind = Compactor if mode == "sync" else AsyncCompactor
-    compactor: Any = kind(archive=JsonlArchive(tmp_path), **options())
+    compactor: Any = kind(archive=JsonlArchive(tmp_path), **options(kind))
     store = SQLiteStore(":memory:")
     session = SynopsisSession("s1", store=store, tenant="acme", user_id="u1", compactor=compactor)
     await session.add_items(to_responses_items(history()))  # type: ignore[arg-type]

@@ -27,13 +27,15 @@ import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Final, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Final, Protocol, runtime_checkable
 
 from synopsis.errors import CompactionError, InvalidInput
-from synopsis.memory import Embedder, InMemoryStore, NewMemory, SearchHit, SearchMode
-from synopsis.memory.ranking import CONTEXT_WINDOW, neighbour_contexts
 from synopsis.messages import text_of
 from synopsis.transcripts import json_line, split_json_lines
+
+if TYPE_CHECKING:
+    # The search index loads the memory engine on first search, not with the compactor.
+    from synopsis.memory import Embedder, InMemoryStore, SearchHit, SearchMode
 
 __all__ = [
     "MAX_SEARCH_LIMIT",
@@ -127,7 +129,9 @@ class _Index:
     _NAMESPACE: Final = ("archive",)
 
     def __init__(self, embedder: Embedder | None) -> None:
-        self.store = InMemoryStore(embedder=embedder)
+        from synopsis.memory import InMemoryStore
+
+        self.store: InMemoryStore = InMemoryStore(embedder=embedder)
         self.mode: SearchMode = "keyword" if embedder is None else "hybrid"
         self.messages: list[dict[str, Any]] = []
         self.texts: list[str] = []
@@ -135,6 +139,9 @@ class _Index:
     def extend(self, messages: Sequence[Mapping[str, Any]]) -> None:
         if not messages:
             return
+        from synopsis.memory import NewMemory
+        from synopsis.memory.ranking import CONTEXT_WINDOW, neighbour_contexts
+
         start = max(0, len(self.messages) - CONTEXT_WINDOW)
         self.messages.extend(dict(m) for m in messages)
         self.texts.extend(archived_text(m) for m in messages)
