@@ -386,8 +386,10 @@ class TokenCounter:
     def text_bound(self, text: str) -> int | None:
         """A bound that :meth:`estimate_text` never exceeds, at no estimating cost: 4 per
         character for the built-in ``default`` and ``adk`` estimators (neither gives a
-        character more than about 1.6), None for any other estimator."""
-        return 4 * len(text) if self._text in _BOUNDED else None
+        character more than about 1.6, and a wrapper of one that says so with
+        ``__wrapped__``, as :func:`functools.wraps` does), None for any other estimator."""
+        bounded = getattr(self._text, "__wrapped__", self._text) in _BOUNDED
+        return 4 * len(text) if bounded else None
 
     def estimate(self, message: Mapping[str, Any]) -> int:
         """Estimated tokens of one message: text, tool calls, media and framing."""

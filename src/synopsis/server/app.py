@@ -84,6 +84,7 @@ def _remembered_estimate(entries: int = 8192, longest: int = 8192) -> Callable[[
     """
     remembered = functools.lru_cache(maxsize=entries)(default_estimate)
 
+    @functools.wraps(default_estimate)  # the same function: its bounds hold (text_bound)
     def estimate(text: str) -> int:
         return remembered(text) if len(text) <= longest else default_estimate(text)
 
@@ -111,6 +112,7 @@ async def _start(app: FastAPI, options: ServerOptions, build: _Builders) -> Serv
     histories = AsyncSessionHistories(db)
     queue = JobQueue(db)
     redactor = options.new_redactor()
+    transport = build.transport or upstream_transport()
     redact = redactor if options.redact else None
     workers = SummaryWorkers(
         queue=queue,
@@ -148,9 +150,9 @@ async def _start(app: FastAPI, options: ServerOptions, build: _Builders) -> Serv
         summary_cache=SummaryCache(options.summary_cache),
         summarizer=summarizer,
         http=httpx.AsyncClient(
-            transport=build.transport or upstream_transport(),
-            timeout=httpx.Timeout(options.upstream_timeout, connect=10.0),
+            transport=transport, timeout=httpx.Timeout(options.upstream_timeout, connect=10.0)
         ),
+        transport=transport,
         upstreams=Upstreams(options.upstreams, options.upstream_url, options.upstream_api_key),
         slots=TenantSlots(options.upstream_concurrency),
     )
@@ -233,6 +235,10 @@ def create_app(
     app.include_router(admin.router)
     app.include_router(proxy.router)
     app.include_router(native.router)
+    from synopsis.server.lean import PATH, LeanChat
+
+    chat = next(r for r in proxy.router.routes if getattr(r, "path", None) == PATH)
+    app.add_middleware(LeanChat, route=chat)  # inside the metrics and the request limits
     app.add_middleware(MetricsMiddleware, metrics=app.state.metrics)
     app.state.offload = worker_pool(options.cpu_threads)
     quiet_access_log()

@@ -53,6 +53,8 @@ class Services:
     summary_cache: SummaryCache
     summarizer: AsyncSummarizer
     http: httpx.AsyncClient
+    #: ``http``'s transport: the proxy sends its upstream calls through it directly.
+    transport: httpx.AsyncBaseTransport
     #: The proxy's upstreams by model, and the per-tenant bound on calls in flight.
     upstreams: Upstreams
     slots: TenantSlots

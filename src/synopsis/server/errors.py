@@ -38,7 +38,7 @@ from synopsis.errors import (
 )
 from synopsis.server.schemas import ErrorBody
 
-__all__ = ["ERRORS", "error_response", "install", "status_of"]
+__all__ = ["ERRORS", "error_response", "install", "status_of", "synopsis_error"]
 
 _log = logging.getLogger("synopsis.server")
 
@@ -87,7 +87,8 @@ def error_response(
     return JSONResponse(body, status_code=status, headers=headers)
 
 
-async def _synopsis_error(request: Request, exc: Exception) -> JSONResponse:
+async def synopsis_error(request: Request, exc: Exception) -> JSONResponse:
+    """The answer to a library error (the app's handler; the proxy's lean route uses it too)."""
     assert isinstance(exc, SynopsisError)
     status = status_of(exc)
     if status >= 500:
@@ -136,7 +137,7 @@ async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
 
 def install(app: FastAPI) -> None:
     """Register the handlers on ``app``."""
-    app.add_exception_handler(SynopsisError, _synopsis_error)
+    app.add_exception_handler(SynopsisError, synopsis_error)
     app.add_exception_handler(RequestValidationError, _validation_error)
     app.add_exception_handler(HTTPException, _http_error)
     app.add_exception_handler(Exception, _unexpected)

@@ -12,8 +12,11 @@ and lets each request be authenticated by one indexed lookup of the digest, in m
 
 A key may expire (``expires_at``: refused from then on) and carry a request-rate limit
 (``rate_per_minute``: a token bucket per key in each replica; a request over it gets 429 with
-``Retry-After``). Keys are looked up on every request, never cached, so a revocation holds
-from the next request on, on every replica.
+``Retry-After``). Keys are looked up on every request, so a revocation holds from the next
+request on, on every replica; the one exception is the proxy's hot path
+(:meth:`AsyncKeyRing.authenticate_cached`), which remembers a key it found for at most
+:data:`KEY_CACHE_SECONDS`, so a revocation made elsewhere holds there within that second
+(one made through this process's ring holds at once).
 
 The plans here are pure (see :mod:`synopsis.server._sql`); :class:`KeyRing` (the ``synopsis
 keys`` commands) and :class:`AsyncKeyRing` (the app and its admin API) run the same plans and
@@ -36,6 +39,7 @@ from synopsis.server._sql import Dialect, Plan, Statement
 from synopsis.server.db import AsyncDatabase, Database
 
 __all__ = [
+    "KEY_CACHE_SECONDS",
     "ApiKey",
     "AsyncKeyRing",
     "IssuedKey",
@@ -46,6 +50,10 @@ __all__ = [
 ]
 
 _PREFIX = "syn_"
+#: How long the proxy's hot path trusts a key it looked up (a revocation holds within it).
+KEY_CACHE_SECONDS = 1.0
+#: At most this many keys are remembered (the memory is dropped whole when it is full).
+_KEY_CACHE_SIZE = 4096
 _ID_HEX = 12
 _MAX_LABEL = 200
 
@@ -274,7 +282,10 @@ class AsyncKeyRing:
 
     def __init__(self, db: AsyncDatabase, *, clock: Callable[[], float] = time.monotonic) -> None:
         self._db = db
+        self._clock = clock
         self._buckets = _Buckets(clock)
+        #: digest -> (key, when it was read): the hot path's memory (see authenticate_cached).
+        self._known: dict[str, tuple[ApiKey, float]] = {}
 
     async def create(
         self,
@@ -294,6 +305,7 @@ class AsyncKeyRing:
         return await self._db.run(list_plan(self._db.dialect, tenant), write=False)
 
     async def revoke(self, key_id: str) -> ApiKey | None:
+        self._known.clear()  # revoked through this ring: refused at once, cache or not
         return await self._db.run(revoke_plan(self._db.dialect, key_id, self._db.clock()))
 
     async def authenticate(self, key: str) -> ApiKey | None:
@@ -301,6 +313,28 @@ class AsyncKeyRing:
         if not _looks_like_key(key):
             return None
         found = await self._db.run(find_plan(self._db.dialect, key), write=False, lookup=True)
+        return found if found is not None and found.usable(self._db.clock()) else None
+
+    async def authenticate_cached(self, key: str) -> ApiKey | None:
+        """:meth:`authenticate`, trusting a key found less than :data:`KEY_CACHE_SECONDS` ago
+        (by the ring's clock): a key revoked elsewhere is refused within that second; expiry
+        is checked on every call. Unknown keys are never remembered (each is looked up)."""
+        if not _looks_like_key(key):
+            return None
+        digest = digest_of(key)
+        now = self._clock()
+        known = self._known.get(digest)
+        if known is not None and now - known[1] < KEY_CACHE_SECONDS:
+            found: ApiKey | None = known[0]
+        else:
+            plan = find_plan(self._db.dialect, key)
+            found = await self._db.run(plan, write=False, lookup=True)
+            if found is None:
+                self._known.pop(digest, None)
+            else:
+                if len(self._known) >= _KEY_CACHE_SIZE:
+                    self._known.clear()
+                self._known[digest] = (found, now)
         return found if found is not None and found.usable(self._db.clock()) else None
 
     def admit(self, key: ApiKey) -> None:

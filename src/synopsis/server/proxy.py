@@ -33,7 +33,9 @@ import httpx
 from fastapi import APIRouter, Header, Request
 from fastapi.responses import JSONResponse, Response
 
+from synopsis.compaction.compactor import AsyncCompactor
 from synopsis.errors import InvalidInput
+from synopsis.messages import media_parts
 from synopsis.redact import redact_history
 from synopsis.server.deps import Services, Svc, Tenant
 from synopsis.server.errors import ERRORS
@@ -42,7 +44,7 @@ from synopsis.server.summary_cache import compact_stateless
 from synopsis.server.turns import PRIVATE_KEYS, public_messages, record_turn
 from synopsis.server.upstreams import Route, forward
 
-__all__ = ["router", "send_upstream", "upstream_key"]
+__all__ = ["chat_turn", "router", "send_upstream", "surely_below", "upstream_key"]
 
 router = APIRouter(tags=["proxy"])
 
@@ -103,7 +105,7 @@ async def send_upstream(
     """``request`` sent under the tenant's slot, its answer streamed back as it arrives."""
     release = s.slots.take(tenant)
     return await forward(
-        s.http,
+        s.transport,
         client,
         request,
         release=release,
@@ -156,29 +158,96 @@ async def chat_completions(
     x_synopsis_session: _IdHeader = None,
 ) -> Response:
     """OpenAI chat completions, compacted (and with session memory) on the way through."""
+    return await chat_turn(s, tenant, request, body, (x_synopsis_user, x_synopsis_session))
+
+
+async def chat_turn(
+    s: Services,
+    tenant: str,
+    request: Request,
+    body: ChatCompletionRequest,
+    headers: tuple[str | None, str | None] = (None, None),
+) -> Response:
+    """One chat-completions call of ``tenant``, validated as ``body`` (the route's work; the
+    lean route of :mod:`synopsis.server.lean` runs the same)."""
     payload = body.model_dump(exclude_unset=True)
     route = s.upstreams.pick(payload.get("model"), "openai")
     messages: list[dict[str, Any]] = payload["messages"]
-    ids = _session_ids(x_synopsis_user, x_synopsis_session)
+    ids = _session_ids(*headers)
     tools = payload.get("tools") if _is_tools(payload.get("tools")) else None
+    private = any(PRIVATE_KEYS & m.keys() for m in messages)
     sent: list[dict[str, Any]] | None
     if ids is not None:
         messages = await _with_session(s, tenant, ids, messages)
         sent = await s.compactor.before_model(messages, tools=tools)
+    elif not private and surely_below(s.compactor, len(await request.body()), messages, tools):
+        sent = None  # the trigger cannot fire: no token count needed (see surely_below)
     else:
         sent = await _compacted(s, tenant, messages, tools)
-    if sent is None and not any(PRIVATE_KEYS & m.keys() for m in messages):
+    if sent is None and not (private if ids is None else _private(messages)):
         # Below the trigger and nothing to strip: the body as it came (validated above; every
         # field the proxy reads is strictly typed, so what it checked is what goes on).
         content = await request.body()
     else:
         payload["messages"] = public_messages(messages if sent is None else sent)
         content = json.dumps(payload, ensure_ascii=False, separators=(",", ":")).encode()
-    headers = {**_request_headers(request, route), "content-type": "application/json"}
-    upstream = s.http.build_request(
-        "POST", route.url("/chat/completions"), content=content, headers=headers
+    upstream = httpx.Request(
+        "POST",
+        route.url("/chat/completions"),
+        content=content,
+        headers={**_request_headers(request, route), "content-type": "application/json"},
+        extensions={"timeout": s.http.timeout.as_dict()},
     )
     return await send_upstream(s, tenant, request, upstream)
+
+
+def _private(messages: list[dict[str, Any]]) -> bool:
+    return any(PRIVATE_KEYS & m.keys() for m in messages)
+
+
+#: Tokens a byte of a request body can cost at most (see :func:`surely_below`).
+_TOKENS_PER_BYTE = 4
+#: The smallest message, and the framing its 15 bytes pay for at 4 tokens a byte.
+_BARE = {"role": "user"}
+_FRAME_TOKENS = _TOKENS_PER_BYTE * len(b'{"role":"user"}')
+
+
+def surely_below(
+    compactor: AsyncCompactor, size: int, messages: list[dict[str, Any]], tools: Any
+) -> bool:
+    """True when a request body of ``size`` bytes holding ``messages`` cannot fire the
+    compactor's trigger, known without counting its tokens; False when it might.
+
+    Why the bound holds, for messages without ``usage`` or ``meta`` (no provider baseline:
+    the count is the sum of the messages' estimates, plus the tools') and without media parts
+    (their flat cost does not depend on their size), under an estimator giving at most 4
+    tokens per character (:meth:`TokenCounter.text_bound`, the server's default):
+
+    * a message costs the estimate of its text (content and text parts, reasoning, tool-call
+      names and arguments) plus a fixed framing of 3 tokens;
+    * every character of that text is decoded from at least one byte of the body's JSON (a
+      plain character 1 to 4 bytes, an escape 2 to 12), and different strings use different
+      bytes, so the text costs at most 4 tokens per body byte it was read from;
+    * each message's JSON object holds at least 15 more bytes (``{"role":"user"}``) that
+      are not its text, which pays its 3 tokens of framing at 4 per byte.
+
+    So the messages cost at most ``4 * size``; the tools are estimated exactly (they are few).
+    """
+    counter = compactor.counter
+    trigger = compactor.options.trigger
+    if counter.text_bound("x") != _TOKENS_PER_BYTE or counter.estimate(_BARE) > _FRAME_TOKENS:
+        return False  # another estimator, or a larger framing: no bound known
+    if trigger.messages and len(messages) > trigger.messages:
+        return False
+    limit = trigger.threshold_tokens()
+    if limit is None:
+        return True  # the trigger fires on the message count alone, checked above
+    if _TOKENS_PER_BYTE * size > limit:
+        return False
+    if any(media_parts(m) for m in messages):
+        return False
+    tool_tokens = counter.estimate_tools(tools) if tools else 0
+    return _TOKENS_PER_BYTE * size + tool_tokens <= limit
 
 
 async def _compacted(
@@ -208,7 +277,10 @@ async def models(request: Request, tenant: Tenant, s: Svc) -> Response:
     if s.upstreams.configured:
         return JSONResponse(s.upstreams.listing())
     route = s.upstreams.pick(None, "openai")
-    upstream = s.http.build_request(
-        "GET", route.url("/models"), headers=_request_headers(request, route)
+    upstream = httpx.Request(
+        "GET",
+        route.url("/models"),
+        headers=_request_headers(request, route),
+        extensions={"timeout": s.http.timeout.as_dict()},
     )
     return await send_upstream(s, tenant, request, upstream)

@@ -182,23 +182,28 @@ def _refused(exc: httpx.TimeoutException) -> bool:
     return isinstance(cause, OSError) and not isinstance(cause, TimeoutError)
 
 
-async def _send(http: httpx.AsyncClient, request: httpx.Request) -> httpx.Response:
+async def _send(transport: httpx.AsyncBaseTransport, request: httpx.Request) -> httpx.Response:
+    """The upstream's response to ``request`` (headers read), from the transport itself: the
+    client's per-request work (URL merging, cookie jar, auth and redirect hooks) is not the
+    proxy's to do, and a cookie one tenant's upstream sets must never reach another's call."""
     try:
-        return await http.send(request, stream=True)
+        response = await transport.handle_async_request(request)
     except httpx.TimeoutException as exc:
         if _refused(exc):
             raise ProviderUnavailable("the upstream is unreachable (ConnectError)") from exc
         raise ModelTimeout("the upstream timed out") from exc
     except httpx.HTTPError as exc:
         raise ProviderUnavailable(f"the upstream is unreachable ({type(exc).__name__})") from exc
+    response.request = request
+    return response
 
 
 async def _watched(
-    http: httpx.AsyncClient, client: Request, request: httpx.Request
+    transport: httpx.AsyncBaseTransport, client: Request, request: httpx.Request
 ) -> httpx.Response | None:
     """The upstream's response (headers read, body not), or None: the client left first, and
     the upstream call was cancelled (its connection closed)."""
-    sending = asyncio.ensure_future(_send(http, request))
+    sending = asyncio.ensure_future(_send(transport, request))
     gone = asyncio.ensure_future(_disconnected(client))
     try:
         await asyncio.wait({sending, gone}, return_when=asyncio.FIRST_COMPLETED)
@@ -243,7 +248,7 @@ class _Passed(StreamingResponse):
 
 
 async def forward(
-    http: httpx.AsyncClient,
+    transport: httpx.AsyncBaseTransport,
     client: Request,
     request: httpx.Request,
     *,
@@ -258,7 +263,7 @@ async def forward(
     """
     deadline = asyncio.get_running_loop().time() + timeout
     try:
-        upstream = await _watched(http, client, request)
+        upstream = await _watched(transport, client, request)
     except BaseException:
         release()
         raise
