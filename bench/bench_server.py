@@ -53,7 +53,7 @@ def free_port() -> int:
 
 
 def wait_healthy(url: str, process: subprocess.Popen[bytes]) -> None:
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + 180  # LiteLLM takes long to start on a loaded machine
     while time.monotonic() < deadline:
         if process.poll() is not None:
             raise SystemExit(f"{process.args} exited with {process.returncode}")
@@ -290,7 +290,28 @@ def descendants_cpu(pid: int) -> float:
     return total
 
 
-def variants(baseline: Path | None, processes: Sequence[int]) -> list[Variant]:
+#: LiteLLM's proxy, from its own venv (``bench/make_litellm_venv.sh``), for ``--litellm``.
+LITELLM = Path(__file__).resolve().parent / ".venv-litellm" / "bin" / "litellm"
+
+
+def litellm_process(port: int, upstream: str, tmp: str) -> list[str]:
+    """LiteLLM's proxy serving ``fake-model`` from the same fake upstream (no master key, no
+    database: its lightest set-up; its own logging and telemetry off)."""
+    config = Path(tmp) / "litellm.yaml"
+    config.write_text(
+        "model_list:\n  - model_name: fake-model\n    litellm_params:\n"
+        f"      model: openai/fake-model\n      api_base: {upstream}\n      api_key: sk-fake\n"
+        "litellm_settings:\n  telemetry: false\n  drop_params: true\n"
+    )
+    return [str(LITELLM), "--config", str(config), "--host", "127.0.0.1", "--port", str(port),
+            "--num_workers", "1"]  # fmt: skip
+
+
+def variants(
+    baseline: Path | None, processes: Sequence[int], shipped_only: bool = False
+) -> list[Variant]:
+    if shipped_only:
+        return [Variant("synopsis as shipped: h11 + uvloop, aiohttp", SRC, http="h11")]
     found = []
     if baseline is not None:
         found.append(Variant("before (baseline), h11 + asyncio", baseline, "asyncio", "h11"))
@@ -313,7 +334,7 @@ def variants(baseline: Path | None, processes: Sequence[int]) -> list[Variant]:
 
 def proxy_overhead(
     requests: int, levels: Sequence[int], baseline: Path | None, processes: Sequence[int],
-    route: str = "chat",
+    route: str = "chat", shipped_only: bool = False, litellm: bool = False,
 ) -> None:  # fmt: skip
     up_port = free_port()
     upstream = f"http://127.0.0.1:{up_port}/v1"
@@ -323,7 +344,7 @@ def proxy_overhead(
         (Path(tmp) / "bench_proxy_app.py").write_text(APP_MODULE)
         up_pid = stack.enter_context(process(fake_upstream(up_port), f"{upstream}/models"))
         proxies: list[tuple[Variant, str, int]] = []
-        for variant in variants(baseline, processes):
+        for variant in variants(baseline, processes, shipped_only):
             port = free_port()
             command = proxy_process(variant, port)
             path = f"{variant.src}{os.pathsep}{tmp}"
@@ -331,6 +352,15 @@ def proxy_overhead(
                    "BENCH_TRANSPORT": variant.transport}  # fmt: skip
             pid = stack.enter_context(process(command, f"http://127.0.0.1:{port}/healthz", env))
             proxies.append((variant, f"http://127.0.0.1:{port}/v1", pid))
+        if litellm:
+            if not LITELLM.exists():
+                raise SystemExit(f"{LITELLM} is missing: run bench/make_litellm_venv.sh")
+            port = free_port()
+            env = {**os.environ, "LITELLM_LOG": "ERROR", "LITELLM_TELEMETRY": "False"}
+            command = litellm_process(port, upstream, tmp)
+            probe = f"http://127.0.0.1:{port}/health/liveliness"
+            pid = stack.enter_context(process(command, probe, env))
+            proxies.append((Variant("LiteLLM proxy", SRC), f"http://127.0.0.1:{port}/v1", pid))
         for clients in levels:
             _level(clients, max(requests // clients, 4), upstream, up_pid, key, proxies, route)
 
@@ -498,6 +528,14 @@ def main() -> None:
         "--route", choices=sorted(ROUTES), default="chat",
         help="the proxy route measured: chat completions, Responses or Anthropic Messages",
     )  # fmt: skip
+    parser.add_argument(
+        "--shipped-only", action="store_true",
+        help="measure only the proxy as `synopsis serve` runs it (not the other variants)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--litellm", action="store_true",
+        help="also LiteLLM's proxy on the same fake upstream (bench/make_litellm_venv.sh first)",
+    )  # fmt: skip
     args = parser.parse_args()
     requests = args.requests or (40 if args.quick else 2000)
     load = os.getloadavg()[0]
@@ -506,7 +544,10 @@ def main() -> None:
     print(f"### Proxy overhead of /v1/{ROUTES[args.route][0]} (history below the trigger)\n")
     levels = [int(c) for c in args.clients.split(",")]
     processes = [int(n) for n in args.processes.split(",")]
-    proxy_overhead(requests, levels, args.baseline_src, processes, args.route)
+    proxy_overhead(
+        requests, levels, args.baseline_src, processes, args.route, args.shipped_only,
+        args.litellm,
+    )  # fmt: skip
     direct, proxied = asyncio.run(cpu_per_request(max(requests // 4, 20)))
     own = ms(proxied - direct)
     print(f"\nCPU per request, in one process over ASGI (best of 3): direct {ms(direct)}, "

@@ -379,6 +379,11 @@ class TokenCounter:
         self._tools: tuple[list[Mapping[str, Any]], int] | None = None
         self._lock = threading.Lock()
 
+    @property
+    def message_overhead(self) -> int:
+        """The tokens of framing added to every message."""
+        return self._overhead
+
     def estimate_text(self, text: str) -> int:
         """Estimated tokens of a piece of text (no framing)."""
         return self._text(text)

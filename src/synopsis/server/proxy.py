@@ -25,6 +25,7 @@ single upstream's list through. An unreachable upstream is a 502, a timeout a 50
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Callable, Mapping
 from typing import Annotated, Any
@@ -193,12 +194,18 @@ async def chat_turn(
         content = json.dumps(payload, ensure_ascii=False, separators=(",", ":")).encode()
     upstream = httpx.Request(
         "POST",
-        route.url("/chat/completions"),
+        _endpoint(route.url("/chat/completions")),
         content=content,
         headers={**_request_headers(request, route), "content-type": "application/json"},
         extensions={"timeout": s.http.timeout.as_dict()},
     )
     return await send_upstream(s, tenant, request, upstream)
+
+
+@functools.lru_cache(maxsize=256)
+def _endpoint(url: str) -> httpx.URL:
+    """An upstream URL, parsed once (httpx parses a string on every request)."""
+    return httpx.URL(url)
 
 
 def _private(messages: list[dict[str, Any]]) -> bool:
@@ -207,8 +214,7 @@ def _private(messages: list[dict[str, Any]]) -> bool:
 
 #: Tokens a byte of a request body can cost at most (see :func:`surely_below`).
 _TOKENS_PER_BYTE = 4
-#: The smallest message, and the framing its 15 bytes pay for at 4 tokens a byte.
-_BARE = {"role": "user"}
+#: The framing the 15 bytes of the smallest message (``{"role":"user"}``) pay for.
 _FRAME_TOKENS = _TOKENS_PER_BYTE * len(b'{"role":"user"}')
 
 
@@ -235,7 +241,7 @@ def surely_below(
     """
     counter = compactor.counter
     trigger = compactor.options.trigger
-    if counter.text_bound("x") != _TOKENS_PER_BYTE or counter.estimate(_BARE) > _FRAME_TOKENS:
+    if counter.text_bound("x") != _TOKENS_PER_BYTE or counter.message_overhead > _FRAME_TOKENS:
         return False  # another estimator, or a larger framing: no bound known
     if trigger.messages and len(messages) > trigger.messages:
         return False

@@ -78,10 +78,35 @@ MAX_MESSAGE_CHARS = 4_000_000
 MAX_MESSAGE_DEPTH = 32
 
 
+_SCALARS = (int, float, bool, type(None))
+
+
+def _flat_checked(message: dict[Any, Any]) -> bool:
+    """The common message, checked in one loop: string keys, and values that are strings or
+    scalars (its depth is 1). False when a value nests: then the full walk decides."""
+    size = 0
+    for key, item in message.items():
+        if isinstance(item, str):
+            size += len(item)
+            if not item.isascii():
+                _no_surrogates(item)
+        elif not isinstance(item, _SCALARS):
+            return False
+        if isinstance(key, str):
+            size += len(key)
+            if not key.isascii():
+                _no_surrogates(key)
+    if size > MAX_MESSAGE_CHARS:
+        raise ValueError(f"a message may hold at most {MAX_MESSAGE_CHARS} characters")
+    return True
+
+
 def check_message_values(value: Any) -> None:
     """Refuse a message no store can keep or no response can carry: a lone surrogate
     anywhere, more than :data:`MAX_MESSAGE_CHARS` of text or :data:`MAX_MESSAGE_DEPTH` levels.
     One pass over the values, without recursion."""
+    if isinstance(value, dict) and _flat_checked(value):
+        return
     size = 0
     pending: list[tuple[Any, int]] = [(value, 0)]
     while pending:

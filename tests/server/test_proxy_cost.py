@@ -1,0 +1,216 @@
+"""The proxy's hot path, guarded by operation counts (issue 21, item 6; no timings).
+
+``POST /v1/chat/completions`` without a session, below the trigger: the lean route looks the
+key up once per second at most (revocation holds within that second, by an injected clock),
+does not run FastAPI's dependency (which would look the key up again, uncached) and counts no
+token when the body's size alone keeps it below the trigger; that size bound is checked
+against the real count on adversarial text.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import json
+import random
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from synopsis import AsyncCompactor, Trigger
+from synopsis.server import ServerOptions, create_app
+from synopsis.server.db import AsyncDatabase, Database
+from synopsis.server.deps import Services
+from synopsis.server.keys import AsyncKeyRing, KeyRing
+from synopsis.server.proxy import surely_below
+from synopsis.server.testing import FakeUpstream
+from synopsis.tokens import TokenCounter, default_estimate
+
+HISTORY = [
+    {"role": "system", "content": "You are a helpful travel planner."},
+    *[
+        {"role": ("user", "assistant")[i % 2], "content": f"Message {i}: plan day {i} by the lake."}
+        for i in range(19)
+    ],
+]
+
+
+TRIGGER = 10_000
+#: The benchmark's request body: about 1 KB, so at most 4,000 tokens by the bound.
+BODY = json.dumps({"model": "m", "messages": HISTORY}).encode()
+
+
+class CountingDatabase:
+    """The app's real database, counting the plans run on it (what the key ring needs)."""
+
+    def __init__(self, db: AsyncDatabase) -> None:
+        self.db = db
+        self.dialect = db.dialect
+        self.clock = db.clock
+        self.runs = 0
+
+    async def run(self, plan: Any, **kw: Any) -> Any:
+        self.runs += 1
+        return await self.db.run(plan, **kw)
+
+
+@dataclass
+class Clock:
+    now: float = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@dataclass
+class Proxy:
+    client: httpx.AsyncClient
+    services: Services
+    db_path: str
+    key: str
+
+
+@contextlib.asynccontextmanager
+async def serving(tmp_path: Path) -> AsyncIterator[Proxy]:
+    """The app in this task (a fixture's teardown would run in another task)."""
+    db = str(tmp_path / "proxy.db")
+    fake = FakeUpstream()
+    options = ServerOptions(db=db, upstream="http://upstream/v1", trigger=Trigger(tokens=TRIGGER))
+    app = create_app(options, upstream_transport=httpx.ASGITransport(app=fake.app))
+    async with app.router.lifespan_context(app):
+        with Database(db) as sync_db:
+            key = KeyRing(sync_db).create("acme").secret
+        client = httpx.AsyncClient(
+            transport=httpx.ASGITransport(app=app),
+            base_url="http://proxy/v1",
+            headers={"Authorization": f"Bearer {key}"},
+        )
+        async with client:
+            yield Proxy(client, app.state.services, db, key)
+
+
+def _counting_ring(services: Services, clock: Clock) -> CountingDatabase:
+    counting = CountingDatabase(services.db)
+    services.keys = AsyncKeyRing(counting, clock=clock)  # type: ignore[arg-type]
+    return counting
+
+
+async def _chat(client: httpx.AsyncClient, messages: list[dict[str, Any]] = HISTORY) -> int:
+    body = json.dumps({"model": "m", "messages": messages}).encode()
+    headers = {"content-type": "application/json"}
+    answer = await client.post("/chat/completions", content=body, headers=headers)
+    return answer.status_code
+
+
+async def test_the_key_is_looked_up_once_a_second_and_a_revocation_holds_within_it(
+    tmp_path: Path,
+) -> None:
+    async with serving(tmp_path) as proxy:
+        clock = Clock()
+        counting = _counting_ring(proxy.services, clock)
+        assert [await _chat(proxy.client) for _ in range(40)] == [200] * 40
+        # One lookup for 40 requests: none per request, and FastAPI's dependency (an uncached
+        # lookup of its own) never ran.
+        assert counting.runs == 1
+        clock.now = 1.0  # the remembered key is a second old: looked up again
+        assert await _chat(proxy.client) == 200
+        assert counting.runs == 2
+        with Database(proxy.db_path) as sync_db:  # revoked elsewhere (the CLI, another replica)
+            assert KeyRing(sync_db).revoke(proxy.key.split("_")[1]) is not None
+        clock.now = 2.0
+        refused = await proxy.client.post(
+            "/chat/completions", json={"model": "m", "messages": HISTORY}
+        )
+        assert refused.status_code == 401
+        assert refused.json()["error"]["type"] == "Unauthorized"
+
+
+async def test_a_revocation_through_the_ring_holds_at_once(tmp_path: Path) -> None:
+    async with serving(tmp_path) as proxy:
+        clock = Clock()
+        _counting_ring(proxy.services, clock)
+        assert await _chat(proxy.client) == 200
+        assert await proxy.services.keys.revoke(proxy.key.split("_")[1]) is not None
+        assert await _chat(proxy.client) == 401
+
+
+async def test_no_token_is_counted_below_the_byte_bound(tmp_path: Path) -> None:
+    async with serving(tmp_path) as proxy:
+        calls = 0
+
+        @functools.wraps(default_estimate)
+        def counting_estimate(text: str) -> int:
+            nonlocal calls
+            calls += 1
+            return default_estimate(text)
+
+        proxy.services.compactor.counter = TokenCounter(estimator=counting_estimate)
+        assert [await _chat(proxy.client) for _ in range(20)] == [200] * 20
+        assert 4 * len(BODY) < TRIGGER
+        assert calls == 0
+        # Past the bound (4 * bytes > the trigger) but below the trigger: counted, and sent.
+        longer = [*HISTORY, {"role": "user", "content": "a lake " * 400}]
+        assert await _chat(proxy.client, longer) == 200
+        assert calls > 0
+
+
+def _adversarial(rng: random.Random) -> str:
+    pieces = [
+        "1!2@3#4$5%",
+        "汉字测试中文",
+        "😀🎉",
+        "a b c d e ",
+        "\n\t  \n",
+        "x" * rng.randint(1, 30),
+        "ÄÖÜßéè",
+        ";;;;",
+        '\\"',
+        "한국어",
+        "カタカナ",
+    ]
+    return "".join(rng.choice(pieces) for _ in range(rng.randint(0, 12)))
+
+
+def _message(rng: random.Random) -> dict[str, Any]:
+    role = rng.choice(["user", "assistant", "system", "tool"])
+    message: dict[str, Any] = {"role": role}
+    shape = rng.randint(0, 3)
+    if shape == 1:
+        message["content"] = _adversarial(rng)
+    elif shape == 2:
+        message["content"] = [{"type": "text", "text": _adversarial(rng)}]
+    elif shape == 3 and role == "assistant":
+        call = {"name": _adversarial(rng)[:20] or "f", "arguments": _adversarial(rng)}
+        message["tool_calls"] = [{"id": "c1", "type": "function", "function": call}]
+        message["reasoning_content"] = _adversarial(rng)
+    return message
+
+
+def test_the_byte_bound_never_lets_a_request_over_the_trigger_through() -> None:
+    """For each random history the trigger is set at exactly the bound (4 tokens a byte of
+    its most compact JSON): where ``surely_below`` says yes, the real count must agree."""
+    rng = random.Random(21)
+    said_yes = 0
+    for _ in range(400):
+        messages = [_message(rng) for _ in range(rng.randint(1, 30))]
+        body = json.dumps({"model": "m", "messages": messages}, ensure_ascii=False,
+                          separators=(",", ":")).encode()  # fmt: skip
+        for limit in (4 * len(body), 4 * len(body) - 1):
+            compactor = AsyncCompactor(trigger=Trigger(tokens=limit), counter=TokenCounter())
+            if surely_below(compactor, len(body), messages, None):
+                said_yes += 1
+                assert not compactor.should_compact(messages).fired
+    assert said_yes >= 400  # the bound was exercised, not skipped
+
+
+def test_media_an_unbounded_estimator_or_a_message_trigger_turn_the_shortcut_off() -> None:
+    image = {"role": "user", "content": [{"type": "image_url", "image_url": {"url": "x"}}]}
+    compactor = AsyncCompactor(trigger=Trigger(tokens=100_000), counter=TokenCounter())
+    assert not surely_below(compactor, 60, [image], None)
+    custom = AsyncCompactor(trigger=Trigger(tokens=100_000), counter=TokenCounter(estimator=len))
+    assert not surely_below(custom, 60, [{"role": "user", "content": "hi"}], None)
+    by_count = AsyncCompactor(trigger=Trigger(messages=2), counter=TokenCounter())
+    assert not surely_below(by_count, 60, [{"role": "user"}] * 3, None)
