@@ -240,6 +240,8 @@ class Variant:
     http: str = "httptools"
     transport: str = "default"
     processes: int = 1
+    #: The key its clients send (None: the synopsis key of the run).
+    key: str | None = None
 
 
 #: The app the proxy variants serve (a module, so uvicorn's worker processes can import it).
@@ -356,11 +358,14 @@ def proxy_overhead(
             if not LITELLM.exists():
                 raise SystemExit(f"{LITELLM} is missing: run bench/make_litellm_venv.sh")
             port = free_port()
-            env = {**os.environ, "LITELLM_LOG": "ERROR", "LITELLM_TELEMETRY": "False"}
+            master = f"sk-bench-{uuid.uuid4().hex}"  # its auth on, as a deployment runs it
+            env = {**os.environ, "LITELLM_LOG": "ERROR", "LITELLM_TELEMETRY": "False",
+                   "LITELLM_MASTER_KEY": master}  # fmt: skip
             command = litellm_process(port, upstream, tmp)
             probe = f"http://127.0.0.1:{port}/health/liveliness"
             pid = stack.enter_context(process(command, probe, env))
-            proxies.append((Variant("LiteLLM proxy", SRC), f"http://127.0.0.1:{port}/v1", pid))
+            litellm_variant = Variant("LiteLLM proxy", SRC, key=master)
+            proxies.append((litellm_variant, f"http://127.0.0.1:{port}/v1", pid))
         for clients in levels:
             _level(clients, max(requests // clients, 4), upstream, up_pid, key, proxies, route)
 
@@ -377,7 +382,7 @@ def _level(
         runs["direct"].append(asyncio.run(direct))
         for variant, url, pid in proxies:
             before = descendants_cpu(pid), cpu_seconds(up_pid), time.process_time()
-            run = asyncio.run(chat_load(url, key, clients, per_client, route))
+            run = asyncio.run(chat_load(url, variant.key or key, clients, per_client, route))
             after = descendants_cpu(pid), cpu_seconds(up_pid), time.process_time()
             runs.setdefault(variant.name, []).append(run)
             sent = len(run.latencies) + run.errors + clients  # and one warm-up a client
