@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import subprocess
 import sys
 import tempfile
@@ -41,18 +42,57 @@ def key_for(db: str, tenant: str) -> str:
     return done.stdout.strip()
 
 
-async def measure_b(url: str, key: str, count: int) -> list[float]:
-    latencies = []
-    async with httpx.AsyncClient(
-        base_url=url, headers={"Authorization": f"Bearer {key}"}, timeout=60
-    ) as client:
-        for _ in range(count):
+#: Tenant B's client, in a process of its own: measured from the load client's process, B's
+#: request waited for that client's event loop, busy sending A's 300 requests (most of the
+#: 2 s once reported for "B during the burst"). It starts, opens its connection, then sends
+#: ``n`` requests for each line ``n`` it reads and prints their latencies (JSON).
+B_CLIENT = """
+import json, sys, time, httpx
+url, key = sys.argv[1], sys.argv[2]
+hi = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
+with httpx.Client(base_url=url, headers={"Authorization": f"Bearer {key}"}, timeout=60) as c:
+    c.get("/healthz")
+    print("ready", flush=True)
+    for line in sys.stdin:
+        out = []
+        for _ in range(int(line)):
             started = time.perf_counter()
-            response = await client.post("/v1/chat/completions", json=HI)
-            latencies.append(time.perf_counter() - started)
-            if response.status_code != 200:
-                raise SystemExit(f"tenant B got {response.status_code}: {response.text[:200]}")
-    return latencies
+            status = c.post("/v1/chat/completions", json=hi).status_code
+            out.append(time.perf_counter() - started if status == 200 else -status)
+        print(json.dumps(out), flush=True)
+"""
+
+
+class TenantB:
+    """Tenant B's client process (see :data:`B_CLIENT`)."""
+
+    def __init__(self, child: asyncio.subprocess.Process) -> None:
+        self.child = child
+
+    @classmethod
+    async def start(cls, url: str, key: str) -> TenantB:
+        child = await asyncio.create_subprocess_exec(
+            sys.executable, "-c", B_CLIENT, url, key, env=ENV,
+            stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+        )  # fmt: skip
+        assert child.stdout is not None
+        if (await child.stdout.readline()).strip() != b"ready":
+            raise SystemExit("tenant B's client did not start")
+        return cls(child)
+
+    async def measure(self, count: int) -> list[float]:
+        assert self.child.stdin is not None and self.child.stdout is not None
+        self.child.stdin.write(f"{count}\n".encode())
+        await self.child.stdin.drain()
+        latencies = [float(x) for x in json.loads(await self.child.stdout.readline())]
+        if any(x < 0 for x in latencies):
+            raise SystemExit(f"tenant B got an error status: {latencies}")
+        return latencies
+
+    async def close(self) -> None:
+        assert self.child.stdin is not None
+        self.child.stdin.close()
+        await self.child.wait()
 
 
 class Fake:
@@ -85,6 +125,16 @@ def fake_upstream(port: int) -> list[str]:
 async def scenario(
     url: str, key_a: str, key_b: str, fake: Fake, args: argparse.Namespace
 ) -> dict[str, object]:
+    b = await TenantB.start(url, key_b)
+    try:
+        return await _scenario(url, key_a, b, fake, args)
+    finally:
+        await b.close()
+
+
+async def _scenario(
+    url: str, key_a: str, b: TenantB, fake: Fake, args: argparse.Namespace
+) -> dict[str, object]:
     limits = httpx.Limits(max_connections=args.hung + 10)
     async with httpx.AsyncClient(
         base_url=url, headers={"Authorization": f"Bearer {key_a}"}, timeout=args.give_up,
@@ -100,31 +150,40 @@ async def scenario(
 
         calls = [asyncio.ensure_future(hung()) for _ in range(args.hung)]
         started = time.perf_counter()
+        await asyncio.sleep(0.05)  # A's requests are on their way: B's goes in among them
+        early = await b.measure(1)
+        early_done = sum(c.done() for c in calls)
         plateau = min(args.hung, args.concurrency)
-        while fake.hanging < plateau and time.perf_counter() - started < args.give_up / 2:  # noqa: ASYNC110
+        # The fake's counters are read in a thread: a blocking read here would stall A's calls.
+        while (  # noqa: ASYNC110
+            await asyncio.to_thread(lambda: fake.hanging) < plateau
+            and time.perf_counter() - started < args.give_up / 2
+        ):
             await asyncio.sleep(0.02)
-        reached = fake.hanging
+        reached = await asyncio.to_thread(lambda: fake.hanging)
         settled = time.perf_counter() - started
-        burst = await measure_b(url, key_b, 1)  # the refusals may still be on their way
+        burst = await b.measure(1)  # the refusals may still be on their way
         refused = args.hung - plateau
         stop = started + args.give_up / 2
         while sum(c.done() for c in calls) < refused and time.perf_counter() < stop:  # noqa: ASYNC110
             await asyncio.sleep(0.02)
         answered = time.perf_counter() - started
-        during = await measure_b(url, key_b, args.samples)
+        during = await b.measure(args.samples)
         outcomes = await asyncio.gather(*calls)
     for _ in range(100):  # up to 10 s for the upstream to see the calls closed
-        if fake.hanging == 0:
+        if await asyncio.to_thread(lambda: fake.hanging) == 0:
             break
         await asyncio.sleep(0.1)
-    after = await measure_b(url, key_b, args.samples)
+    after = await b.measure(args.samples)
     return {
         "refused_429": outcomes.count("429"),
         "gave_up": outcomes.count("gave up"),
         "reached_upstream": reached,
         "seconds_to_reach_it": round(settled, 2),
         "seconds_until_the_rest_got_429": round(answered, 2),
-        "B during the burst (ms)": round(burst[0] * 1000, 1),
+        "B sent 50 ms into the burst (ms)": round(early[0] * 1000, 1),
+        "A's calls answered when B's came back": early_done,
+        "B once A's calls reach the upstream (ms)": round(burst[0] * 1000, 1),
         "abandoned_upstream": fake.abandoned,
         "open_after": fake.hanging,
         "during": during,
