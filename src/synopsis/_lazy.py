@@ -71,6 +71,7 @@ TOP_LEVEL: dict[str, tuple[str, ...]] = {
         "BeforeSummarize",
         "CompactionSkipped",
         "GenerateSummary",
+        "OrphanToolResultsDropped",
         "OutboxReplayed",
         "SessionMemoryFailed",
         "SessionSummarySaved",

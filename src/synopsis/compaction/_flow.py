@@ -41,6 +41,7 @@ from synopsis.compaction.clear import (
     plan_clearing,
 )
 from synopsis.compaction.options import CompactionOptions
+from synopsis.compaction.orphans import as_notes, drop_orphans, input_positions
 from synopsis.compaction.plan import CompactionPlan, plan_compaction
 from synopsis.compaction.redaction import merged_counts, redact_summary
 from synopsis.compaction.summary import SUMMARY_KIND
@@ -51,6 +52,7 @@ from synopsis.events import (
     BeforeSummarize,
     CompactionSkipped,
     Event,
+    OrphanToolResultsDropped,
     SummarizeFailed,
     ToolOutputsCleared,
     ValuesRedacted,
@@ -302,7 +304,7 @@ def compaction(
     tokens, decision, plain = _decide(options, counter, messages, tools)
     if not (force or decision.fired):
         return _unchanged(messages, tokens, reason=None, triggered=False, plain=plain)
-    validate_messages(list(messages))
+    validate_messages(list(messages), orphans="allow")
     clean, redacted = redact_history(options.redact, messages)
     run = _Run(
         options=options,
@@ -316,9 +318,29 @@ def compaction(
         result = yield from _compact(run)
     else:
         result = yield from _tiered(run, tools, pressed=decision.fired)
+    result = yield from _without_orphans(run, result)
     if options.redact is None:
         return result
     return (yield from _redaction_reported(run, result, redacted))
+
+
+def _without_orphans(run: _Run, result: CompactionResult) -> Flow[CompactionStep, CompactionResult]:
+    """A compacted history without tool results whose call it no longer holds (see
+    :mod:`.orphans`), and ``orphan_tool_results_dropped`` when there were any."""
+    if not result.compacted:
+        return result
+    kept, dropped = drop_orphans(result.messages)
+    if not dropped:
+        return result
+    event = OrphanToolResultsDropped(
+        reason=run.reason,
+        tool_call_ids=tuple(str(m.get("tool_call_id")) for m in dropped),
+        indices=input_positions(run.messages, dropped),
+        session_id=run.options.session_id,
+    )
+    yield Emit(event)
+    after = run.counter.count(kept).total
+    return replace(result, messages=kept, tokens_after=after, events=(*result.events, event))
 
 
 def _redaction_reported(
@@ -411,6 +433,7 @@ def summarizer_input(
     to_summarize = plan.to_summarize
     if originals:
         to_summarize = tuple(originals.get(id(m), m) for m in to_summarize)
+    to_summarize = as_notes(to_summarize)
     previous = plan.previous_summary
     if previous is None:
         return to_summarize, None
