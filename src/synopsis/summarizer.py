@@ -346,12 +346,17 @@ class _SummarizerCore:
         overhead = self._overhead("-", None)
         room = self._input_budget() - overhead - self.max_output_tokens
         if room < MIN_CONVERSATION_TOKENS:
+            need = overhead + self.max_output_tokens + MIN_CONVERSATION_TOKENS
+            spare = need * 10 // 9 - 2  # the input budget keeps ESTIMATE_MARGIN spare
+            while spare - int(spare * ESTIMATE_MARGIN) < need:
+                spare += 1
             raise ConfigError(
-                f"the summarizer's window of {self.window} tokens is too small: its prompts "
-                f"take about {overhead}, the answer and the rolling summary "
-                f"{self.max_output_tokens} each, leaving {room} of the "
-                f"{MIN_CONVERSATION_TOKENS} needed for conversation; give a larger window= "
-                "or a smaller max_output_tokens="
+                f"the summarizer's window (window=, a compactor's summarizer_window=) of "
+                f"{self.window} tokens is too small: it must leave room for the prompts (about "
+                f"{overhead} tokens), the answer and the rolling summary ({self.max_output_tokens} "
+                f"each, max_output_tokens= / summarizer_max_output_tokens=) and at least "
+                f"{MIN_CONVERSATION_TOKENS} tokens of conversation: give a window of at least "
+                f"{spare + self.max_output_tokens} tokens or a smaller answer"
             )
 
     def _input_budget(self) -> int:
