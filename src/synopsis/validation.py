@@ -117,6 +117,13 @@ def _validate_one(message: object, index: int, open_calls: set[str], strict: boo
     if not isinstance(message, Mapping):
         raise InvalidMessage(_not_a_message(message), index=index)
     role = message.get("role")
+    if "role" not in message:
+        keys = ", ".join(repr(k)[:40] for k in list(message)[:5]) or "none"
+        raise InvalidMessage(
+            f"missing the 'role' key (one of {', '.join(sorted(ROLES))}); its keys: {keys}",
+            index=index,
+            field="role",
+        )
     if not isinstance(role, str) or role not in ROLES:
         allowed = ", ".join(sorted(ROLES))
         shown = repr(role) if isinstance(role, str | None) else f"of type {type(role).__name__}"

@@ -40,6 +40,7 @@ from synopsis.compaction.clear import (
     clearing_is_enough,
     plan_clearing,
 )
+from synopsis.compaction.language import detect_prompts
 from synopsis.compaction.options import CompactionOptions
 from synopsis.compaction.orphans import as_notes, drop_orphans, input_positions
 from synopsis.compaction.plan import CompactionPlan, plan_compaction
@@ -59,6 +60,7 @@ from synopsis.events import (
 )
 from synopsis.messages import marked_body, marker_of, without_meta
 from synopsis.models import Usage
+from synopsis.prompts import PromptSet
 from synopsis.redact import redact_history
 from synopsis.summarizer import Summarize, SummaryResult, strip_summary_wrapping
 from synopsis.tokens import TokenCounter
@@ -157,10 +159,12 @@ class CompactionResult:
 
 @dataclass(frozen=True, slots=True)
 class SummarizeOffline:
-    """Every model failed and the fallback is extractive: summarize with the offline model."""
+    """Every model failed and the fallback is extractive: summarize with the offline model
+    (in ``prompts``' language when the compaction detected one)."""
 
     context: tuple[Mapping[str, Any], ...]
     previous_summary: str | None
+    prompts: PromptSet | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -241,6 +245,8 @@ class _Run:
     #: What the summarizer reads in place of a message tier 1 stubbed (by id of the stub):
     #: the original, so a fact in an old tool output can still reach the summary.
     originals: Mapping[int, Mapping[str, Any]] = field(default_factory=dict)
+    #: The prompts detected from the history's language (None when the options fix them).
+    detected: PromptSet | None = None
 
     def unchanged(
         self,
@@ -305,8 +311,12 @@ def compaction(
     if not (force or decision.fired):
         return _unchanged(messages, tokens, reason=None, triggered=False, plain=plain)
     validate_messages(list(messages), orphans="allow")
+    detected = detect_prompts(messages) if options.prompts is None else None
+    if detected is not None:
+        options = replace(options, prompts=detected)
     clean, redacted = redact_history(options.redact, messages)
     run = _Run(
+        detected=detected,
         options=options,
         counter=counter,
         messages=clean,
@@ -411,9 +421,12 @@ def _compact(run: _Run) -> Flow[CompactionStep, CompactionResult]:
     yield from _emit(events, _before(run))
     context, previous = summarizer_input(plan, run.options, run.originals)
     try:
-        summary: SummaryResult | None = yield Summarize(context, previous, run.options.session_id)
+        summary: SummaryResult | None = yield Summarize(
+            context, previous, run.options.session_id, prompts=run.detected
+        )
     except ModelError as exc:
-        summary = yield from _degrade(run, exc, SummarizeOffline(context, previous), events)
+        offline = SummarizeOffline(context, previous, run.detected)
+        summary = yield from _degrade(run, exc, offline, events)
         if summary is None and run.options.fallback != "truncate":
             return run.unchanged(error=describe_error(exc), events=events)
         return (yield from _finish(run, plan, summary, run.options.fallback, events))
@@ -437,7 +450,7 @@ def summarizer_input(
     previous = plan.previous_summary
     if previous is None:
         return to_summarize, None
-    body = strip_summary_wrapping(marked_body(previous), options.prompts)
+    body = strip_summary_wrapping(marked_body(previous), options.texts)
     if options.incremental:
         return to_summarize, body
     return ({"role": "user", "content": body}, *to_summarize), None
