@@ -189,3 +189,53 @@ async def test_a_job_of_a_deleted_session_is_gone(tmp_path: Path) -> None:
     await db.aclose()
     await store.aclose()
     assert outcome == "gone"
+
+
+# --- kill -9 leftovers (issue 19: every session summarized within one sweep) -------------------
+
+
+async def test_a_delayed_job_waits_its_delay(db: AsyncDatabase, clock: FakeClock) -> None:
+    queue = JobQueue(db)
+    assert await queue.enqueue("t", "u", "s", delay=5.0)
+    assert await queue.claim(lease=30) is None
+    clock.advance(5)
+    assert await queue.claim(lease=30) is not None
+
+
+async def test_a_rerun_of_a_killed_job_lets_its_stale_claim_go(tmp_path: Path) -> None:
+    db = await AsyncDatabase.open(str(tmp_path / "w.db"))
+    store = AsyncSQLiteStore(str(tmp_path / "w.db"))
+    workers, histories = await _workers(db, store, "extractive")
+    await histories.append("t", "u", "s", _turns(5))
+    await workers.queue.enqueue("t", "u", "s")
+    job = await workers.queue.claim(lease=30)
+    assert job is not None
+    assert (await workers.run_job(job))[0] == "done"
+    # The attempt died after saving its summary and before letting the session's claim go.
+    own = f"synopsis-serve-job-{job.id}"
+    assert await store.claim_summary_job("t", "u", "s", covers_to=5, owner=own, lease_seconds=600)
+    assert (await workers.run_job(job))[0] == "done"  # its rerun: nothing is due
+    taken = await store.claim_summary_job(
+        "t", "u", "s", covers_to=9, owner="the-next-job", lease_seconds=600
+    )
+    await db.aclose()
+    await store.aclose()
+    assert taken, "the dead attempt's claim still blocks the session's next job"
+
+
+async def test_a_job_whose_session_is_claimed_elsewhere_is_stalled(tmp_path: Path) -> None:
+    db = await AsyncDatabase.open(str(tmp_path / "w.db"))
+    store = AsyncSQLiteStore(str(tmp_path / "w.db"))
+    workers, histories = await _workers(db, store, "extractive")
+    await histories.append("t", "u", "s", _turns(5))
+    assert await store.claim_summary_job(
+        "t", "u", "s", covers_to=5, owner="another-process", lease_seconds=600
+    )
+    await workers.queue.enqueue("t", "u", "s")
+    job = await workers.queue.claim(lease=30)
+    assert job is not None
+    outcome = (await workers.run_job(job))[0]
+    await db.aclose()
+    await store.aclose()
+    # "done" would queue the session again at once: a job a poll, until the claim expires.
+    assert outcome == "stalled"
