@@ -34,7 +34,7 @@ import asyncio
 import contextlib
 import logging
 import uuid
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -259,8 +259,10 @@ class SummaryWorkers:
         loop = asyncio.get_running_loop()
         for number in range(self._options.workers):
             self._tasks.append(loop.create_task(self._work(), name=f"synopsis-job-{number}"))
-        self._tasks.append(loop.create_task(self._replay_forever(), name="synopsis-outbox"))
-        self._tasks.append(loop.create_task(self._sweep_forever(), name="synopsis-sweep"))
+        replay = self._every(self._options.outbox_seconds, self.replay_outbox, "outbox replay")
+        sweep = self._every(self._options.sweep_seconds, self.sweep, "the due-session sweep")
+        self._tasks.append(loop.create_task(replay, name="synopsis-outbox"))
+        self._tasks.append(loop.create_task(sweep, name="synopsis-sweep"))
 
     def wake(self) -> None:
         """A job was queued here: idle workers look now instead of at their next poll."""
@@ -417,20 +419,14 @@ class SummaryWorkers:
             self.wake()
         return queued
 
-    async def _sweep_forever(self) -> None:
+    async def _every(
+        self, seconds: float, step: Callable[[], Awaitable[object]], what: str
+    ) -> None:
+        """Run ``step`` every ``seconds`` until stopped; a failed run is logged as ``what``."""
         while not self._stopping:
             try:
-                await self.sweep()
+                await step()
             except Exception:
-                _log.exception("the due-session sweep failed")
+                _log.exception("%s failed", what)
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._stop.wait(), self._options.sweep_seconds)
-
-    async def _replay_forever(self) -> None:
-        while not self._stopping:
-            try:
-                await self.replay_outbox()
-            except Exception:
-                _log.exception("outbox replay failed")
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._stop.wait(), self._options.outbox_seconds)
+                await asyncio.wait_for(self._stop.wait(), seconds)
