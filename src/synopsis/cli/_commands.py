@@ -1,11 +1,6 @@
 """The ``count`` and ``compact`` commands (loaded when one of them runs or shows its help).
 
-Every command takes ``--json`` for machine-readable output. A failure prints one clear line
-on stderr, never a traceback or a usage screen, and exits with an :class:`ExitCode`: 0
-success, 2 bad input or usage (a bad option, a directory given as FILE), 3 summarization
-failed (the history was kept), 4 store error. With ``--json`` a failure is also a JSON object
-on stdout, ``{"ok": false, "error": {"type": ..., "message": ...}}``. Progress shows on stderr
-only when it is a terminal (not with ``--quiet`` or ``--json``).
+Their output, exit codes and ``--json`` failures follow the rules of :mod:`synopsis.cli`.
 """
 
 from __future__ import annotations
