@@ -88,13 +88,5 @@ class AsyncPydanticAIModel(_Wrapped):
 
 def _settings(settings: ModelSettings | None) -> PydanticSettings | None:
     """Our per-call settings as Pydantic AI model settings (None when there are none)."""
-    if settings is None:
-        return None
-    chosen = PydanticSettings()
-    if settings.max_tokens is not None:
-        chosen["max_tokens"] = settings.max_tokens
-    if settings.temperature is not None:
-        chosen["temperature"] = settings.temperature
-    if settings.timeout is not None:
-        chosen["timeout"] = settings.timeout
-    return chosen or None
+    chosen = settings.given() if settings is not None else {}
+    return PydanticSettings(**chosen) if chosen else None  # type: ignore[typeddict-item]
