@@ -66,9 +66,15 @@ def serve_command(port: int, db: str, args: argparse.Namespace) -> list[str]:
     )  # fmt: skip
 
 
-def start(command: list[str], url: str) -> subprocess.Popen[bytes]:
-    child = subprocess.Popen(command, env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    wait_healthy(f"{url}/healthz", child)
+def start(command: list[str], url: str, log: Path) -> subprocess.Popen[bytes]:
+    """The server, up; its stderr appended to ``log``, shown when it fails to come up."""
+    with log.open("ab") as sink:
+        child = subprocess.Popen(command, env=ENV, stdout=subprocess.DEVNULL, stderr=sink)
+    try:
+        wait_healthy(f"{url}/healthz", child)
+    except SystemExit:
+        sys.stderr.write(log.read_text(errors="replace")[-3000:])
+        raise
     return child
 
 
@@ -178,9 +184,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         url = f"http://127.0.0.1:{port}"
         command = serve_command(port, db, args)
         for _ in range(args.kills):
-            child = start(command, url)
+            child = start(command, url, Path(tmp) / "serve.log")
             asyncio.run(kill_while_writing(child, url, key, sessions, ledger, args, rng))
-        child = start(command, url)
+        child = start(command, url, Path(tmp) / "serve.log")
         restarted = time.monotonic()
         counts = {s: len(stored(db, args.schema, s)[0]) for s in sessions}
         deadline = restarted + args.wait

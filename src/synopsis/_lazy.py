@@ -46,6 +46,7 @@ TOP_LEVEL: dict[str, tuple[str, ...]] = {
         "BeforeSummarize",
         "CompactionSkipped",
         "GenerateSummary",
+        "OrphanToolResultsDropped",
         "OutboxReplayed",
         "SessionMemoryFailed",
         "SessionSummarySaved",

@@ -207,7 +207,12 @@ def _usage_line(usage: Mapping[str, int] | None, calls: int | None) -> str | Non
     help="Token budget for the user's own messages quoted in the summary.",
 )
 @click.option("--estimator", type=click.Choice(ESTIMATORS), show_default=str(_LIBRARY.counter))
-@click.option("--language", type=click.Choice(_LANGUAGES), show_default=_LIBRARY.prompts.language)
+@click.option(
+    "--language",
+    type=click.Choice(_LANGUAGES),
+    help="The summary's language (default: the history's own, Chinese when Han characters "
+    "are at least a tenth of its text).",
+)
 @click.option(
     "--fallback",
     type=click.Choice(FALLBACKS),
