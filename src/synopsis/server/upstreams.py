@@ -247,6 +247,30 @@ class _Passed(StreamingResponse):
             await self._on_close()
 
 
+#: An answer declaring at most this many bytes is read whole and sent in one piece.
+_WHOLE_BYTES = 64 << 10
+
+
+async def _whole(upstream: httpx.Response, deadline: float, release: Callable[[], None]) -> bytes:
+    """A small answer's body, within the deadline (its connection closed and the slot given
+    back either way). Nothing is sent yet, so an answer that ends short or late is a 502 or
+    a 504 rather than a truncated body."""
+    loop = asyncio.get_running_loop()
+    try:
+        return await asyncio.wait_for(upstream.aread(), timeout=max(deadline - loop.time(), 0))
+    except TimeoutError as exc:
+        raise ModelTimeout("the upstream timed out") from exc
+    except httpx.HTTPError as exc:
+        raise ProviderUnavailable(
+            f"the upstream's answer broke off ({type(exc).__name__})"
+        ) from exc
+    finally:
+        try:
+            await upstream.aclose()
+        finally:
+            release()
+
+
 async def forward(
     transport: httpx.AsyncBaseTransport,
     client: Request,
@@ -279,6 +303,12 @@ async def forward(
 
     headers = passed_headers(upstream)
     length = upstream.headers.get("content-length")
+    small = length is not None and length.isdigit() and int(length) <= _WHOLE_BYTES
+    if small and not upstream.headers.get("content-encoding"):
+        # A small answer is read whole and sent in one piece (no streaming machinery).
+        body = await _whole(upstream, deadline, release)
+        media_type = upstream.headers.get("content-type")
+        return Response(body, upstream.status_code, headers, media_type)
     if length is not None and not upstream.headers.get("content-encoding"):
         headers["content-length"] = length  # the bytes pass as they came: same length
     return _Passed(
