@@ -21,14 +21,16 @@ is the user, speaker B the assistant) and ``tool`` (an agent reads each session'
 a ``read_log`` tool call). The six conversations split in two halves, A (1st, 3rd, 5th) and
 B (2nd, 4th, 6th), so a default can be chosen on one and reported on the other.
 
-Run ``python bench/bench_retention.py`` (every half, layout and budget; about a minute and a
-half on a loaded 2-core machine), ``--half A`` (one half only), ``--quick`` (two
-conversations, one budget), ``--strategies default,tiered@0.5`` (``none`` and ``summary`` are
-always run), ``--model SPEC`` (another summarizer, e.g. a local model behind an
-OpenAI-compatible server, ``openai-compatible:qwen2.5-0.5b-instruct@http://127.0.0.1:8080/v1``),
-``--audit N`` (N questions of one cell, half of each strict verdict, with what the context
-holds about each, to check the measure by hand). The data is read from
-``../shared/data/locomo`` (CC BY-NC); nothing from it is copied into the repository.
+Run ``python bench/bench_retention.py`` (every half, layout and budget; about three minutes at
+a load of 3 on 2 cores), ``--half A`` (one half only), ``--quick`` (two conversations, one
+budget), ``--strategies default,tiered@0.5,default:tail=0.3/target=0.5`` (``none`` and
+``summary`` are always run; ``default:...`` is the library default with some settings
+changed, ``_retention_variants.py``), ``--model SPEC`` (another summarizer, e.g. a local model
+behind an OpenAI-compatible server,
+``openai-compatible:qwen2.5-0.5b-instruct@http://127.0.0.1:8080/v1``), ``--audit N`` (N
+questions of one cell, half of each strict verdict, with what the context holds about each,
+to check the measure by hand). The data is read from ``../shared/data/locomo`` (CC BY-NC);
+nothing from it is copied into the repository.
 """
 
 from __future__ import annotations
@@ -58,6 +60,7 @@ from _retention_measure import (
     judge,
     words,
 )
+from _retention_variants import PREFIX, make_variant
 from _strategies import STRATEGIES, Strategy, chosen, make
 from bench_locomo import evidence_ids, turn_text
 
@@ -272,6 +275,14 @@ def measure(
 Key = tuple[str, int, str, str]  # layout, budget, strategy, half
 
 
+def strategy(name: str, budget: int, model: Any = "extractive") -> Strategy:
+    """A fresh strategy: one of ``_strategies.py``, or a variant of the default
+    (``default:tail=0.3/target=0.5``, ``_retention_variants.py``)."""
+    if name.startswith(PREFIX):
+        return make_variant(name, budget, model)
+    return make(name, budget, model)
+
+
 def run(
     conversations: list[Conversation],
     layouts: list[str],
@@ -285,7 +296,7 @@ def run(
             for name in names:
                 seconds = 0.0
                 for conversation in conversations:
-                    tally, _, _ = measure(conversation, layout, make(name, budget, model))
+                    tally, _, _ = measure(conversation, layout, strategy(name, budget, model))
                     key = (layout, budget, name, conversation.half)
                     tallies.setdefault(key, Tally()).add(tally)
                     seconds += tally.seconds
@@ -304,17 +315,57 @@ def report(
         for layout in layouts:
             for budget in budgets:
                 _table(tallies, layout, budget, names, half)
+    for half in halves:
+        _grid(tallies, layouts, budgets, names, half)
+
+
+def _total(tallies: dict[Key, Tally], layout: str, budget: int, name: str, half: str) -> Tally:
+    """One cell's tally over ``half`` (``both``: the two halves added)."""
+    sum_ = Tally()
+    for h in HALVES if half == "both" else (half,):
+        if (layout, budget, name, h) in tallies:
+            sum_.add(tallies[(layout, budget, name, h)])
+    return sum_
+
+
+def _grid(
+    tallies: dict[Key, Tally], layouts: list[str], budgets: list[int], names: list[str], half: str
+) -> None:
+    """Every cell of one half in one table: strict / loose in context; final context tokens
+    mean / max (**over** the budget marked); summarizer calls; then strict in context ∪ the
+    search top 10 and its ratio to the no-compaction ceiling."""
+    cells = [(layout, budget) for layout in layouts for budget in budgets]
+    print(f"\n### half {half}: strict / loose; context mean / max; calls; ∪ search (ratio)\n")
+    print("| strategy | " + " | ".join(f"{lay} {b // 1000}k" for lay, b in cells) + " |")
+    print("|---|" + "---|" * len(cells))
+    for name in names:
+        row = []
+        for layout, budget in cells:
+            t = _total(tallies, layout, budget, name, half)
+            ceiling = _total(tallies, layout, budget, "none", half)
+            if not t.questions:
+                row.append("-")
+                continue
+            mean, top = sum(t.final_tokens) // len(t.final_tokens), max(t.final_tokens)
+            over = " **over**" if name != "none" and top > budget else ""
+            cell = (
+                f"{_share(t.strict, t.questions)} / {_share(t.loose, t.questions)}; "
+                f"{mean:,} / {top:,}{over}; {t.summarizer_calls} calls"
+            )
+            if t.searchable and name != "none":
+                cell += (
+                    f"; ∪ {_share(t.strict_search, t.questions)} "
+                    f"({_ratio(t.strict_search, ceiling.strict)})"
+                )
+            row.append(cell)
+        print(f"| {name} | " + " | ".join(row) + " |")
 
 
 def _table(
     tallies: dict[Key, Tally], layout: str, budget: int, names: list[str], half: str
 ) -> None:
     def total(name: str) -> Tally:
-        sum_ = Tally()
-        for h in HALVES if half == "both" else (half,):
-            if (layout, budget, name, h) in tallies:
-                sum_.add(tallies[(layout, budget, name, h)])
-        return sum_
+        return _total(tallies, layout, budget, name, half)
 
     ceiling = total("none")
     if not ceiling.questions:
@@ -363,7 +414,7 @@ def audit(
     holds about each: the lines sharing words with the question or its answer."""
     outcomes: list[tuple[Outcome, list[str]]] = []
     for conversation in conversations:
-        _, history, found = measure(conversation, layout, make(name, budget))
+        _, history, found = measure(conversation, layout, strategy(name, budget))
         lines = context_lines(history)
         outcomes += [(outcome, lines) for outcome in found]
     # A fixed order of the questions (by a hash of the seed and the question), so a change
