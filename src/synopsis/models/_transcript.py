@@ -17,7 +17,7 @@ from typing import Any, Final
 
 from synopsis.messages import is_internal, marked_body, text_of
 from synopsis.models._clip import clip_line
-from synopsis.models._facts import Sentence, collect_sentences
+from synopsis.models._facts import Sentence, carried_date, collect_sentences
 from synopsis.prompts import CHINESE, ENGLISH, USER_MESSAGES_TAG
 
 __all__ = ["Transcript", "brief_args", "read_transcript", "strip_wrapping"]
@@ -90,10 +90,18 @@ def read_transcript(messages: Sequence[Mapping[str, Any]]) -> tuple[Transcript, 
         items = items[:-1]
     transcript = Transcript()
     transcript.previous = previous_block(instruction).strip()
+    _carry_date(transcript)
     names: dict[str, str] = {}
     for message in items:
         _add(transcript, message, names)
     return transcript, instruction
+
+
+def _carry_date(transcript: Transcript) -> None:
+    """Facts said before the first session header of this part are dated by the session the
+    previous summary ended in (unless this part already set a date)."""
+    if not transcript.date and (date := carried_date(transcript.previous)):
+        transcript.date, transcript.dated = date, True
 
 
 def _add(transcript: Transcript, message: Mapping[str, Any], names: dict[str, str]) -> None:
@@ -111,6 +119,7 @@ def _add(transcript: Transcript, message: Mapping[str, Any], names: dict[str, st
         wrapped = strip_wrapping(marked_body(message))
         if wrapped is not None:
             transcript.previous = _SUMMARY_TAG.sub("", wrapped)
+            _carry_date(transcript)
         elif not is_internal(message) and not is_skills(text) and text.strip():
             transcript.users.append(text.strip())
             transcript.stream.append(("user", text))

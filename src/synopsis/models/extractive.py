@@ -43,6 +43,7 @@ from synopsis.models._facts import (
     ERROR,
     choose_facts,
     cjk_phrases,
+    date_line,
     fact_text,
 )
 from synopsis.models._transcript import Transcript, brief_args, read_transcript
@@ -62,8 +63,12 @@ _PATH: Final = re.compile(
     r"|(?<![\w/.~@-])(?:[\w.@-]+/)*(?:Dockerfile|Makefile|README|LICENSE)\b"
 )
 _IDENT: Final = re.compile(r"`([^`\n]{2,60})`|\b([A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_]\w*)*)\b")
+#: A definition starts its line (after indentation or ``export``/``async``): prose such as
+#: "the type of paint" or "let them know" is no code.
 _CODE_DEF: Final = re.compile(
-    r"\b(?:def|class|func|fn|function|interface|struct|type|const|let|var)\s+([A-Za-z_]\w*)"
+    r"^[ \t]*(?:export[ \t]+)?(?:async[ \t]+)?"
+    r"(?:def|class|func|fn|function|interface|struct|type|const|let|var)[ \t]+([A-Za-z_]\w*)",
+    re.MULTILINE,
 )
 _TODO: Final = re.compile(
     r"^\s*(?:[-*]\s*\[ \]|TODO\b|FIXME\b|(?:[-*]\s*)?(?:next|still need|remaining)\b"
@@ -440,6 +445,8 @@ def _summarize(
     tokens = max_tokens if max_tokens is not None else max_chars
     room = int(min(max_chars, 4 * tokens) * _FIXED_SHARE)
     bodies = _fit(bodies, room)
+    if transcript.date:  # after fitting: the next update needs it whole
+        bodies[4] = f"{bodies[4]}\n{date_line(transcript.date, zh)}".strip()
     label = _facts_label(zh)
     bodies[4] = f"{bodies[4]}\n{label}".strip()
     fixed = _render(prompts, bodies)
