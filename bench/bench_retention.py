@@ -396,6 +396,38 @@ def _table(
         )
 
 
+def choose(
+    tallies: dict[Key, Tally], layouts: list[str], budgets: list[int], names: list[str]
+) -> None:
+    """Item 7 of issue 23: on each half, the candidate default (``default`` and its variants)
+    with the best mean strict figure over the cells among those at least as good as ``summary``
+    in every cell, then how it does on the other half."""
+    cells = [(layout, budget) for layout in layouts for budget in budgets]
+    candidates = [n for n in names if n == "default" or n.startswith(PREFIX)]
+
+    def strict(name: str, half: str, cell: tuple[str, int]) -> float:
+        t = _total(tallies, cell[0], cell[1], name, half)
+        return t.strict / t.questions if t.questions else 0.0
+
+    def holds(name: str, half: str) -> bool:
+        return all(strict(name, half, c) >= strict("summary", half, c) for c in cells)
+
+    print("\n### choosing the default by halves (strict in context, mean over the cells)\n")
+    print("| tuned on | chosen | mean there | holds there | other half: mean | holds there |")
+    print("|---|---|---:|---|---:|---|")
+    for tuned, other in (("A", "B"), ("B", "A")):
+
+        def mean(name: str, half: str) -> float:
+            return sum(strict(name, half, c) for c in cells) / len(cells)
+
+        fit = [n for n in candidates if holds(n, tuned)] or candidates
+        best = max(fit, key=lambda n: mean(n, tuned))
+        print(
+            f"| {tuned} | `{best}` | {100 * mean(best, tuned):.1f}% | {holds(best, tuned)} "
+            f"| {100 * mean(best, other):.1f}% | {holds(best, other)} |"
+        )
+
+
 def _share(part: int, whole: int) -> str:
     return f"{100 * part / whole:.1f}%" if whole else "-"
 
@@ -499,6 +531,8 @@ def main() -> None:
     if len(shown) == len(HALVES):
         shown.append("both")
     report(tallies, layouts, budgets, names, shown)
+    if all(any(c.half == h for c in conversations) for h in HALVES):
+        choose(tallies, layouts, budgets, names)
 
 
 if __name__ == "__main__":

@@ -79,7 +79,7 @@ _MIN_SECTION_CHARS: Final = 60
 #: The share of the summary's budget the sections other than the facts may take at most.
 _FIXED_SHARE: Final = 0.4
 #: What each section other than the facts may take at most, in characters.
-_SECTION_CAPS: Final = (700, 300, 700, 900, 200, 600, 500, 800, 500)
+_SECTION_CAPS: Final = (700, 300, 700, 900, 200, 600, 500, 800, 300)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -304,7 +304,9 @@ def _next_step(t: Transcript, zh: bool) -> list[str]:
     if not t.users:
         return []
     label = "继续处理用户最新的请求：" if zh else "Continue with the user's latest request:"
-    return [label, _quote(t.users[-1], 600)]
+    # Clipped: the user's words are quoted whole in section 6, and the newest request stays
+    # in the context as its own message.
+    return [label, _quote(t.users[-1], 300)]
 
 
 def _sections(t: Transcript, zh: bool) -> list[list[str]]:
