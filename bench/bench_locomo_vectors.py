@@ -5,7 +5,7 @@ SQLite store: embedding and writing every turn and session summary), and turn/se
 recall@k of our ``vector`` and ``hybrid`` searches, next to our keyword search measured in the
 same run (see ``bench_locomo.py`` for the metrics). Then a *fusion table*: turn recall@5 of
 hybrid rankings fused in different ways from the same keyword hits and the same vectors, the
-numbers that chose :func:`synopsis.memory.fusion.convex_fusion` and its weight.
+numbers that chose :func:`synopsis.memory.ranking.convex_fusion` and its weight.
 
 Embedders (``--embedders``, comma-separated; one that cannot be loaded is reported and skipped):
 

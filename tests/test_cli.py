@@ -94,6 +94,7 @@ def test_compact_without_trigger_leaves_history(tmp_path: Path) -> None:
     [
         ('[{"role": "user"', "malformed JSON"),
         ('[{"role": "alien", "content": "x"}]', "unknown role"),
+        ('[{"foo": 1}]', "message 0, field 'role': missing the 'role' key"),
         ('[{"role": "tool", "tool_call_id": "c", "content": "x"}]', "no matching assistant"),
     ],
 )

@@ -125,8 +125,8 @@ def tiny_run(
                 if isinstance(case.answer, ModelError):
                     raise case.answer
                 return case.answer
-            case SummarizeOffline(context, previous):
-                offline = Summarizer(model="extractive", prompts=options.prompts)
+            case SummarizeOffline(context, previous, prompts):
+                offline = Summarizer(model="extractive", prompts=options.texts).speaking(prompts)
                 return offline.summarize(context, previous_summary=previous)
             case WriteArchive(replaced, session_id):
                 return options.archive.write(replaced, session_id=session_id)  # type: ignore[union-attr]

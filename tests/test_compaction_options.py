@@ -33,7 +33,8 @@ def test_defaults_come_from_their_owners() -> None:
     assert options.trigger == Trigger.default()
     assert options.user_budget == DEFAULT_USER_MESSAGES_BUDGET
     assert options.keep_tail == KeepTail(fraction=0.1) and options.skills == SkillConfig()
-    assert options.prompts is ENGLISH and options.fallback == "keep"
+    assert options.prompts is None and options.texts is ENGLISH  # None: detected per history
+    assert options.fallback == "keep"
 
 
 def test_the_value_is_exported_everywhere_and_compares_by_value() -> None:

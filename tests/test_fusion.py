@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from synopsis.memory.fusion import HYBRID_VECTOR_WEIGHT, convex_fusion, min_max, z_scores
+from synopsis.memory.ranking import HYBRID_VECTOR_WEIGHT, convex_fusion, min_max, z_scores
 
 
 def test_min_max_scales_best_to_one_and_worst_to_zero() -> None:

@@ -50,6 +50,8 @@ def test_valid_history_passes_and_is_returned_as_list() -> None:
     ("history", "needle"),
     [
         ([{"role": "robot", "content": "x"}], "unknown role 'robot'"),
+        ([{"foo": 1}], "field 'role': missing the 'role' key (one of assistant, "),
+        ([{"role": None, "content": "x"}], "unknown role None"),
         ([{"role": "user", "content": 42}], "content must be a string"),
         ([{"role": "user"}], "content is required"),
         ([{"role": "tool", "tool_call_id": "c9", "content": "x"}], "no matching assistant"),

@@ -4,6 +4,7 @@ what a summary cost (usage, calls) reaches the result, the event, the report and
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,8 +23,8 @@ from synopsis.messages import content_type, open_tool_calls
 from synopsis.models._base import ModelResponse, ModelSettings, Usage
 from synopsis.models.openai import OpenAIModel
 from synopsis.models.retry import RetryPolicy
-from synopsis.summarizer import AsyncSummarizer, Summarizer
-from synopsis.testing import FakeModel
+from synopsis.summarizer import MIN_CONVERSATION_TOKENS, AsyncSummarizer, Summarizer
+from synopsis.testing import AsyncFakeModel, FakeModel
 from synopsis.tokens import TokenCounter
 from synopsis.validation import validate_messages
 from tests.strategies import histories
@@ -337,3 +338,25 @@ def test_the_cli_takes_the_summarizer_window_flags(tmp_path: Path) -> None:
     bad = CliRunner().invoke(main, [*args, "--summarizer-window", "1000"])
     assert bad.exit_code == 2
     assert bad.stderr.startswith("synopsis: error:") and "window" in bad.stderr
+
+
+@pytest.mark.parametrize(
+    ("kind", "fake"), [(Compactor, FakeModel), (AsyncCompactor, AsyncFakeModel)]
+)
+def test_a_window_without_room_is_refused_when_built_naming_the_option(
+    kind: type, fake: type
+) -> None:
+    """LangChain's case: ``summarizer_window=100`` fails at construction, naming the option,
+    what the window must leave room for, and the smallest window that works (which does)."""
+    with pytest.raises(ConfigError) as refused:
+        kind(model=fake(default=SUMMARY), summarizer_window=100)
+    message = str(refused.value)
+    for part in ("summarizer_window=", "of 100 tokens", "the prompts", "the answer", "the rolling"):
+        assert part in message
+    assert f"at least {MIN_CONVERSATION_TOKENS} tokens of conversation" in message
+    found = re.search(r"a window of at least (\d+) tokens", message)
+    assert found is not None
+    smallest = int(found.group(1))
+    assert kind(model=fake(default=SUMMARY), summarizer_window=smallest).summarizer.window
+    with pytest.raises(ConfigError, match="too small"):
+        kind(model=fake(default=SUMMARY), summarizer_window=smallest - 1)

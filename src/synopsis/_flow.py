@@ -10,13 +10,13 @@ already uses for its SQL plans.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Generator, Iterator
+from collections.abc import Awaitable, Callable, Generator, Iterator, Mapping
 from contextlib import closing, contextmanager
 from contextvars import ContextVar
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
-__all__ = ["Emit", "Flow", "Offload", "adrive", "cpu", "drive", "offloading"]
+__all__ = ["Emit", "Flow", "Offload", "StoreCall", "adrive", "cpu", "drive", "offloading"]
 
 S = TypeVar("S")
 T = TypeVar("T")
@@ -32,6 +32,21 @@ class Emit(Generic[E]):
     (a failing handler is logged, never raised into the flow); the flow is sent None."""
 
     event: E
+
+
+@dataclass(frozen=True, slots=True)
+class StoreCall:
+    """The store step of the workflows over a store (the session jobs, the LangGraph and
+    Agents SDK adapters): call ``store.<method>(*args, **kwargs)``; the flow is sent the
+    result."""
+
+    method: str
+    args: tuple[Any, ...] = ()
+    kwargs: Mapping[str, Any] = field(default_factory=dict)
+
+    def on(self, store: Any) -> Any:
+        """Make the call on ``store`` (an awaitable for an async store)."""
+        return getattr(store, self.method)(*self.args, **self.kwargs)
 
 
 #: Runs a CPU-bound callable somewhere else (a worker thread) and awaits its result.

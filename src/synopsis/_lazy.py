@@ -21,6 +21,8 @@ import importlib
 import sys
 import typing as _typing
 
+from synopsis import errors as _errors
+
 if _typing.TYPE_CHECKING:
     from collections.abc import Callable, Mapping
     from typing import Any
@@ -38,39 +40,13 @@ TOP_LEVEL: dict[str, tuple[str, ...]] = {
     "synopsis.compaction.skills": ("SkillConfig",),
     "synopsis.compaction.store_archive": ("AsyncStoreArchive", "StoreArchive"),
     "synopsis.compaction.trigger": ("Trigger", "TriggerDecision"),
-    "synopsis.errors": (
-        "AllModelsFailed",
-        "CompactionError",
-        "ConfigError",
-        "ContextLengthExceeded",
-        "CoolingDown",
-        "DatabaseError",
-        "InvalidInput",
-        "InvalidMessage",
-        "InvalidNamespace",
-        "InvalidSummary",
-        "MigrationError",
-        "ModelError",
-        "ModelTimeout",
-        "NotFound",
-        "PermanentModelError",
-        "ProviderUnavailable",
-        "RateLimited",
-        "RetryExhausted",
-        "SessionConflict",
-        "StoreError",
-        "SynopsisError",
-        "TenantMismatch",
-        "TransientModelError",
-        "Unauthorized",
-        "UpstreamNotConfigured",
-        "UserDeleted",
-    ),
+    "synopsis.errors": tuple(_errors.__all__),
     "synopsis.events": (
         "AfterSummarize",
         "BeforeSummarize",
         "CompactionSkipped",
         "GenerateSummary",
+        "OrphanToolResultsDropped",
         "OutboxReplayed",
         "SessionMemoryFailed",
         "SessionSummarySaved",

@@ -40,6 +40,8 @@ variable                            field                       value (an empty 
 ``SYNOPSIS_LEASE_SECONDS``          ``lease_seconds``           a claimed job's lease (> 0)
 ``SYNOPSIS_DRAIN_SECONDS``          ``drain_seconds``           shutdown's wait for running jobs
                                                                 (>= 0)
+``SYNOPSIS_SWEEP_SECONDS``          ``sweep_seconds``           seconds between due-session sweeps
+                                                                (> 0)
 ``SYNOPSIS_REDACT``                 ``redact``                  redact secrets and personal data:
                                                                 ``1``, ``true``, ``yes``, ``on``
                                                                 or ``0``, ``false``, ``no``,
@@ -144,6 +146,7 @@ class Settings:
     summary_cache: int | None = None
     lease_seconds: float | None = None
     drain_seconds: float | None = None
+    sweep_seconds: float | None = None
     redact: bool | None = None
     redact_mode: Mode | None = None
     redact_hash_key: str | None = field(default=None, repr=False)
@@ -297,6 +300,7 @@ _PARSERS: Final[Mapping[str, Callable[[str], Any]]] = {
     "summary_cache": _integer(0),
     "lease_seconds": _seconds(positive=True),
     "drain_seconds": _seconds(positive=False),
+    "sweep_seconds": _seconds(positive=True),
     "redact": _boolean,
     "redact_mode": _choice(REDACT_MODES),
     "redact_hash_key": _hash_key,

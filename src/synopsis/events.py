@@ -8,9 +8,11 @@ success (with the summary's ``model``, ``usage`` and ``calls``: what it cost), o
 Compaction: ``tool_outputs_cleared`` (tier 1 replaced old tool results by stubs, archived; it
 comes before ``before_summarize``, which follows only if the history is still over budget) and
 ``compaction_skipped`` (a compaction was due but nothing could be summarized without cutting
-into the requested tail; ``skipped`` says why). ``values_redacted`` (with ``redact=``: how
-many secrets and personal values of each kind a compaction took out of what it sent, archived
-and returned; never the values) comes last.
+into the requested tail; ``skipped`` says why). ``orphan_tool_results_dropped``: the kept
+tail held tool results whose call is not in the history (e.g. a framework trimmed it); they
+were dropped from what is sent, so the turn goes on instead of failing at the provider.
+``values_redacted`` (with ``redact=``: how many secrets and personal values of each kind a
+compaction took out of what it sent, archived and returned; never the values) comes last.
 
 Session memory:
 
@@ -52,6 +54,7 @@ __all__ = [
     "EventBase",
     "EventHandler",
     "GenerateSummary",
+    "OrphanToolResultsDropped",
     "OutboxReplayed",
     "SessionEvent",
     "SessionEventHandler",
@@ -224,6 +227,19 @@ class ToolOutputsCleared(EventBase):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class OrphanToolResultsDropped(EventBase):
+    """A compaction dropped tool results from the kept tail whose call is not in the history
+    it sends (no provider accepts them): ``tool_call_ids`` and their ``indices`` in the input.
+    An orphan in the part being summarized is read as a note instead, never dropped."""
+
+    name: ClassVar[str] = "orphan_tool_results_dropped"
+    reason: str
+    tool_call_ids: tuple[str, ...]
+    indices: tuple[int, ...]
+    session_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ValuesRedacted(EventBase):
     """A compaction redacted ``total`` values: ``counts`` by kind (``{"email": 2}``)."""
 
@@ -265,6 +281,7 @@ Event = (
     | SummarizeFailed
     | CompactionSkipped
     | ToolOutputsCleared
+    | OrphanToolResultsDropped
     | ValuesRedacted
 )
 EventHandler = Callable[[Event], None] | Callable[[Event], Awaitable[None]]

@@ -11,6 +11,7 @@ deliver it the moment the attempt ends, before the next call starts.
 from __future__ import annotations
 
 import asyncio
+import copy
 import functools
 import operator
 import random
@@ -18,7 +19,7 @@ import re
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar, Final, Protocol, TypedDict, Unpack, runtime_checkable
+from typing import Any, ClassVar, Final, Protocol, Self, TypedDict, Unpack, runtime_checkable
 
 from synopsis._chunking import chunk_for_window, clip_message, clip_text, safe_groups, take_chunk
 from synopsis._flow import Emit, Flow, adrive, drive
@@ -259,15 +260,20 @@ class Summarize:
     ``messages`` with its summarizer (retries and failover happen inside it); the flow is sent
     the :class:`SummaryResult`, or the summarizer's error is thrown in. A driver that has
     waited ``timeout`` seconds (None: no limit) stops waiting and throws a timeout instead.
+    ``prompts`` (the language a compaction detected) makes a synopsis summarizer ask in that
+    language (:meth:`Summarizer.speaking`); another summarizer keeps its own.
     """
 
     messages: Sequence[Mapping[str, Any]]
     previous_summary: str | None
     session_id: str | None
     timeout: float | None = None
+    prompts: PromptSet | None = None
 
     def on(self, summarizer: Any) -> Any:
         """Ask ``summarizer`` (an awaitable for an async one)."""
+        if isinstance(summarizer, _SummarizerCore):
+            summarizer = summarizer.speaking(self.prompts)
         return summarizer.summarize(
             self.messages, previous_summary=self.previous_summary, session_id=self.session_id
         )
@@ -331,6 +337,25 @@ class _SummarizerCore:
         self.settings = ModelSettings(max_tokens=self.max_output_tokens)
         self._clock = clock
         self._check_window()
+        self._speakers: dict[str, tuple[PromptSet, Self]] = {}
+
+    def speaking(self, prompts: PromptSet | None) -> Self:
+        """This summarizer asking with ``prompts`` (itself for None or its own): the same
+        models, retries, cooldown and handlers. If the window cannot hold those prompts it
+        stays itself, so a detected language never fails a call."""
+        if prompts is None or prompts is self.prompts:
+            return self
+        known = self._speakers.get(prompts.language)
+        if known is not None and known[0] is prompts:
+            return known[1]
+        twin = copy.copy(self)
+        twin.prompts, twin._speakers = prompts, {}
+        try:
+            twin._check_window()
+        except ConfigError:
+            twin = self
+        self._speakers[prompts.language] = (prompts, twin)
+        return twin
 
     @property
     def model_name(self) -> str:
@@ -346,12 +371,17 @@ class _SummarizerCore:
         overhead = self._overhead("-", None)
         room = self._input_budget() - overhead - self.max_output_tokens
         if room < MIN_CONVERSATION_TOKENS:
+            need = overhead + self.max_output_tokens + MIN_CONVERSATION_TOKENS
+            spare = need * 10 // 9 - 2  # the input budget keeps ESTIMATE_MARGIN spare
+            while spare - int(spare * ESTIMATE_MARGIN) < need:
+                spare += 1
             raise ConfigError(
-                f"the summarizer's window of {self.window} tokens is too small: its prompts "
-                f"take about {overhead}, the answer and the rolling summary "
-                f"{self.max_output_tokens} each, leaving {room} of the "
-                f"{MIN_CONVERSATION_TOKENS} needed for conversation; give a larger window= "
-                "or a smaller max_output_tokens="
+                f"the summarizer's window (window=, a compactor's summarizer_window=) of "
+                f"{self.window} tokens is too small: it must leave room for the prompts (about "
+                f"{overhead} tokens), the answer and the rolling summary ({self.max_output_tokens} "
+                f"each, max_output_tokens= / summarizer_max_output_tokens=) and at least "
+                f"{MIN_CONVERSATION_TOKENS} tokens of conversation: give a window of at least "
+                f"{spare + self.max_output_tokens} tokens or a smaller answer"
             )
 
     def _input_budget(self) -> int:

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from typing import Any, Final
+from typing import Any, Final, Literal
 
 from synopsis.errors import InvalidMessage
 from synopsis.messages import ROLES, TEXT_PART_TYPES
 
-__all__ = ["MAX_NESTING", "require_mappings", "validate_messages"]
+__all__ = ["MAX_NESTING", "orphan_results", "require_mappings", "validate_messages"]
 
 _KNOWN_KEYS: Final = frozenset(
     {
@@ -43,7 +43,11 @@ _FIELD_CHARS: Final = 80
 
 
 def validate_messages(
-    messages: object, *, start: int = 0, pending: set[str] | None = None
+    messages: object,
+    *,
+    start: int = 0,
+    pending: set[str] | None = None,
+    orphans: Literal["raise", "allow"] = "raise",
 ) -> list[dict[str, Any]]:
     """Check that ``messages`` is a list of well-formed chat messages and return it as a list.
 
@@ -54,16 +58,40 @@ def validate_messages(
     null) nested at most :data:`MAX_NESTING` levels, and every string and key valid UTF-8
     (no lone surrogates), so whatever is accepted can be archived and written back out.
     ``start`` offsets the reported index and ``pending`` carries open tool-call ids across
-    calls, so a growing history can be validated incrementally.
+    calls, so a growing history can be validated incrementally. ``orphans="allow"`` accepts
+    a tool result whose call is missing (everything else about it is still checked): the
+    compactors use it, as they heal such a history (:func:`orphan_results` finds them); the
+    default reports it.
     """
     if not isinstance(messages, list | tuple):
         raise InvalidMessage(
             f"expected a list of messages, got {type(messages).__name__}", index=None
         )
     open_calls = pending if pending is not None else set()
+    strict = orphans == "raise"
     for offset, message in enumerate(messages):
-        _validate_one(message, start + offset, open_calls)
+        _validate_one(message, start + offset, open_calls, strict)
     return list(messages)
+
+
+def orphan_results(messages: Sequence[Mapping[str, Any]]) -> tuple[int, ...]:
+    """The indices of tool results whose call is not in an earlier assistant message (or
+    was already answered). One pass over well-formed messages; anything else is skipped."""
+    open_calls: set[str] = set()
+    found: list[int] = []
+    for index, message in enumerate(messages):
+        role = message.get("role")
+        if role == "assistant":
+            for call in message.get("tool_calls") or ():
+                if isinstance(call, Mapping) and isinstance(call.get("id"), str):
+                    open_calls.add(call["id"])
+        elif role == "tool":
+            call_id = message.get("tool_call_id")
+            if call_id in open_calls:
+                open_calls.discard(call_id)
+            else:
+                found.append(index)
+    return tuple(found)
 
 
 def require_mappings(messages: Sequence[object]) -> None:
@@ -85,10 +113,17 @@ def _not_a_message(message: object) -> str:
     return f"expected an object, got {type(message).__name__}"
 
 
-def _validate_one(message: object, index: int, open_calls: set[str]) -> None:
+def _validate_one(message: object, index: int, open_calls: set[str], strict: bool) -> None:
     if not isinstance(message, Mapping):
         raise InvalidMessage(_not_a_message(message), index=index)
     role = message.get("role")
+    if "role" not in message:
+        keys = ", ".join(repr(k)[:40] for k in list(message)[:5]) or "none"
+        raise InvalidMessage(
+            f"missing the 'role' key (one of {', '.join(sorted(ROLES))}); its keys: {keys}",
+            index=index,
+            field="role",
+        )
     if not isinstance(role, str) or role not in ROLES:
         allowed = ", ".join(sorted(ROLES))
         shown = repr(role) if isinstance(role, str | None) else f"of type {type(role).__name__}"
@@ -106,7 +141,7 @@ def _validate_one(message: object, index: int, open_calls: set[str]) -> None:
             field="tool_calls",
         )
     if role == "tool":
-        _validate_tool_result(message, index, open_calls)
+        _validate_tool_result(message, index, open_calls, strict)
     _validate_extensions(message, index)
     for key in ("name",):
         if key in message and message[key] is not None and not isinstance(message[key], str):
@@ -183,13 +218,15 @@ def _validate_tool_calls(calls: object, index: int) -> list[str]:
     return ids
 
 
-def _validate_tool_result(message: Mapping[str, Any], index: int, open_calls: set[str]) -> None:
+def _validate_tool_result(
+    message: Mapping[str, Any], index: int, open_calls: set[str], strict: bool
+) -> None:
     call_id = message.get("tool_call_id")
     if not isinstance(call_id, str) or not call_id:
         raise InvalidMessage(
             "a tool result needs a string tool_call_id", index=index, field="tool_call_id"
         )
-    if call_id not in open_calls:
+    if call_id not in open_calls and strict:
         raise InvalidMessage(
             f"tool result for {call_id!r} has no matching assistant tool call before it",
             index=index,

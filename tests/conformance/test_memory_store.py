@@ -658,7 +658,7 @@ async def test_vector_search_ranks_by_similarity(make_store: Callable[..., Store
 
 async def test_hybrid_fuses_keyword_and_vector_rankings(make_store: Callable[..., Store]) -> None:
     """Hybrid scores are convex_fusion of the same store's keyword and vector scores."""
-    from synopsis.memory.fusion import convex_fusion
+    from synopsis.memory.ranking import convex_fusion
 
     store = make_store(embedder=BigramEmbedder())
     await store.put(T, NS, "both", "espresso machine maintenance guide")

@@ -6,7 +6,9 @@ Run on SQLite and PostgreSQL with a fake clock, so lease expiry is a clock step,
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+import contextlib
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +17,7 @@ import pytest
 from synopsis.memory import AsyncSQLiteStore
 from synopsis.server._sql import Dialect
 from synopsis.server.db import AsyncDatabase
-from synopsis.server.jobs import JobQueue, SummaryWorkers, backoff, claim_plan
+from synopsis.server.jobs import ClaimedJob, JobQueue, SummaryWorkers, backoff, claim_plan
 from synopsis.server.options import ServerOptions
 from synopsis.server.sessions import AsyncSessionHistories
 from synopsis.testing import AsyncFakeModel, FakeClock
@@ -130,62 +132,101 @@ def _turns(n: int) -> list[dict[str, Any]]:
     return [{"role": ("user", "assistant")[i % 2], "content": f"turn {i}"} for i in range(n)]
 
 
-async def _workers(
-    db: AsyncDatabase, store: AsyncSQLiteStore, model: Any
-) -> tuple[SummaryWorkers, AsyncSessionHistories]:
+@dataclass
+class Running:
+    """A worker set over one SQLite file, and the job it claimed for session ``s`` (5 turns)."""
+
+    workers: SummaryWorkers
+    histories: AsyncSessionHistories
+    store: AsyncSQLiteStore
+    job: ClaimedJob
+
+
+@contextlib.asynccontextmanager
+async def _running(
+    tmp_path: Path,
+    model: Any = "extractive",
+    *,
+    before: Callable[[AsyncSQLiteStore], Any] | None = None,
+) -> AsyncIterator[Running]:
     from synopsis import AsyncSummarizer
 
+    db = await AsyncDatabase.open(str(tmp_path / "w.db"))
+    store = AsyncSQLiteStore(str(tmp_path / "w.db"))
     histories = AsyncSessionHistories(db)
     workers = SummaryWorkers(
         queue=JobQueue(db), histories=histories, store=store,
         summarizer=AsyncSummarizer(model=model, retry=None),
         options=ServerOptions(summarize_every=4, max_attempts=3),
     )  # fmt: skip
-    return workers, histories
+    try:
+        await histories.append("t", "u", "s", _turns(5))
+        if before is not None:
+            await before(store)
+        await workers.queue.enqueue("t", "u", "s")
+        job = await workers.queue.claim(lease=30)
+        assert job is not None
+        yield Running(workers, histories, store, job)
+    finally:
+        await db.aclose()
+        await store.aclose()
 
 
 async def test_a_job_summarizes_the_session_and_writes_both_copies(tmp_path: Path) -> None:
-    db = await AsyncDatabase.open(str(tmp_path / "w.db"))
-    store = AsyncSQLiteStore(str(tmp_path / "w.db"))
-    workers, histories = await _workers(db, store, "extractive")
-    await histories.append("t", "u", "s", _turns(5))
-    await workers.queue.enqueue("t", "u", "s")
-    job = await workers.queue.claim(lease=30)
-    assert job is not None
-    assert (await workers.run_job(job))[0] == "done"
-    summary = await store.latest_summary("t", "u", "s")
-    memory = await store.get("t", ("user", "u", "session", "s"), "summary-v1")
-    await db.aclose()
-    await store.aclose()
+    async with _running(tmp_path) as run:
+        assert (await run.workers.run_job(run.job))[0] == "done"
+        summary = await run.store.latest_summary("t", "u", "s")
+        memory = await run.store.get("t", ("user", "u", "session", "s"), "summary-v1")
     assert summary is not None and summary.covers_to == 5
     assert memory is not None and memory.text == summary.text
 
 
 async def test_a_failing_summarizer_makes_the_job_retry(tmp_path: Path) -> None:
-    db = await AsyncDatabase.open(str(tmp_path / "w.db"))
-    store = AsyncSQLiteStore(str(tmp_path / "w.db"))
-    model = AsyncFakeModel([RuntimeError("model down")] * 10)
-    workers, histories = await _workers(db, store, model)
-    await histories.append("t", "u", "s", _turns(5))
-    await workers.queue.enqueue("t", "u", "s")
-    job = await workers.queue.claim(lease=30)
-    assert job is not None
-    outcome, error = await workers.run_job(job)
-    await db.aclose()
-    await store.aclose()
+    async with _running(tmp_path, AsyncFakeModel([RuntimeError("model down")] * 10)) as run:
+        outcome, error = await run.workers.run_job(run.job)
     assert outcome == "retry" and error
 
 
 async def test_a_job_of_a_deleted_session_is_gone(tmp_path: Path) -> None:
-    db = await AsyncDatabase.open(str(tmp_path / "w.db"))
-    store = AsyncSQLiteStore(str(tmp_path / "w.db"))
-    workers, histories = await _workers(db, store, "extractive")
-    await histories.append("t", "u", "s", _turns(5))
-    await workers.queue.enqueue("t", "u", "s")
-    job = await workers.queue.claim(lease=30)
-    assert job is not None
-    await histories.delete_user("t", "u")
-    outcome = (await workers.run_job(job))[0]
-    await db.aclose()
-    await store.aclose()
+    async with _running(tmp_path) as run:
+        await run.histories.delete_user("t", "u")
+        outcome = (await run.workers.run_job(run.job))[0]
     assert outcome == "gone"
+
+
+# --- kill -9 leftovers (issue 19: every session summarized within one sweep) -------------------
+
+
+async def test_a_delayed_job_waits_its_delay(db: AsyncDatabase, clock: FakeClock) -> None:
+    queue = JobQueue(db)
+    assert await queue.enqueue("t", "u", "s", delay=5.0)
+    assert await queue.claim(lease=30) is None
+    clock.advance(5)
+    assert await queue.claim(lease=30) is not None
+
+
+async def test_a_rerun_of_a_killed_job_lets_its_stale_claim_go(tmp_path: Path) -> None:
+    async with _running(tmp_path) as run:
+        assert (await run.workers.run_job(run.job))[0] == "done"
+        # The attempt died after saving its summary and before letting the session's claim go.
+        own = f"synopsis-serve-job-{run.job.id}"
+        assert await run.store.claim_summary_job(
+            "t", "u", "s", covers_to=5, owner=own, lease_seconds=600
+        )
+        assert (await run.workers.run_job(run.job))[0] == "done"  # its rerun: nothing is due
+        taken = await run.store.claim_summary_job(
+            "t", "u", "s", covers_to=9, owner="the-next-job", lease_seconds=600
+        )
+    assert taken, "the dead attempt's claim still blocks the session's next job"
+
+
+async def test_a_job_whose_session_is_claimed_elsewhere_is_stalled(tmp_path: Path) -> None:
+    async def claimed_elsewhere(store: AsyncSQLiteStore) -> None:
+        assert await store.claim_summary_job(
+            "t", "u", "s", covers_to=5, owner="another-process", lease_seconds=600
+        )
+
+    async with _running(tmp_path, before=claimed_elsewhere) as run:
+        outcome = (await run.workers.run_job(run.job))[0]
+    # "done" would queue the session again at once: a job a poll, until the claim expires.
+    assert outcome == "stalled"

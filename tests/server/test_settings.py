@@ -35,6 +35,7 @@ ENVIRONMENT = {
     "SYNOPSIS_SUMMARY_CACHE": "64",
     "SYNOPSIS_LEASE_SECONDS": "12.5",
     "SYNOPSIS_DRAIN_SECONDS": "0",
+    "SYNOPSIS_SWEEP_SECONDS": "7.5",
     "SYNOPSIS_REDACT": "yes",
     "SYNOPSIS_REDACT_MODE": "hash",
     "SYNOPSIS_REDACT_HASH_KEY": "k" * 32,
@@ -75,7 +76,7 @@ def test_every_server_variable_reaches_the_options(tmp_path: Path) -> None:
         upstreams=(claude,), upstream_timeout=45.0, upstream_concurrency=8,
         model="openai:gpt-4o-mini", workers=7, summarize_every=12,
         trigger=Trigger(tokens=5000, messages=30), keep_tail=KeepTail(messages=6),
-        summary_cache=64, lease_seconds=12.5, drain_seconds=0.0,
+        summary_cache=64, lease_seconds=12.5, drain_seconds=0.0, sweep_seconds=7.5,
         redact=True, redact_mode="hash", redact_hash_key="k" * 32,
         max_body_bytes=2048, cpu_threads=3, admin_key="a" * 20,
     )  # fmt: skip

@@ -36,7 +36,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Final, get_args
 
 from langchain_core.runnables import RunnableLambda
@@ -53,7 +53,7 @@ from langgraph.store.base import (
     TTLConfig,
 )
 
-from synopsis._flow import Flow, adrive, drive
+from synopsis._flow import Flow, StoreCall, adrive, drive
 from synopsis.adapters._langgraph_items import (
     encode_value,
     literal_prefix,
@@ -165,19 +165,6 @@ def _ttl_config(ttl: TTLConfig | None) -> TTLConfig:
 
 
 # --- the flow of store calls -----------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class StoreCall:
-    """Call ``store.<method>(tenant, *args, **kwargs)``; the flow is sent the result."""
-
-    method: str
-    args: tuple[Any, ...] = ()
-    kwargs: Mapping[str, Any] = field(default_factory=dict)
-
-    def on(self, store: Any) -> Any:
-        """Make the call on ``store`` (an awaitable for an async store)."""
-        return getattr(store, self.method)(*self.args, **self.kwargs)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

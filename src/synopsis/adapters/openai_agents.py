@@ -66,11 +66,11 @@ from __future__ import annotations
 import asyncio
 import inspect
 import json
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, cast
 
-from synopsis._flow import Flow, adrive
+from synopsis._flow import Flow, StoreCall, adrive
 from synopsis.adapters._carried import reattach, split_carried
 from synopsis.compaction import AsyncCompactor, CompactionResult, Compactor
 from synopsis.compaction.history import DESCRIPTION, SEARCH_HISTORY, history_tool
@@ -171,22 +171,13 @@ class _Address:
 
 
 @dataclass(frozen=True, slots=True)
-class _StoreCall:
-    """``store.<method>(*args, **kwargs)``; the flow is sent the result."""
-
-    method: str
-    args: tuple[Any, ...] = ()
-    kwargs: Mapping[str, Any] = field(default_factory=dict)
-
-
-@dataclass(frozen=True, slots=True)
 class _Compact:
     """Compact ``messages`` if the trigger fires; the flow is sent the CompactionResult."""
 
     messages: tuple[dict[str, Any], ...]
 
 
-_Step = _StoreCall | _Compact
+_Step = StoreCall | _Compact
 
 
 def _key(number: int) -> str:
@@ -216,7 +207,7 @@ def _decode(item: MemoryItem) -> Item | None:
 
 
 def _read_head(at: _Address) -> Flow[_Step, _Head]:
-    item: MemoryItem | None = yield _StoreCall("get", (at.tenant, at.namespace, _HEAD_KEY))
+    item: MemoryItem | None = yield StoreCall("get", (at.tenant, at.namespace, _HEAD_KEY))
     return _Head.parse(item)
 
 
@@ -226,7 +217,7 @@ def _read_generation(at: _Address, generation: int) -> Flow[_Step, list[tuple[in
     offset = 0
     while True:
         kwargs = {"kind": ITEM_KIND, "limit": _PAGE, "offset": offset}
-        hits = yield _StoreCall("search", (at.tenant, at.generation(generation)), kwargs)
+        hits = yield StoreCall("search", (at.tenant, at.generation(generation)), kwargs)
         for hit in hits:
             item = _decode(hit.item)
             if item is not None and hit.item.key.isdigit():
@@ -247,7 +238,7 @@ def _read_newest(at: _Address, head: _Head, limit: int) -> Flow[_Step, list[Item
     namespace = at.generation(head.generation)
     items: list[Item] = []
     for number in range(max(head.first, head.next - limit), head.next):
-        stored: MemoryItem | None = yield _StoreCall("get", (at.tenant, namespace, _key(number)))
+        stored: MemoryItem | None = yield StoreCall("get", (at.tenant, namespace, _key(number)))
         if stored is not None and (item := _decode(stored)) is not None:
             items.append(item)
     return items
@@ -265,7 +256,7 @@ def _get_items(at: _Address, limit: int | None, compacting: bool) -> Flow[_Step,
         return items
     new = _Head(head.generation + 1, head.next, head.next + len(compacted))
     batch = [*at.items(new.generation, new.first, compacted), at.head(new)]
-    yield _StoreCall("put_many", (at.tenant, batch))
+    yield StoreCall("put_many", (at.tenant, batch))
     return compacted
 
 
@@ -304,7 +295,7 @@ def _add_items(at: _Address, items: Sequence[Item]) -> Flow[_Step, None]:
     head = yield from _read_head(at)
     new = _Head(head.generation, head.first, head.next + len(items))
     batch = [*at.items(head.generation, head.next, items), at.head(new)]
-    yield _StoreCall("put_many", (at.tenant, batch))
+    yield StoreCall("put_many", (at.tenant, batch))
 
 
 def _pop_item(at: _Address) -> Flow[_Step, Item | None]:
@@ -312,11 +303,11 @@ def _pop_item(at: _Address) -> Flow[_Step, Item | None]:
     namespace = at.generation(head.generation)
     while head.count:
         key = _key(head.next - 1)
-        stored: MemoryItem | None = yield _StoreCall("get", (at.tenant, namespace, key))
+        stored: MemoryItem | None = yield StoreCall("get", (at.tenant, namespace, key))
         head = _Head(head.generation, head.first, head.next - 1)
         # The head moves first: if the delete is lost, the item is outside the range (unseen).
-        yield _StoreCall("put", (at.tenant, at.namespace, _HEAD_KEY, head.text()), _HEAD_ARGS)
-        yield _StoreCall("delete", (at.tenant, namespace, key))
+        yield StoreCall("put", (at.tenant, at.namespace, _HEAD_KEY, head.text()), _HEAD_ARGS)
+        yield StoreCall("delete", (at.tenant, namespace, key))
         item = _decode(stored) if stored is not None else None
         if item is not None:
             return item
@@ -327,7 +318,7 @@ def _clear(at: _Address) -> Flow[_Step, None]:
     head = yield from _read_head(at)
     # An empty range in a new generation first: whatever the deletes leave behind is unseen.
     empty = _Head(head.generation + 1, head.next, head.next)
-    yield _StoreCall("put", (at.tenant, at.namespace, _HEAD_KEY, empty.text()), _HEAD_ARGS)
+    yield StoreCall("put", (at.tenant, at.namespace, _HEAD_KEY, empty.text()), _HEAD_ARGS)
     for generation in range(head.generation + 1):
         yield from _delete_generation(at, generation)
 
@@ -336,9 +327,9 @@ def _delete_generation(at: _Address, generation: int) -> Flow[_Step, None]:
     namespace = at.generation(generation)
     while True:
         kwargs = {"kind": ITEM_KIND, "limit": _PAGE}
-        hits = yield _StoreCall("search", (at.tenant, namespace), kwargs)
+        hits = yield StoreCall("search", (at.tenant, namespace), kwargs)
         for hit in hits:
-            yield _StoreCall("delete", (at.tenant, namespace, hit.item.key))
+            yield StoreCall("delete", (at.tenant, namespace, hit.item.key))
         if len(hits) < _PAGE:
             return
 

@@ -1,11 +1,6 @@
 """The ``count`` and ``compact`` commands (loaded when one of them runs or shows its help).
 
-Every command takes ``--json`` for machine-readable output. A failure prints one clear line
-on stderr, never a traceback or a usage screen, and exits with an :class:`ExitCode`: 0
-success, 2 bad input or usage (a bad option, a directory given as FILE), 3 summarization
-failed (the history was kept), 4 store error. With ``--json`` a failure is also a JSON object
-on stdout, ``{"ok": false, "error": {"type": ..., "message": ...}}``. Progress shows on stderr
-only when it is a terminal (not with ``--quiet`` or ``--json``).
+Their output, exit codes and ``--json`` failures follow the rules of :mod:`synopsis.cli`.
 """
 
 from __future__ import annotations
@@ -212,7 +207,12 @@ def _usage_line(usage: Mapping[str, int] | None, calls: int | None) -> str | Non
     help="Token budget for the user's own messages quoted in the summary.",
 )
 @click.option("--estimator", type=click.Choice(ESTIMATORS), show_default=str(_LIBRARY.counter))
-@click.option("--language", type=click.Choice(_LANGUAGES), show_default=_LIBRARY.prompts.language)
+@click.option(
+    "--language",
+    type=click.Choice(_LANGUAGES),
+    help="The summary's language (default: the history's own, Chinese when Han characters "
+    "are at least a tenth of its text).",
+)
 @click.option(
     "--fallback",
     type=click.Choice(FALLBACKS),

@@ -154,22 +154,6 @@ def _wants_json(args: Sequence[str]) -> bool:
     return "--json" in list(args)[: list(args).index("--") if "--" in args else None]
 
 
-class OneLineGroup(click.Group):
-    """A group whose own usage errors and those of every command under it are one line."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        kwargs.setdefault("epilog", EXIT_CODES_HELP)
-        super().__init__(*args, **kwargs)
-
-    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
-        with one_line_errors(as_json=_wants_json(args)):
-            return super().parse_args(ctx, args)
-
-    def invoke(self, ctx: click.Context) -> Any:
-        with one_line_errors():
-            return super().invoke(ctx)
-
-
 class OneLineCommand(click.Command):
     """A command whose usage errors (missing option, bad value) and bad input are one line,
     as JSON too when it was given ``--json``; its help lists the exit codes."""
@@ -185,6 +169,11 @@ class OneLineCommand(click.Command):
     def invoke(self, ctx: click.Context) -> Any:
         with one_line_errors(as_json=bool(ctx.params.get("as_json"))):
             return super().invoke(ctx)
+
+
+class OneLineGroup(OneLineCommand, click.Group):
+    """A group whose own usage errors and those of every command under it are one line (a
+    group takes no ``--json`` of its own: its failures are plain lines)."""
 
 
 def guarded(fn: F) -> F:

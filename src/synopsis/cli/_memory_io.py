@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
@@ -19,11 +18,11 @@ from synopsis.cli._errors import OneLineCommand
 from synopsis.cli._terminal import advancer, count_columns, counted, emit_json, terminal
 from synopsis.cli.memory import _common, _embedding, _fail, _namespace, _opened
 from synopsis.errors import InvalidInput, InvalidNamespace, StoreError, SynopsisError
-from synopsis.memory import MemoryItem, MemoryStore, Namespace, NewMemory, normalize_namespace
-from synopsis.memory.rules import check_tenant, default_key, normalize_tags, prepare_put
+from synopsis.memory import MemoryItem, MemoryStore, NewMemory, normalize_namespace
+from synopsis.memory.rules import check_tenant, default_key, normalize_tags, prepare_memory
 from synopsis.transcripts import json_line, split_json_lines
 
-__all__ = ["ImportRecord", "export", "import_", "parse_record"]
+__all__ = ["export", "import_", "parse_record"]
 
 _TIME_FIELDS = ("created_at", "updated_at", "expires_at")
 _IMPORT_FIELDS = frozenset({"namespace", "kind", "text", "key", "tags", "context", *_TIME_FIELDS})
@@ -31,35 +30,6 @@ _IMPORT_FIELDS = frozenset({"namespace", "kind", "text", "key", "tags", "context
 _PAGE = 500
 #: Memories written per ``put_many`` call (one transaction each) by ``import``.
 _BATCH = 500
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ImportRecord:
-    """One validated line of an import file."""
-
-    namespace: Namespace
-    kind: str
-    text: str
-    key: str
-    tags: dict[str, str] = field(default_factory=dict)
-    created_at: datetime | None = None
-    updated_at: datetime | None = None
-    expires_at: datetime | None = None
-    context: str = ""
-
-    def memory(self) -> NewMemory:
-        """The record as a batch item that restores its times."""
-        return NewMemory(
-            self.namespace,
-            self.key,
-            self.text,
-            kind=self.kind,
-            tags=self.tags,
-            created_at=self.created_at,
-            updated_at=self.updated_at,
-            expires_at=self.expires_at,
-            context=self.context,
-        )
 
 
 def _parse_time(data: dict[str, Any], name: str) -> datetime | None:
@@ -84,8 +54,8 @@ def _iso(moment: datetime) -> str:
     return moment.astimezone(UTC).isoformat(timespec="microseconds").replace("+00:00", "Z")
 
 
-def parse_record(line: str) -> ImportRecord:
-    """Validate one JSON line; raise ValueError with the problem."""
+def parse_record(line: str) -> NewMemory:
+    """Validate one JSON line into the batch item it restores; raise ValueError with the problem."""
     try:
         data = json.loads(line)
     except json.JSONDecodeError as exc:
@@ -117,12 +87,12 @@ def parse_record(line: str) -> ImportRecord:
     except SynopsisError as exc:
         raise ValueError(str(exc)) from None
     created_at, updated_at, expires_at = (_parse_time(data, name) for name in _TIME_FIELDS)
-    return ImportRecord(
-        namespace=namespace,
+    return NewMemory(
+        namespace,
+        key if key is not None else default_key(kind, text),
+        text,
         kind=kind,
-        text=text,
         tags=tags,
-        key=key if key is not None else default_key(kind, text),
         created_at=created_at,
         updated_at=updated_at,
         expires_at=expires_at,
@@ -130,27 +100,15 @@ def parse_record(line: str) -> ImportRecord:
     )
 
 
-def _check_record(tenant: str, record: ImportRecord) -> None:
+def _check_record(tenant: str, record: NewMemory) -> None:
     """Everything the store will check about the record (key length, times, text, ...)."""
     try:
-        prepare_put(
-            tenant,
-            record.namespace,
-            record.key,
-            record.text,
-            kind=record.kind,
-            tags=record.tags,
-            ttl=None,
-            created_at=record.created_at,
-            updated_at=record.updated_at,
-            expires_at=record.expires_at,
-            context=record.context,
-        )
+        prepare_memory(tenant, record)
     except SynopsisError as exc:
         raise ValueError(str(exc)) from None
 
 
-def _read_records(file: str, tenant: str) -> list[tuple[int, ImportRecord]]:
+def _read_records(file: str, tenant: str) -> list[tuple[int, NewMemory]]:
     """The records of ``file`` with their line numbers; any bad line fails before writing."""
     try:
         stream = sys.stdin if file == "-" else open(file, encoding="utf-8")  # noqa: SIM115
@@ -158,7 +116,7 @@ def _read_records(file: str, tenant: str) -> list[tuple[int, ImportRecord]]:
             lines = split_json_lines(stream.read())
     except (OSError, UnicodeError) as exc:
         _fail(f"cannot read {file}: {exc}")
-    records: list[tuple[int, ImportRecord]] = []
+    records: list[tuple[int, NewMemory]] = []
     for number, line in enumerate(lines, start=1):
         if not line.strip():
             continue
@@ -175,7 +133,7 @@ def _write_batches(
     store: MemoryStore,
     tenant: str,
     file: str,
-    records: Sequence[tuple[int, ImportRecord]],
+    records: Sequence[tuple[int, NewMemory]],
     advance: Callable[[int], object],
 ) -> None:
     """``put_many`` in batches of ``_BATCH``; a batch the store refuses names its line.
@@ -186,7 +144,7 @@ def _write_batches(
     for start in range(0, len(records), _BATCH):
         batch = records[start : start + _BATCH]
         try:
-            store.put_many(tenant, [record.memory() for _, record in batch])
+            store.put_many(tenant, [record for _, record in batch])
         except (InvalidInput, InvalidNamespace) as exc:
             if exc.index is None:
                 raise
@@ -198,14 +156,14 @@ def _write_batches(
         advance(len(batch))
 
 
-def _committed(records: Sequence[tuple[int, ImportRecord]], count: int) -> str:
+def _committed(records: Sequence[tuple[int, NewMemory]], count: int) -> str:
     """What the first ``count`` records, written before a failure, amount to."""
     if count == 0:
         return "nothing was imported"
     return f"only the first {count} memories (through line {records[count - 1][0]}) were imported"
 
 
-def _live(records: list[tuple[int, ImportRecord]], now: datetime) -> list[tuple[int, ImportRecord]]:
+def _live(records: list[tuple[int, NewMemory]], now: datetime) -> list[tuple[int, NewMemory]]:
     """The records that have not expired at ``now`` (an import skips the others)."""
     return [(n, r) for n, r in records if r.expires_at is None or r.expires_at > now]
 

@@ -44,6 +44,7 @@ _DEFAULTS: dict[str, object] = {
     "poll_seconds": _D.poll_seconds,
     "outbox_seconds": _D.outbox_seconds,
     "drain_seconds": _D.drain_seconds,
+    "sweep_seconds": _D.sweep_seconds,
     "log_level": "info",
     "redact": "off",
     "redact_mode": _D.redact_mode,
@@ -114,6 +115,11 @@ def _options(fn: F) -> F:
         _option("--poll-seconds", type=click.FloatRange(min=0.01)),
         _option("--outbox-seconds", type=click.FloatRange(min=0.01)),
         _option("--drain-seconds", "Shutdown's wait for running summary jobs.", type=seconds),
+        _option(
+            "--sweep-seconds",
+            "Seconds between sweeps that queue a summary for sessions due without one.",
+            type=click.FloatRange(min=0, min_open=True),
+        ),
         _option(
             "--redact/--no-redact",
             "Take secrets and personal data out of what is sent to "

@@ -46,7 +46,7 @@ def build(
     skills = None
     if options.skills is not None:
         skills = preserve_skills(
-            plan.replaced, options.skills, estimate=counter.estimate_text, prompts=options.prompts
+            plan.replaced, options.skills, estimate=counter.estimate_text, prompts=options.texts
         )
     new = [*map(_kept_system, plan.system), *([skills] if skills else [])]
     new += [message, *map(_kept, plan.pinned), *map(_kept, plan.tail)]
@@ -68,7 +68,7 @@ def _summary_message(
     return finalize_summary(
         summary.text,
         context_messages=plan.removed,  # the pinned message is in the context: not quoted
-        prompts=options.prompts,
+        prompts=options.texts,
         estimate=counter.estimate_text,
         user_budget_tokens=options.quote_budget,
         transcript_path=archive or options.transcript_path,
@@ -140,7 +140,7 @@ def _fallback_messages(
     skills = None
     if options.skills is not None:
         skills = preserve_skills(
-            dropped, options.skills, estimate=counter.estimate_text, prompts=options.prompts
+            dropped, options.skills, estimate=counter.estimate_text, prompts=options.texts
         )
     where = f" They are archived at {archive}." if archive else ""
     if archive and options.history_tool:
@@ -150,7 +150,7 @@ def _fallback_messages(
         collect_user_messages(dropped) if quote else [],
         budget_tokens=options.quote_budget,
         estimate=counter.estimate_text,
-        prompts=options.prompts,
+        prompts=options.texts,
     )
     if block:
         text += "\n\nWhat the user said in them:\n" + block

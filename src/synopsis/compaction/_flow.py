@@ -40,7 +40,9 @@ from synopsis.compaction.clear import (
     clearing_is_enough,
     plan_clearing,
 )
+from synopsis.compaction.language import detect_prompts
 from synopsis.compaction.options import CompactionOptions
+from synopsis.compaction.orphans import as_notes, drop_orphans, input_positions
 from synopsis.compaction.plan import CompactionPlan, plan_compaction
 from synopsis.compaction.redaction import merged_counts, redact_summary
 from synopsis.compaction.summary import SUMMARY_KIND
@@ -51,12 +53,14 @@ from synopsis.events import (
     BeforeSummarize,
     CompactionSkipped,
     Event,
+    OrphanToolResultsDropped,
     SummarizeFailed,
     ToolOutputsCleared,
     ValuesRedacted,
 )
 from synopsis.messages import marked_body, marker_of, without_meta
 from synopsis.models import Usage
+from synopsis.prompts import PromptSet
 from synopsis.redact import redact_history
 from synopsis.summarizer import Summarize, SummaryResult, strip_summary_wrapping
 from synopsis.tokens import TokenCounter
@@ -155,10 +159,12 @@ class CompactionResult:
 
 @dataclass(frozen=True, slots=True)
 class SummarizeOffline:
-    """Every model failed and the fallback is extractive: summarize with the offline model."""
+    """Every model failed and the fallback is extractive: summarize with the offline model
+    (in ``prompts``' language when the compaction detected one)."""
 
     context: tuple[Mapping[str, Any], ...]
     previous_summary: str | None
+    prompts: PromptSet | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -239,6 +245,8 @@ class _Run:
     #: What the summarizer reads in place of a message tier 1 stubbed (by id of the stub):
     #: the original, so a fact in an old tool output can still reach the summary.
     originals: Mapping[int, Mapping[str, Any]] = field(default_factory=dict)
+    #: The prompts detected from the history's language (None when the options fix them).
+    detected: PromptSet | None = None
 
     def unchanged(
         self,
@@ -302,9 +310,13 @@ def compaction(
     tokens, decision, plain = _decide(options, counter, messages, tools)
     if not (force or decision.fired):
         return _unchanged(messages, tokens, reason=None, triggered=False, plain=plain)
-    validate_messages(list(messages))
+    validate_messages(list(messages), orphans="allow")
+    detected = detect_prompts(messages) if options.prompts is None else None
+    if detected is not None:
+        options = replace(options, prompts=detected)
     clean, redacted = redact_history(options.redact, messages)
     run = _Run(
+        detected=detected,
         options=options,
         counter=counter,
         messages=clean,
@@ -316,9 +328,29 @@ def compaction(
         result = yield from _compact(run)
     else:
         result = yield from _tiered(run, tools, pressed=decision.fired)
+    result = yield from _without_orphans(run, result)
     if options.redact is None:
         return result
     return (yield from _redaction_reported(run, result, redacted))
+
+
+def _without_orphans(run: _Run, result: CompactionResult) -> Flow[CompactionStep, CompactionResult]:
+    """A compacted history without tool results whose call it no longer holds (see
+    :mod:`.orphans`), and ``orphan_tool_results_dropped`` when there were any."""
+    if not result.compacted:
+        return result
+    kept, dropped = drop_orphans(result.messages)
+    if not dropped:
+        return result
+    event = OrphanToolResultsDropped(
+        reason=run.reason,
+        tool_call_ids=tuple(str(m.get("tool_call_id")) for m in dropped),
+        indices=input_positions(run.messages, dropped),
+        session_id=run.options.session_id,
+    )
+    yield Emit(event)
+    after = run.counter.count(kept).total
+    return replace(result, messages=kept, tokens_after=after, events=(*result.events, event))
 
 
 def _redaction_reported(
@@ -389,9 +421,12 @@ def _compact(run: _Run) -> Flow[CompactionStep, CompactionResult]:
     yield from _emit(events, _before(run))
     context, previous = summarizer_input(plan, run.options, run.originals)
     try:
-        summary: SummaryResult | None = yield Summarize(context, previous, run.options.session_id)
+        summary: SummaryResult | None = yield Summarize(
+            context, previous, run.options.session_id, prompts=run.detected
+        )
     except ModelError as exc:
-        summary = yield from _degrade(run, exc, SummarizeOffline(context, previous), events)
+        offline = SummarizeOffline(context, previous, run.detected)
+        summary = yield from _degrade(run, exc, offline, events)
         if summary is None and run.options.fallback != "truncate":
             return run.unchanged(error=describe_error(exc), events=events)
         return (yield from _finish(run, plan, summary, run.options.fallback, events))
@@ -411,10 +446,11 @@ def summarizer_input(
     to_summarize = plan.to_summarize
     if originals:
         to_summarize = tuple(originals.get(id(m), m) for m in to_summarize)
+    to_summarize = as_notes(to_summarize)
     previous = plan.previous_summary
     if previous is None:
         return to_summarize, None
-    body = strip_summary_wrapping(marked_body(previous), options.prompts)
+    body = strip_summary_wrapping(marked_body(previous), options.texts)
     if options.incremental:
         return to_summarize, body
     return ({"role": "user", "content": body}, *to_summarize), None

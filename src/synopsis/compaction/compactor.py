@@ -78,7 +78,7 @@ class _Driver:
         self.archive: Archive | None = (
             JsonlArchive(archive) if isinstance(archive, str) else archive
         )
-        self.prompts = self.options.prompts
+        self.prompts = self.options.texts
 
     @property
     def session_id(self) -> str | None:
@@ -179,8 +179,9 @@ class Compactor(_Driver):
         match step:
             case Summarize():
                 return step.on(self.summarizer)
-            case SummarizeOffline(context, previous):
-                return self._offline_summarizer().summarize(context, previous_summary=previous)
+            case SummarizeOffline(context, previous, prompts):
+                offline = self._offline_summarizer().speaking(prompts)
+                return offline.summarize(context, previous_summary=previous)
             case WriteArchive(messages, session_id):
                 return self._archive().write(messages, session_id=session_id)
             case Emit(event):
@@ -242,9 +243,11 @@ class AsyncCompactor(_Driver):
         match step:
             case Summarize():
                 return await step.on(self.summarizer)
-            case SummarizeOffline(context, previous):
-                return await self._offline_summarizer().summarize(
-                    context, previous_summary=previous
+            case SummarizeOffline(context, previous, prompts):
+                return (
+                    await self._offline_summarizer()
+                    .speaking(prompts)
+                    .summarize(context, previous_summary=previous)
                 )
             case WriteArchive(messages, session_id):
                 archive = self._archive()

@@ -108,7 +108,10 @@ class CompactionOptions:
     messages verbatim. ``counter`` is a :class:`~synopsis.tokens.TokenCounter` or an estimator
     name. ``user_budget`` is how many tokens of the user's own messages the summary quotes;
     ``skills`` keeps loaded skills (None: off); ``incremental`` updates the previous summary
-    instead of re-reading it. ``archive`` (an :class:`Archive` or a directory for JSONL
+    instead of re-reading it. ``prompts`` fixes the summary's language (a
+    :class:`~synopsis.prompts.PromptSet` or ``"en"`` / ``"zh"``); None, the default, writes
+    each summary in the language of its history (:mod:`synopsis.compaction.language`).
+    ``archive`` (an :class:`Archive` or a directory for JSONL
     transcripts) receives the replaced messages; ``transcript_path`` is named in the summary
     when there is no archive. ``history_tool`` names the tool the agent can search the archive
     with (``search_history``, see :mod:`synopsis.compaction.history`): the summary's pointer
@@ -133,7 +136,8 @@ class CompactionOptions:
     trigger: Trigger = field(default_factory=Trigger.default)
     keep_tail: KeepTail = field(default_factory=lambda: KeepTail(fraction=DEFAULT_TAIL))
     counter: TokenCounter | str = "default"
-    prompts: PromptSet = field(default=ENGLISH, repr=False)  # the full prompt texts are long
+    # None: the language of each history (synopsis.compaction.language); the texts are long
+    prompts: PromptSet | None = field(default=None, repr=False)
     user_budget: int = DEFAULT_USER_MESSAGES_BUDGET
     skills: SkillConfig | None = field(default_factory=SkillConfig)
     incremental: bool = True
@@ -167,6 +171,12 @@ class CompactionOptions:
                 f"summarizer_max_output_tokens ({output}) must be well below "
                 f"summarizer_window ({window}): the request has to fit there too"
             )
+
+    @property
+    def texts(self) -> PromptSet:
+        """The prompts a summary is written with: ``prompts``, English when it is None (a
+        compaction sets the detected language first)."""
+        return self.prompts or ENGLISH
 
     @property
     def quote_budget(self) -> int:
@@ -226,7 +236,7 @@ class CompactionKeywords(TypedDict, total=False):
     reserve_output: int
     keep_tail: KeepTail | int | None
     counter: TokenCounter | str
-    prompts: PromptSet | str
+    prompts: PromptSet | str | None
     user_budget: int
     skills: SkillConfig | None
     incremental: bool
@@ -332,7 +342,7 @@ _CHECKS: Final[tuple[tuple[str, Callable[[object], bool], str], ...]] = (
     ("trigger", _instance(Trigger), "a Trigger (or give trigger_tokens=... to a compactor)"),
     ("keep_tail", _instance(KeepTail), "a KeepTail, e.g. KeepTail(messages=6)"),
     ("counter", _counter, f"a TokenCounter or one of {', '.join(ESTIMATORS)}"),
-    ("prompts", _instance(PromptSet), "a PromptSet, e.g. synopsis.prompts.CHINESE"),
+    ("prompts", _optional(PromptSet), "a PromptSet, e.g. synopsis.prompts.CHINESE, or None"),
     ("user_budget", _count(0), "an integer >= 0"),
     ("skills", _optional(SkillConfig), "a SkillConfig or None (off)"),
     ("incremental", _instance(bool), "True or False"),

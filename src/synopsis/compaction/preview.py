@@ -113,9 +113,12 @@ class _PreviewDriver:
 
     def perform(self, step: CompactionStep) -> Any:
         match step:
-            case Summarize(context, previous) | SummarizeOffline(context, previous):
+            case Summarize(context, previous, prompts=prompts) | SummarizeOffline(
+                context, previous, prompts
+            ):
                 self.summarizer_tokens += self.counter.count(list(context)).total
-                written = self.stand_in.summarize(context, previous_summary=previous)
+                stand_in = self.stand_in.speaking(prompts)
+                written = stand_in.summarize(context, previous_summary=previous)
                 return SummaryResult(text=written.text, model=_PREVIEW_MODEL, attempts=0)
             case WriteArchive(_, session_id):
                 return self._would_write(session_id)
@@ -140,7 +143,7 @@ def preview_compaction(
     """What ``compaction(options, ...)`` would do to ``messages``; no model, no write."""
     stand_in = Summarizer(
         model="extractive",
-        prompts=options.prompts,
+        prompts=options.texts,
         counter=counter,
         window=options.summarizer_window,
         max_output_tokens=options.summarizer_max_output_tokens,

@@ -12,6 +12,7 @@ Pure: no I/O, no clock. Token budgets use the ``estimate`` callable the caller p
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Final
@@ -39,6 +40,7 @@ __all__ = [
     "finalize_summary",
     "longest_fitting_prefix",
     "parse_user_messages_block",
+    "spaced_sections",
     "trim_middle",
     "user_messages_block",
 ]
@@ -216,6 +218,31 @@ def _heading(number: int, text: str, prompts: PromptSet, start: int = 0) -> re.M
     return None
 
 
+def spaced_sections(text: str, prompts: PromptSet) -> str:
+    """``text`` with its numbered sections joined by exactly one blank line.
+
+    Models (and templates) run sections together or leave several blank lines between them;
+    each section is stripped of blank lines around it and of trailing spaces, then they are
+    joined by one blank line (what comes before the first heading too). Blank lines inside a
+    section stay, and a line within the ``<all_user_messages>`` block is never a heading.
+    """
+    quoted = [match.span() for match in _USER_BLOCK.finditer(text)]
+    starts: list[int] = []
+    position = 0
+    for number in range(1, len(prompts.section_titles) + 1):
+        match = _heading(number, text, prompts, position)
+        while match is not None and any(a <= match.start() < b for a, b in quoted):
+            match = _heading(number, text, prompts, match.end())
+        if match is not None:
+            starts.append(match.start())
+            position = match.end()
+    if not starts:
+        return text
+    lead = text[: starts[0]].strip("\n").rstrip()
+    sections = [text[a:b].strip("\n").rstrip() for a, b in itertools.pairwise([*starts, len(text)])]
+    return "\n\n".join([lead, *sections] if lead else sections)
+
+
 def _insert_block(text: str, block: str, prompts: PromptSet) -> str:
     """Put ``block`` where section 6 belongs, replacing the model's own section-6 body."""
     six = _heading(6, text, prompts)
@@ -320,7 +347,8 @@ def build_summary_message(
     attributes, such as the summary's version (``content_type`` is always "summary").
     """
     pointer = prompts.transcript(transcript_path, history_tool) if transcript_path else ""
-    parts = [prompts.summary_preamble, summary_text.strip(), pointer, prompts.continue_instruction]
+    parts = [prompts.summary_preamble, summary_text, pointer, prompts.continue_instruction]
+    parts = [part.strip() for part in parts]
     attributes = {k: v for k, v in (extra_meta or {}).items() if k != "content_type"}
     body = "\n\n".join(p for p in parts if p)
     return {"role": "user", "content": mark(SUMMARY_KIND, body, attributes)}
@@ -346,7 +374,7 @@ def finalize_summary(
         prompts=prompts,
     )
     return build_summary_message(
-        summary,
+        spaced_sections(summary, prompts),
         prompts=prompts,
         transcript_path=transcript_path,
         extra_meta=extra_meta,

@@ -30,6 +30,7 @@ __all__ = [
     "carried",
     "diff",
     "group_fields",
+    "parse_object",
     "patch",
     "restore",
     "ungroup_fields",
@@ -41,6 +42,15 @@ __all__ = [
 UNSET: Final = "__unset__"
 
 Fields = dict[str, Any]
+
+
+def parse_object(raw: Any) -> dict[str, Any] | None:
+    """Tool-call arguments as the JSON object their text holds; None when it holds none."""
+    try:
+        value = json.loads(raw)
+    except (TypeError, ValueError):
+        return None
+    return value if isinstance(value, dict) else None
 
 
 def diff(

@@ -22,6 +22,7 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Final
 
+from synopsis.convert._carry import parse_object
 from synopsis.messages import CARRY_KEY, is_system
 
 __all__ = ["CARRY_KEY", "from_anthropic", "strip_carry", "to_anthropic"]
@@ -98,7 +99,7 @@ def _carry(target: dict[str, Any], source: Mapping[str, Any], keep_meta: bool) -
 def _tool_use(call: Mapping[str, Any], keep_meta: bool) -> dict[str, Any]:
     function = call.get("function") or {}
     raw = function.get("arguments") or ""
-    parsed = _parse_object(raw)
+    parsed = parse_object(raw)
     block: dict[str, Any] = {
         "type": "tool_use",
         "id": call.get("id"),
@@ -109,14 +110,6 @@ def _tool_use(call: Mapping[str, Any], keep_meta: bool) -> dict[str, Any]:
     if keep_meta and (parsed is None or json.dumps(parsed, ensure_ascii=False) != raw):
         block[CARRY_KEY] = {"arguments": raw}
     return block
-
-
-def _parse_object(raw: str) -> dict[str, Any] | None:
-    try:
-        value = json.loads(raw)
-    except (TypeError, ValueError):
-        return None
-    return value if isinstance(value, dict) else None
 
 
 def _blocks(content: Any, keep_meta: bool) -> Any:

@@ -42,6 +42,7 @@ from synopsis.convert._carry import (
     Fields,
     carried,
     diff,
+    parse_object,
     restore,
     with_carried,
     without,
@@ -302,7 +303,7 @@ def _calls_to(calls: list[Mapping[str, Any]]) -> Fields:
     for call in calls:
         function = call.get("function") or {}
         raw = function.get("arguments")
-        args = {} if raw in ("", None) else _parse_object(raw)
+        args = {} if raw in ("", None) else parse_object(raw)
         entry = {"name": function.get("name"), "id": call.get("id")}
         if args is None:
             invalid.append({**entry, "args": raw, "error": None, "type": "invalid_tool_call"})
@@ -334,14 +335,6 @@ def _calls_from(fields: Mapping[str, Any]) -> list[dict[str, Any]]:
 
 def _call(call_id: Any, name: Any, arguments: Any) -> dict[str, Any]:
     return {"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}}
-
-
-def _parse_object(raw: Any) -> dict[str, Any] | None:
-    try:
-        value = json.loads(raw)
-    except (TypeError, ValueError):
-        return None
-    return value if isinstance(value, dict) else None
 
 
 # (our details key, LangChain details key, ((our token key, LangChain token key), ...))

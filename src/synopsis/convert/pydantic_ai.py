@@ -39,6 +39,7 @@ from synopsis.convert._carry import (
     carried,
     diff,
     group_fields,
+    parse_object,
     restore,
     ungroup_fields,
     with_carried,
@@ -228,11 +229,8 @@ def _call(part: Any) -> dict[str, Any]:
 
 def _args(raw: Any) -> Any:
     """Arguments as a dict when that serializes back to the same text, else the text itself."""
-    try:
-        parsed = json.loads(raw)
-    except (TypeError, ValueError):
-        return raw
-    if isinstance(parsed, dict) and json.dumps(parsed, ensure_ascii=False) == raw:
+    parsed = parse_object(raw)
+    if parsed is not None and json.dumps(parsed, ensure_ascii=False) == raw:
         return parsed
     return raw
 

@@ -24,8 +24,7 @@ from synopsis.memory._checks import (
     query_embedder,
 )
 from synopsis.memory._guards import Claim, Guard
-from synopsis.memory.fusion import convex_fusion
-from synopsis.memory.ranking import pack_vector, rank_by_vector, unpack_vector
+from synopsis.memory.ranking import convex_fusion, pack_vector, rank_by_vector, unpack_vector
 
 __all__ = [
     "Backend",
@@ -80,7 +79,7 @@ def vector_scores(
     """Scores of a ``vector`` search or, given the keyword hits (best first), ``hybrid``.
 
     Vector: cosine similarity of the best ``MAX_LIMIT`` candidates (ties keep their order).
-    Hybrid: :func:`~synopsis.memory.fusion.convex_fusion` of the first ``MAX_LIMIT`` of each
+    Hybrid: :func:`~synopsis.memory.ranking.convex_fusion` of the first ``MAX_LIMIT`` of each
     ranking, ``keyword_ranking`` being ``(id, BM25 score)`` pairs.
     """
     by_vector = rank_by_vector(query_vector, candidates)[:MAX_LIMIT]

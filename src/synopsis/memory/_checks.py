@@ -50,6 +50,7 @@ __all__ = [
     "item_error",
     "page_namespaces",
     "prepare_address",
+    "prepare_memory",
     "prepare_prefix",
     "prepare_put",
     "prepare_put_many",
@@ -286,29 +287,35 @@ def item_error(
     return located
 
 
+def prepare_memory(
+    tenant: object, item: NewMemory, namespaces: dict[object, Namespace] | None = None
+) -> PutRequest:
+    """Check a batch item as :func:`prepare_put` checks the arguments of ``put``."""
+    return prepare_put(
+        tenant,
+        item.namespace,
+        item.key,
+        item.text,
+        kind=item.kind,
+        tags=item.tags,
+        ttl=item.ttl,
+        created_at=item.created_at,
+        updated_at=item.updated_at,
+        expires_at=item.expires_at,
+        context=item.context,
+        namespaces=namespaces,
+    )
+
+
 def _prepare_item(
     tenant: str, index: int, item: object, namespaces: dict[object, Namespace]
 ) -> PutRequest:
     if not isinstance(item, NewMemory):
         raise item_error(index, InvalidInput(f"expected a NewMemory, got {type(item).__name__}"))
     try:
-        request = prepare_put(
-            tenant,
-            item.namespace,
-            item.key,
-            item.text,
-            kind=item.kind,
-            tags=item.tags,
-            ttl=item.ttl,
-            created_at=item.created_at,
-            updated_at=item.updated_at,
-            expires_at=item.expires_at,
-            context=item.context,
-            namespaces=namespaces,
-        )
+        return prepare_memory(tenant, item, namespaces)
     except (InvalidInput, InvalidNamespace) as exc:
         raise item_error(index, exc) from exc
-    return request
 
 
 def prepare_put_many(tenant: object, items: Iterable[object]) -> list[PutRequest]:

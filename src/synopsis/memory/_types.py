@@ -42,7 +42,7 @@ __all__ = [
 
 Namespace = tuple[str, ...]
 #: ``keyword``: BM25 over CJK-aware terms (no model needed). ``vector`` and ``hybrid`` need a
-#: store built with an ``embedder``; ``hybrid`` fuses both rankings' scores (``memory.fusion``).
+#: store built with an ``embedder``; ``hybrid`` fuses both rankings' scores (``memory.ranking``).
 SearchMode = Literal["keyword", "vector", "hybrid"]
 #: Turns texts into vectors. Any callable of this shape works; nothing downloads weights. An
 #: ``embedder_id`` string attribute, if present, names its model and version (stored with every

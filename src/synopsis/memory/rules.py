@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import hashlib
 
-from synopsis.memory._checks import MAX_LIMIT, MAX_TTL_SECONDS, check_tenant, prepare_put
+from synopsis.memory._checks import MAX_LIMIT, MAX_TTL_SECONDS, check_tenant, prepare_memory
 from synopsis.memory._types import normalize_tags, validate_tenant
 
 __all__ = [
@@ -19,7 +19,7 @@ __all__ = [
     "check_tenant",
     "default_key",
     "normalize_tags",
-    "prepare_put",
+    "prepare_memory",
     "validate_tenant",
 ]
 

@@ -18,7 +18,6 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from synopsis.errors import NotFound, Unauthorized
 from synopsis.server.deps import Svc, services
 from synopsis.server.errors import ERRORS
-from synopsis.server.keys import ApiKey
 from synopsis.server.schemas import IssuedKeyOut, KeyIn, KeyList, KeyOut
 
 __all__ = ["router"]
@@ -44,18 +43,6 @@ router = APIRouter(
 KeyId = Annotated[str, Path(min_length=1, max_length=64, pattern=r"^[0-9a-f]+$")]
 
 
-def key_out(key: ApiKey) -> KeyOut:
-    return KeyOut(
-        key_id=key.key_id,
-        tenant=key.tenant,
-        label=key.label,
-        created_at=key.created_at,
-        revoked_at=key.revoked_at,
-        expires_at=key.expires_at,
-        rate_per_minute=key.rate_per_minute,
-    )
-
-
 @router.post("/keys", status_code=201, response_model=IssuedKeyOut)
 async def create_key(body: KeyIn, s: Svc) -> IssuedKeyOut:
     """Create a tenant key; the answer holds the key itself, once (only its hash is kept)."""
@@ -65,7 +52,7 @@ async def create_key(body: KeyIn, s: Svc) -> IssuedKeyOut:
     issued = await s.keys.create(
         body.tenant, label=body.label, expires_at=expires_at, rate_per_minute=body.rate_per_minute
     )
-    return IssuedKeyOut(key=issued.secret, **key_out(issued.key).model_dump())
+    return IssuedKeyOut(key=issued.secret, **KeyOut.model_validate(issued.key).model_dump())
 
 
 @router.get("/keys", response_model=KeyList)
@@ -73,7 +60,7 @@ async def list_keys(
     s: Svc, tenant: Annotated[str | None, Query(min_length=1, max_length=128)] = None
 ) -> KeyList:
     """Every key (or one tenant's): ids, tenants, labels, limits; never the keys themselves."""
-    return KeyList(keys=[key_out(k) for k in await s.keys.list(tenant)])
+    return KeyList(keys=[KeyOut.model_validate(k) for k in await s.keys.list(tenant)])
 
 
 @router.delete("/keys/{key_id}", response_model=KeyOut)
@@ -82,4 +69,4 @@ async def revoke_key(key_id: KeyId, s: Svc) -> KeyOut:
     revoked = await s.keys.revoke(key_id)
     if revoked is None:
         raise NotFound(f"no key with id {key_id!r}")
-    return key_out(revoked)
+    return KeyOut.model_validate(revoked)

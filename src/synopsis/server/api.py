@@ -45,9 +45,7 @@ from synopsis.server.schemas import (
     SummaryOut,
     Text,
     compact_response,
-    memory_out,
     search_response,
-    summary_out,
 )
 from synopsis.server.turns import public_messages, record_turn
 
@@ -164,7 +162,7 @@ async def summary(user: User, session: Session, tenant: Tenant, s: Svc) -> Summa
     latest = await s.store.latest_summary(tenant, user, session)
     if latest is None:
         raise NotFound(f"session {session!r} has no summary yet")
-    return summary_out(latest)
+    return SummaryOut.model_validate(latest)
 
 
 @router.get(
@@ -174,7 +172,7 @@ async def summaries(user: User, session: Session, tenant: Tenant, s: Svc) -> Sum
     """Every version of the session's summary, oldest first."""
     await _owned(s, tenant, user, session)
     history = await s.store.summary_history(tenant, user, session)
-    return SummaryList(summaries=[summary_out(v) for v in history])
+    return SummaryList(summaries=[SummaryOut.model_validate(v) for v in history])
 
 
 # --- memories --------------------------------------------------------------------------------
@@ -205,7 +203,7 @@ async def put_memory(body: MemoryIn, tenant: Tenant, s: Svc) -> MemoryOut:
         ttl=body.ttl,
         context=context,
     )
-    return memory_out(item)
+    return MemoryOut.model_validate(item)
 
 
 @router.get("/v1/memories/search", tags=["memories"], response_model=SearchResponse)
@@ -247,7 +245,7 @@ async def get_memory(namespace: str, key: str, tenant: Tenant, s: Svc) -> Memory
     item = await s.store.get(tenant, normalize_namespace(namespace), _policy(s, key))
     if item is None:
         raise NotFound(f"no memory {key!r} in {namespace!r}")
-    return memory_out(item)
+    return MemoryOut.model_validate(item)
 
 
 @router.delete(_ADDRESS, tags=["memories"], status_code=204, response_class=Response)

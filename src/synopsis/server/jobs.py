@@ -34,7 +34,7 @@ import asyncio
 import contextlib
 import logging
 import uuid
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -53,12 +53,15 @@ _log = logging.getLogger("synopsis.server.jobs")
 #: (the summary is saved and its copy waits in the outbox).
 _RETRY_STAGES = frozenset({"load_summary", "summarize", "invalid_summary", "save", "job"})
 _MAX_BACKOFF = 300.0
+#: A job that ran but left its own history due (the session's claim held elsewhere, or an
+#: open tool call leaves too little) is queued again this many seconds later, not at once.
+_STALLED_DELAY = 5.0
 #: The advisory lock key of the due-session sweep (any constant shared by the replicas).
 _SWEEP_LOCK = 0x53594E5357
 #: Sessions one sweep looks at.
 _SWEEP_LIMIT = 1000
 
-JobOutcome = Literal["done", "retry", "gone"]
+JobOutcome = Literal["done", "stalled", "retry", "gone"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -73,12 +76,16 @@ class ClaimedJob:
 # --- plans (pure) ----------------------------------------------------------------------------
 
 
-def enqueue_plan(d: Dialect, tenant: str, user: str, session: str, now: float) -> Plan[bool]:
-    """Queue a summary job for the session; False when one is already open."""
+def enqueue_plan(
+    d: Dialect, tenant: str, user: str, session: str, now: float, *, delay: float = 0.0
+) -> Plan[bool]:
+    """Queue a summary job for the session, ready in ``delay`` seconds; False when one is
+    already open."""
     rows = yield Statement(
         f"INSERT INTO {d.table('jobs')} (tenant, user_id, session_id, created_at, run_after)"
-        " VALUES (:tenant, :user, :session, :now, :now) ON CONFLICT DO NOTHING RETURNING id",
-        {"tenant": tenant, "user": user, "session": session, "now": now},
+        " VALUES (:tenant, :user, :session, :now, :run_after) ON CONFLICT DO NOTHING"
+        " RETURNING id",
+        {"tenant": tenant, "user": user, "session": session, "now": now, "run_after": now + delay},
     )
     return bool(rows)
 
@@ -187,9 +194,9 @@ class JobQueue:
         self._db = db
         self.owner = owner or f"{uuid.uuid4().hex[:12]}"
 
-    async def enqueue(self, tenant: str, user: str, session: str) -> bool:
+    async def enqueue(self, tenant: str, user: str, session: str, *, delay: float = 0.0) -> bool:
         return await self._db.run(
-            enqueue_plan(self._db.dialect, tenant, user, session, self._db.clock())
+            enqueue_plan(self._db.dialect, tenant, user, session, self._db.clock(), delay=delay)
         )
 
     async def claim(self, lease: float) -> ClaimedJob | None:
@@ -252,8 +259,10 @@ class SummaryWorkers:
         loop = asyncio.get_running_loop()
         for number in range(self._options.workers):
             self._tasks.append(loop.create_task(self._work(), name=f"synopsis-job-{number}"))
-        self._tasks.append(loop.create_task(self._replay_forever(), name="synopsis-outbox"))
-        self._tasks.append(loop.create_task(self._sweep_forever(), name="synopsis-sweep"))
+        replay = self._every(self._options.outbox_seconds, self.replay_outbox, "outbox replay")
+        sweep = self._every(self._options.sweep_seconds, self.sweep, "the due-session sweep")
+        self._tasks.append(loop.create_task(replay, name="synopsis-outbox"))
+        self._tasks.append(loop.create_task(sweep, name="synopsis-sweep"))
 
     def wake(self) -> None:
         """A job was queued here: idle workers look now instead of at their next poll."""
@@ -310,8 +319,9 @@ class SummaryWorkers:
                 await self.queue.finish(job)
         except Exception:  # the lease runs out and the job is retried
             _log.exception("could not record the end of job %s", job.id)
-        if outcome == "done":
-            await self._requeue_if_due(job)
+        if outcome in ("done", "stalled"):
+            # Queued again at once, a stalled job would spin on a claim held elsewhere.
+            await self._requeue_if_due(job, delay=_STALLED_DELAY if outcome == "stalled" else 0)
 
     async def _renew(self, job: ClaimedJob) -> None:
         lease = self._options.lease_seconds
@@ -330,6 +340,7 @@ class SummaryWorkers:
         if info is None or info.user_id != job.user_id:
             return "gone", ""
         messages = await self._histories.history(job.tenant, job.session_id)
+        ids, owner = (job.tenant, job.user_id, job.session_id), f"synopsis-serve-job-{job.id}"
         failures: list[SessionMemoryFailed] = []
 
         def collect(event: SessionEvent) -> None:
@@ -345,15 +356,23 @@ class SummaryWorkers:
             redact=self.redact,
             # The queue row is this worker's alone; naming the session claim after the job lets
             # a retry of the same job (after a crash or a shutdown) take its own claim back.
-            owner=f"synopsis-serve-job-{job.id}",
+            owner=owner,
         )
-        result = await memory.after_turn(job.tenant, job.user_id, job.session_id, messages)
+        result = await memory.after_turn(*ids, messages)
         await memory.aclose()
+        if not result.scheduled:
+            # An attempt of this job killed after its summary was saved but before it let the
+            # session's claim go: nothing is due now, so no attempt takes the claim back, and
+            # the session's next jobs would wait for it to expire. A no-op when not held.
+            await self._store.release_summary_job(*ids, owner=owner)
         await self._forget_if_deleted(job, info.created_at)
         retry = [f for f in failures if f.stage in _RETRY_STAGES]
         if retry or result.reason == "error":
             detail = retry[0].error if retry else {}
             return "retry", str(detail.get("message") or detail or "store error")
+        latest = await self._store.latest_summary(*ids)
+        if len(messages) - (latest.covers_to if latest else 0) >= self._options.summarize_every:
+            return "stalled", ""
         return "done", ""
 
     async def _forget_if_deleted(self, job: ClaimedJob, created_at: float) -> None:
@@ -364,7 +383,7 @@ class SummaryWorkers:
         if not await self._histories.user_has_sessions(job.tenant, job.user_id):
             await self._store.delete_user(job.tenant, job.user_id)
 
-    async def _requeue_if_due(self, job: ClaimedJob) -> None:
+    async def _requeue_if_due(self, job: ClaimedJob, *, delay: float) -> None:
         """Messages appended while the job ran may make the session due again."""
         info = await self._histories.info(job.tenant, job.session_id)
         if info is None:
@@ -372,7 +391,7 @@ class SummaryWorkers:
         latest = await self._store.latest_summary(job.tenant, job.user_id, job.session_id)
         covers = latest.covers_to if latest else 0
         if info.message_count - covers >= self._options.summarize_every:
-            await self.queue.enqueue(job.tenant, job.user_id, job.session_id)
+            await self.queue.enqueue(job.tenant, job.user_id, job.session_id, delay=delay)
 
     async def replay_outbox(self) -> int:
         """Write the memory copies of saved summaries whose copy is missing (all tenants)."""
@@ -400,20 +419,14 @@ class SummaryWorkers:
             self.wake()
         return queued
 
-    async def _sweep_forever(self) -> None:
+    async def _every(
+        self, seconds: float, step: Callable[[], Awaitable[object]], what: str
+    ) -> None:
+        """Run ``step`` every ``seconds`` until stopped; a failed run is logged as ``what``."""
         while not self._stopping:
             try:
-                await self.sweep()
+                await step()
             except Exception:
-                _log.exception("the due-session sweep failed")
+                _log.exception("%s failed", what)
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._stop.wait(), self._options.sweep_seconds)
-
-    async def _replay_forever(self) -> None:
-        while not self._stopping:
-            try:
-                await self.replay_outbox()
-            except Exception:
-                _log.exception("outbox replay failed")
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._stop.wait(), self._options.outbox_seconds)
+                await asyncio.wait_for(self._stop.wait(), seconds)

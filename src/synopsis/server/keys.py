@@ -169,10 +169,16 @@ def create_plan(d: Dialect, spec: KeySpec, now: float, issued: tuple[str, str]) 
         f"INSERT INTO {d.table('keys')} (key_id, tenant, digest, label, created_at, expires_at,"
         " rate_per_minute) VALUES (:key_id, :tenant, :digest, :label, :now, :expires, :rate)"
         f" RETURNING {_COLUMNS}",
-        {"key_id": key_id, "tenant": spec.tenant, "digest": digest_of(full_key),
-         "label": spec.label, "now": now, "expires": spec.expires_at,
-         "rate": spec.rate_per_minute},
-    )  # fmt: skip
+        {
+            "key_id": key_id,
+            "tenant": spec.tenant,
+            "digest": digest_of(full_key),
+            "label": spec.label,
+            "now": now,
+            "expires": spec.expires_at,
+            "rate": spec.rate_per_minute,
+        },
+    )
     return IssuedKey(key=_api_key(rows[0]), secret=full_key)
 
 

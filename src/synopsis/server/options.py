@@ -114,9 +114,13 @@ class ServerOptions:
         if self.upstream is not None and not self.upstream.startswith(("http://", "https://")):
             raise ConfigError("upstream must be an http:// or https:// URL")
         _positive(
-            self, "workers", "summarize_every", "recall_limit", "max_attempts",
+            self,
+            "workers",
+            "summarize_every",
+            "recall_limit",
+            "max_attempts",
             "upstream_concurrency",
-        )  # fmt: skip
+        )
         _positive(self, "max_body_bytes", "cpu_threads")
         _positive(self, "upstream_timeout", "lease_seconds", "poll_seconds", "outbox_seconds")
         _positive(self, "sweep_seconds")

@@ -13,7 +13,7 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
 from synopsis import CompactionResult
-from synopsis.memory import MemoryItem, SearchHit, SessionSummary
+from synopsis.memory import SearchHit
 
 __all__ = [
     "AppendRequest",
@@ -182,6 +182,7 @@ class ContextResponse(BaseModel):
 
 
 class SummaryOut(BaseModel):
+    model_config = ConfigDict(from_attributes=True)
     version: int
     text: str
     covers_from: int
@@ -212,6 +213,7 @@ class MemoryIn(BaseModel):
 
 
 class MemoryOut(BaseModel):
+    model_config = ConfigDict(from_attributes=True)
     namespace: list[str]
     key: str
     text: str
@@ -263,6 +265,7 @@ class KeyIn(BaseModel):
 
 
 class KeyOut(BaseModel):
+    model_config = ConfigDict(from_attributes=True)
     key_id: str
     tenant: str
     label: str
@@ -294,33 +297,9 @@ class ChatCompletionRequest(BaseModel):
 # --- from library values ---------------------------------------------------------------------
 
 
-def memory_out(item: MemoryItem) -> MemoryOut:
-    return MemoryOut(
-        namespace=list(item.namespace),
-        key=item.key,
-        text=item.text,
-        kind=item.kind,
-        tags=dict(item.tags),
-        created_at=item.created_at,
-        updated_at=item.updated_at,
-        expires_at=item.expires_at,
-        context=item.context,
-    )
-
-
 def search_response(hits: list[SearchHit]) -> SearchResponse:
-    return SearchResponse(hits=[Hit(memory=memory_out(h.item), score=h.score) for h in hits])
-
-
-def summary_out(summary: SessionSummary) -> SummaryOut:
-    return SummaryOut(
-        version=summary.version,
-        text=summary.text,
-        covers_from=summary.covers_from,
-        covers_to=summary.covers_to,
-        model=summary.model,
-        content_hash=summary.content_hash,
-        created_at=summary.created_at,
+    return SearchResponse(
+        hits=[Hit(memory=MemoryOut.model_validate(h.item), score=h.score) for h in hits]
     )
 
 

@@ -145,10 +145,15 @@ class FakeUpstream:
         messages = body.get("messages") or []
         content, stop = _anthropic_content(messages, body.get("tools") or [], next(self._ids))
         answer = {
-            "id": "msg_fake", "type": "message", "role": "assistant", "model": model,
-            "content": content, "stop_reason": stop, "stop_sequence": None,
+            "id": "msg_fake",
+            "type": "message",
+            "role": "assistant",
+            "model": model,
+            "content": content,
+            "stop_reason": stop,
+            "stop_sequence": None,
             "usage": {"input_tokens": 10 * len(messages), "output_tokens": 5},
-        }  # fmt: skip
+        }
         if body.get("stream"):
             return StreamingResponse(_anthropic_events(answer), media_type="text/event-stream")
         return JSONResponse(answer)
@@ -274,33 +279,54 @@ def _responses_output(items: list[Any], tools: list[Any], number: int) -> list[d
         arguments = json.dumps({"q": _item_text(last)})
         return [
             {
-                "type": "function_call", "id": f"fc_{number}", "call_id": f"call_{number}",
-                "name": names[0], "arguments": arguments, "status": "completed",
+                "type": "function_call",
+                "id": f"fc_{number}",
+                "call_id": f"call_{number}",
+                "name": names[0],
+                "arguments": arguments,
+                "status": "completed",
             }
-        ]  # fmt: skip
+        ]
     else:
         text = f"echo: {_last_user_item(items)}"
     part = {"type": "output_text", "text": text, "annotations": []}
     message = {
-        "type": "message", "id": f"msg_{number}", "status": "completed", "role": "assistant",
+        "type": "message",
+        "id": f"msg_{number}",
+        "status": "completed",
+        "role": "assistant",
         "content": [part],
-    }  # fmt: skip
+    }
     return [message]
 
 
 def _response(model: str, output: list[Any], items: int, status: str) -> dict[str, Any]:
     return {
-        "id": "resp_fake", "object": "response", "created_at": int(time.time()),
-        "status": status, "model": model, "output": output, "parallel_tool_calls": True,
-        "tool_choice": "auto", "tools": [], "error": None, "incomplete_details": None,
-        "instructions": None, "metadata": {}, "temperature": 1.0, "top_p": 1.0,
-        "text": {"format": {"type": "text"}}, "truncation": "disabled",
+        "id": "resp_fake",
+        "object": "response",
+        "created_at": int(time.time()),
+        "status": status,
+        "model": model,
+        "output": output,
+        "parallel_tool_calls": True,
+        "tool_choice": "auto",
+        "tools": [],
+        "error": None,
+        "incomplete_details": None,
+        "instructions": None,
+        "metadata": {},
+        "temperature": 1.0,
+        "top_p": 1.0,
+        "text": {"format": {"type": "text"}},
+        "truncation": "disabled",
         "usage": {
-            "input_tokens": 10 * items, "output_tokens": 5, "total_tokens": 10 * items + 5,
+            "input_tokens": 10 * items,
+            "output_tokens": 5,
+            "total_tokens": 10 * items + 5,
             "input_tokens_details": {"cached_tokens": 0},
             "output_tokens_details": {"reasoning_tokens": 0},
         },
-    }  # fmt: skip
+    }
 
 
 def _sse(kind: str, data: dict[str, Any]) -> bytes:
@@ -370,9 +396,11 @@ def _anthropic_content(messages: list[Any], tools: list[Any], number: int) -> tu
         return [{"type": "text", "text": f"done: {_anthropic_text(content)}"}], "end_turn"
     if tools and isinstance(last, dict) and last.get("role") == "user":
         call = {
-            "type": "tool_use", "id": f"toolu_{number}", "name": tools[0].get("name"),
+            "type": "tool_use",
+            "id": f"toolu_{number}",
+            "name": tools[0].get("name"),
             "input": {"q": _anthropic_text(content)},
-        }  # fmt: skip
+        }
         return [call], "tool_use"
     user = [m for m in messages if isinstance(m, dict) and m.get("role") == "user"]
     text = _anthropic_text(user[-1].get("content")) if user else ""

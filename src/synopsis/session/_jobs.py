@@ -32,10 +32,10 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Final, Literal
 
-from synopsis._flow import Emit, Flow
+from synopsis._flow import Emit, Flow, StoreCall
 from synopsis.errors import InvalidSummary, ModelTimeout, UserDeleted
 from synopsis.events import OutboxReplayed, SessionEvent, failure
 from synopsis.memory import TRANSCRIPT_KINDS, OutboxEntry, SearchHit, SearchMode, SessionSummary
@@ -128,19 +128,6 @@ UNTIMED_CLAIM: Final = 3600.0
 
 # ---------------------------------------------------------------------------------------------
 # Steps
-
-
-@dataclass(frozen=True, slots=True)
-class StoreCall:
-    """Call ``store.<method>(*args, **kwargs)``; the flow is sent the result."""
-
-    method: StoreMethod
-    args: tuple[Any, ...] = ()
-    kwargs: Mapping[str, Any] = field(default_factory=dict)
-
-    def on(self, store: Any) -> Any:
-        """Make the call on ``store`` (an awaitable for an async store)."""
-        return getattr(store, self.method)(*self.args, **self.kwargs)
 
 
 Step = StoreCall | Summarize | Emit[SessionEvent]

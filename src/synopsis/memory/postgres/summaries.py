@@ -53,6 +53,11 @@ def _session(tenant: str, user_id: str, session_id: str, **more: Any) -> dict[st
     return {"tenant": tenant, "user_id": user_id, "session": session_id, **more}
 
 
+def _of_user(schema: str, template: LiteralString, tenant: str, user_id: str) -> Statement:
+    """A statement on one user's rows (``template`` names ``%(tenant)s`` and ``%(user_id)s``)."""
+    return stmt(schema, template, {"tenant": tenant, "user_id": user_id})
+
+
 def _advisory(function: LiteralString, *labels: str) -> Statement:
     return Statement(
         sql.Composed([sql.SQL("SELECT " + function + "(%(key)s)")]),
@@ -75,20 +80,22 @@ def lock_user(tenant: str, user_id: str, *, exclusive: bool) -> Statement:
 
 def select_generation(schema: str, tenant: str, user_id: str) -> Statement:
     """The user's deletion generation (no row: 0)."""
-    return stmt(
+    return _of_user(
         schema,
         "SELECT coalesce(max(generation), 0) FROM {s}.user_generations WHERE " + _USER,
-        {"tenant": tenant, "user_id": user_id},
+        tenant,
+        user_id,
     )
 
 
 def bump_generation(schema: str, tenant: str, user_id: str) -> Statement:
-    return stmt(
+    return _of_user(
         schema,
         "INSERT INTO {s}.user_generations AS g (tenant, user_id, generation)"
         " VALUES (%(tenant)s, %(user_id)s, 1) ON CONFLICT (tenant, user_id)"
         " DO UPDATE SET generation = g.generation + 1",
-        {"tenant": tenant, "user_id": user_id},
+        tenant,
+        user_id,
     )
 
 
@@ -185,20 +192,17 @@ def fail_outbox(schema: str, tenant: str, user_id: str, session_id: str, version
 
 def delete_user_summaries(schema: str, tenant: str, user_id: str) -> Statement:
     """Delete a user's summaries (their outbox entries go with them); returns the count."""
-    return stmt(
+    return _of_user(
         schema,
         "WITH gone AS (DELETE FROM {s}.summaries WHERE " + _USER + " RETURNING 1)"
         " SELECT count(*) FROM gone",
-        {"tenant": tenant, "user_id": user_id},
+        tenant,
+        user_id,
     )
 
 
 def delete_user_claims(schema: str, tenant: str, user_id: str) -> Statement:
-    return stmt(
-        schema,
-        "DELETE FROM {s}.summary_jobs WHERE " + _USER,
-        {"tenant": tenant, "user_id": user_id},
-    )
+    return _of_user(schema, "DELETE FROM {s}.summary_jobs WHERE " + _USER, tenant, user_id)
 
 
 def claim_job(schema: str, claim: Claim, now: float) -> Statement:
