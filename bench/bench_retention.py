@@ -64,6 +64,7 @@ from _retention_variants import PREFIX, make_variant
 from _strategies import STRATEGIES, Strategy, chosen, make
 from bench_locomo import evidence_ids, turn_text
 
+from synopsis.messages import text_of
 from synopsis.tokens import TokenCounter
 
 LAYOUTS = ("chat", "tool")
@@ -222,9 +223,19 @@ class Tally:
     final_tokens: list[int] = field(default_factory=list)
     searchable: bool = True
     seconds: float = 0.0
+    recent_users: int = 0  # the newest user messages within a fifth of the budget
+    recent_verbatim: int = 0  # of them, those the final context holds word for word
 
     def add(self, other: Tally) -> None:
-        for name in ("questions", "strict", "loose", "strict_search", "loose_search"):
+        for name in (
+            "questions",
+            "strict",
+            "loose",
+            "strict_search",
+            "loose_search",
+            "recent_users",
+            "recent_verbatim",
+        ):
             setattr(self, name, getattr(self, name) + getattr(other, name))
         self.search_tokens += other.search_tokens
         self.summarizer_calls += other.summarizer_calls
@@ -242,8 +253,25 @@ class Outcome:
     with_search: Verdict
 
 
+def recent_user_messages(
+    conversation: Conversation, layout: str, budget: int, counter: TokenCounter
+) -> list[str]:
+    """The newest user messages of the replay whose tokens add up to at most a fifth of the
+    budget (the quote share the library caps its quotes at): the seed's guarantee says the
+    final context holds each of them word for word."""
+    said = [text_of(m) for m in messages(conversation, layout) if m["role"] == "user"]
+    recent: list[str] = []
+    used = 0
+    for text in reversed(said):
+        used += counter.estimate_text(text)
+        if used > budget // 5:
+            break
+        recent.append(text)
+    return recent
+
+
 def measure(
-    conversation: Conversation, layout: str, strategy: Strategy
+    conversation: Conversation, layout: str, strategy: Strategy, budget: int | None = None
 ) -> tuple[Tally, list[dict[str, Any]], list[Outcome]]:
     started = time.perf_counter()
     history = replay(conversation, layout, strategy)
@@ -266,6 +294,11 @@ def measure(
         tally.strict_search += both.strict
         tally.loose_search += both.loose
         outcomes.append(Outcome(probe, here, both))
+    if budget is not None:
+        shown = "\n".join(text_of(m) for m in history)
+        recent = recent_user_messages(conversation, layout, budget, counter)
+        tally.recent_users = len(recent)
+        tally.recent_verbatim = sum(1 for text in recent if text in shown)
     tally.summarizer_calls = strategy.costs.calls
     tally.final_tokens = [counter.count(history).total]
     tally.seconds = time.perf_counter() - started
@@ -296,7 +329,8 @@ def run(
             for name in names:
                 seconds = 0.0
                 for conversation in conversations:
-                    tally, _, _ = measure(conversation, layout, strategy(name, budget, model))
+                    made = strategy(name, budget, model)
+                    tally, _, _ = measure(conversation, layout, made, budget)
                     key = (layout, budget, name, conversation.half)
                     tallies.setdefault(key, Tally()).add(tally)
                     seconds += tally.seconds
@@ -352,6 +386,8 @@ def _grid(
                 f"{_share(t.strict, t.questions)} / {_share(t.loose, t.questions)}; "
                 f"{mean:,} / {top:,}{over}; {t.summarizer_calls} calls"
             )
+            if t.recent_users:
+                cell += f"; recent users verbatim {_share(t.recent_verbatim, t.recent_users)}"
             if t.searchable and name != "none":
                 cell += (
                     f"; ∪ {_share(t.strict_search, t.questions)} "
