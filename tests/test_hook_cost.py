@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-import synopsis.compaction._flow
+import synopsis.compaction.result
 from synopsis import Compactor
 from synopsis.messages import without_meta
 
@@ -40,7 +40,7 @@ def counted(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
         return without_meta(message)
 
     monkeypatch.setattr(abc.ABCMeta, "__instancecheck__", counting_check)
-    monkeypatch.setattr(synopsis.compaction._flow, "without_meta", counting_without_meta)
+    monkeypatch.setattr(synopsis.compaction.result, "without_meta", counting_without_meta)
     return counts
 
 

@@ -123,3 +123,27 @@ def test_langchains_before_model_hook_survives_an_orphan_tool_message() -> None:
     sent = update["messages"][1:]
     assert not any(isinstance(m, ToolMessage) for m in sent)
     assert sent[-1] is messages[-1]
+
+
+def test_pydantic_ais_history_processor_survives_an_orphan_tool_return() -> None:
+    """Pydantic AI's own messages, through the adapter's processor: no InvalidMessage."""
+    from pydantic_ai.messages import (
+        ModelRequest,
+        ModelResponse,
+        TextPart,
+        ToolReturnPart,
+        UserPromptPart,
+    )
+
+    from synopsis.adapters.pydantic_ai import history_processor
+
+    messages: list[Any] = [ModelRequest(parts=[ToolReturnPart("read_log", "code 4417", "gone")])]
+    for turn in range(6):
+        messages.append(ModelRequest(parts=[UserPromptPart(f"hello number {turn} " * 10)]))
+        messages.append(ModelResponse(parts=[TextPart(f"hi {turn}")]))
+    messages.append(ModelRequest(parts=[UserPromptPart("what now?")]))
+    compactor = Compactor(model=FakeModel(default=SUMMARY), trigger_messages=4, keep_tail=3)
+    processed = history_processor(compactor)(messages)
+    parts = [part for message in processed for part in message.parts]
+    assert not any(isinstance(part, ToolReturnPart) for part in parts)
+    assert SUMMARY in str(processed[0]) and "what now?" in str(processed[-1])

@@ -205,9 +205,10 @@ def test_non_retryable_error_moves_to_next_model() -> None:
 
 
 def test_invalid_responses_are_retried() -> None:
-    """Tool calls and empty text count as failed attempts and are retried."""
+    """Tool calls and empty text count as failed attempts and are retried (up to
+    ``invalid_retries``, one by default: see tests/test_retry_contract.py)."""
     model = FakeModel([tool_call_reply(), "", "good"])
-    result, records, _ = drive([model])
+    result, records, _ = drive([model], policy=RetryPolicy(invalid_retries=2))
     assert result.value.text == "good"
     assert [type(r.error) for r in records[:2]] == [InvalidSummary, InvalidSummary]
 

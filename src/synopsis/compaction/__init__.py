@@ -1,13 +1,15 @@
 """In-place compaction: replace old history with one structured summary before a model call.
 
-The pieces, in the order a compaction runs them: :mod:`.trigger` (when), :mod:`.plan` (what
-to summarize and what to keep, pure), the summarizer call, :mod:`.summary` (post-processing
-and the user-message back-fill, pure), :mod:`.skills` (loaded skills kept verbatim),
-:mod:`.archive` (nothing is lost; :mod:`.store_archive` keeps it in a memory store, and
-:mod:`.history` lets the agent search it as a tool). :mod:`.options` holds every option in
-one value, :mod:`._flow` the run written once, :mod:`.compactor` its sync and async drivers and
-:mod:`.model` the compacting model wrappers. Every message compaction produces is marked in its
-text (:mod:`synopsis.messages`), so its output can go to a provider as it is.
+The pieces, in the order a compaction runs them: :mod:`.trigger` and :mod:`.decision`
+(when), :mod:`.orphans` (tool results without their call, healed), :mod:`.language` (the
+summary's language when none is set), :mod:`.plan` (what to summarize and what to keep,
+pure), the summarizer call, :mod:`.summary` (post-processing and the user-message back-fill,
+pure), :mod:`.skills` (loaded skills kept verbatim), :mod:`.archive` (nothing is lost;
+:mod:`.store_archive` keeps it in a memory store, and :mod:`.history` lets the agent search
+it as a tool). :mod:`.options` holds every option in one value, :mod:`._flow` the run written
+once, :mod:`.compactor` its sync and async drivers and :mod:`.model` the compacting model
+wrappers; :mod:`.result` is what a compaction returns. Every message compaction produces is
+marked in its text (:mod:`synopsis.messages`), so its output can go to a provider as it is.
 """
 
 import typing as _typing

@@ -1,7 +1,9 @@
 """One compaction, written once: a pure generator of steps that both compactors drive.
 
-:func:`compaction` decides (count + trigger, with the regrowth guard), validates, with
-``redact`` redacts the history once (every later step, and so the summarizer's request, the
+:func:`compaction` decides (count + trigger, with the regrowth guard: :mod:`.decision`),
+validates (an orphan tool result is healed, not refused: :mod:`.orphans`), picks the
+summary's language when none is set (:mod:`.language`), with ``redact`` redacts the history
+once (every later step, and so the summarizer's request, the
 archive and the result, sees only the redacted messages; see :mod:`.redaction`), and with
 ``clear_tool_outputs`` runs tier 1 first: old tool output is archived and replaced by stubs
 (:mod:`.clear`), ``tool_outputs_cleared`` is emitted, the history is counted again, and the
@@ -11,7 +13,8 @@ compaction asked for without budget pressure runs every tier). Tier 2 plans
 (emitting ``compaction_skipped`` when there is nothing worth summarizing), emits
 ``before_summarize``, asks for a summary, degrades on :class:`ModelError` (extractive, truncate
 or keep) and emits ``summarize_failed``, archives what leaves the history, builds the new
-history and emits ``after_summarize``; with ``redact``, ``values_redacted`` comes last with the
+history and emits ``after_summarize``, then drops orphan tool results from what it sends
+(``orphan_tool_results_dropped``); with ``redact``, ``values_redacted`` comes last with the
 counts by kind (the result's ``redacted``). It does no I/O: the summarizer call, the archive write
 and event delivery are steps (``Summarize``, :class:`SummarizeOffline`,
 :class:`WriteArchive`, ``Emit``) that a driver performs, synchronously or awaiting, so
@@ -21,7 +24,7 @@ The new history is ``[leading system messages] + [preserved skills] + [summary] 
 always a new list; the caller's history is never mutated. It is sendable as it is: messages
 carry only the keys of the input's message schema (a legacy ``meta`` marker moves into the
 text, see :func:`synopsis.messages.without_meta`), and the facts of a compaction live in the
-summary's marker and in the :class:`CompactionResult`.
+summary's marker and in the :class:`~synopsis.compaction.result.CompactionResult`.
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, cast
+from typing import Any
 
 from synopsis._flow import Emit, Flow
 from synopsis.compaction._build import build, previous_version, truncated
@@ -40,14 +43,14 @@ from synopsis.compaction.clear import (
     clearing_is_enough,
     plan_clearing,
 )
+from synopsis.compaction.decision import decide, decide_counted
 from synopsis.compaction.language import detect_prompts
 from synopsis.compaction.options import CompactionOptions
 from synopsis.compaction.orphans import as_notes, drop_orphans, input_positions
 from synopsis.compaction.plan import CompactionPlan, plan_compaction
 from synopsis.compaction.redaction import merged_counts, redact_summary
-from synopsis.compaction.summary import SUMMARY_KIND
-from synopsis.compaction.trigger import TriggerDecision
-from synopsis.errors import CompactionError, InvalidMessage, ModelError, describe_error
+from synopsis.compaction.result import CompactionResult, Tier, unchanged_result
+from synopsis.errors import CompactionError, ModelError, describe_error
 from synopsis.events import (
     AfterSummarize,
     BeforeSummarize,
@@ -58,13 +61,12 @@ from synopsis.events import (
     ToolOutputsCleared,
     ValuesRedacted,
 )
-from synopsis.messages import marked_body, marker_of, without_meta
-from synopsis.models import Usage
+from synopsis.messages import marked_body
 from synopsis.prompts import PromptSet
 from synopsis.redact import redact_history
 from synopsis.summarizer import Summarize, SummaryResult, strip_summary_wrapping
 from synopsis.tokens import TokenCounter
-from synopsis.validation import require_mappings, validate_messages
+from synopsis.validation import validate_messages
 
 __all__ = [
     "CompactionResult",
@@ -82,76 +84,6 @@ __all__ = [
 _log = logging.getLogger("synopsis.compaction.compactor")
 
 Messages = Sequence[Mapping[str, Any]]
-#: A summary that could not get below the trigger is retried only after this much regrowth.
-_MIN_REGROWTH = 0.10
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Tier:
-    """What one tier did: ``clear`` (old tool output), ``summarize``, or ``truncate`` (the
-    fallback); the tokens before and after it; the input messages it cleared, summarized or
-    dropped (indices)."""
-
-    name: str
-    tokens_before: int
-    tokens_after: int
-    messages: tuple[int, ...] = ()
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "tier": self.name,
-            "tokens_before": self.tokens_before,
-            "tokens_after": self.tokens_after,
-            "tokens_saved": self.tokens_before - self.tokens_after,
-            "messages": len(self.messages),
-        }
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class CompactionResult:
-    """What one compaction did. ``messages`` is always a new list."""
-
-    messages: list[dict[str, Any]]
-    triggered: bool
-    compacted: bool
-    reason: str | None
-    tokens_before: int
-    tokens_after: int
-    model: str | None = None
-    attempts: int = 0
-    summary: str | None = None
-    archive: str | None = None
-    skipped: str | None = None
-    fallback: str | None = None
-    error: dict[str, Any] | None = None
-    events: tuple[Event, ...] = field(default_factory=tuple)
-    version: int | None = None
-    usage: Usage | None = None  # what the summary cost, summed over its calls
-    calls: int = 0
-    tiers: tuple[Tier, ...] = ()
-    #: With ``redact=``: how many values of each kind were redacted (never the values).
-    redacted: Mapping[str, int] = field(default_factory=dict)
-
-    def report(self) -> dict[str, Any]:
-        """A JSON-ready summary of the result (without the messages)."""
-        return {
-            "triggered": self.triggered,
-            "compacted": self.compacted,
-            "reason": self.reason,
-            "tokens_before": self.tokens_before,
-            "tokens_after": self.tokens_after,
-            "model": self.model,
-            "attempts": self.attempts,
-            "archive": self.archive,
-            "skipped": self.skipped,
-            "fallback": self.fallback,
-            "error": self.error,
-            "version": self.version,
-            "usage": self.usage.as_dict() if self.usage else None,
-            "calls": self.calls,
-            "tiers": [tier.to_dict() for tier in self.tiers],
-            "redacted": dict(self.redacted),
-        }
 
 
 # -- steps: what a driver carries out ---------------------------------------------------------
@@ -176,57 +108,6 @@ class WriteArchive:
 
 
 CompactionStep = Summarize | SummarizeOffline | WriteArchive | Emit[Event]
-
-
-# -- deciding ---------------------------------------------------------------------------------
-
-
-def decide(
-    options: CompactionOptions,
-    counter: TokenCounter,
-    messages: Messages,
-    tools: Sequence[Mapping[str, Any]] | None = None,
-) -> tuple[int, TriggerDecision]:
-    """Count tokens (baseline + increment) and evaluate the trigger. O(new messages)."""
-    return _decide(options, counter, messages, tools)[:2]
-
-
-def _decide(
-    options: CompactionOptions,
-    counter: TokenCounter,
-    messages: Messages,
-    tools: Sequence[Mapping[str, Any]] | None,
-) -> tuple[int, TriggerDecision, bool]:
-    """:func:`decide`, and whether every message is a plain dict without ``meta``.
-
-    The counter reads only what it has not read before (from the baseline on), refusing a
-    non-mapping as it goes; the full check runs then, for the error naming the converter.
-    """
-    try:
-        count = counter.count(messages, tools=tools)
-    except InvalidMessage:
-        require_mappings(messages)
-        raise
-    tokens = count.total
-    decision = options.trigger.evaluate(tokens, len(messages))
-    if decision.fired and _regrowth_guard(options, messages, tokens):
-        decision = options.trigger.evaluate(0, 0)
-    return tokens, decision, count.plain
-
-
-def _regrowth_guard(options: CompactionOptions, messages: Messages, tokens: int) -> bool:
-    """True when the newest summary could not get below the trigger and the history has not
-    grown enough since to make another try worth a model call."""
-    for message in reversed(messages):
-        marker = marker_of(message)
-        if marker is None or marker.kind != SUMMARY_KIND:
-            continue
-        after = marker.integer("tokens_after")
-        limit = options.trigger.threshold_tokens()
-        if after is None or limit is None or after <= limit:
-            return False
-        return tokens - after < _MIN_REGROWTH * limit
-    return False
 
 
 # -- the flow ---------------------------------------------------------------------------------
@@ -255,7 +136,7 @@ class _Run:
         error: dict[str, Any] | None = None,
         events: Sequence[Event] = (),
     ) -> CompactionResult:
-        return _unchanged(
+        return unchanged_result(
             self.messages,
             self.tokens,
             reason=self.reason,
@@ -307,9 +188,9 @@ def compaction(
     reason: str = "manual",
 ) -> Flow[CompactionStep, CompactionResult]:
     """Compact ``messages`` if the trigger fires (or always, with ``force``)."""
-    tokens, decision, plain = _decide(options, counter, messages, tools)
+    tokens, decision, plain = decide_counted(options, counter, messages, tools)
     if not (force or decision.fired):
-        return _unchanged(messages, tokens, reason=None, triggered=False, plain=plain)
+        return unchanged_result(messages, tokens, reason=None, triggered=False, plain=plain)
     validate_messages(list(messages), orphans="allow")
     detected = detect_prompts(messages) if options.prompts is None else None
     if detected is not None:
@@ -600,40 +481,4 @@ def _after(
         session_id=run.options.session_id,
         usage=summary.usage.as_dict() if summary.usage else None,
         calls=summary.calls,
-    )
-
-
-def _sendable(message: Mapping[str, Any]) -> dict[str, Any]:
-    # A plain dict without ``meta`` is what without_meta would return: no call for it.
-    if type(message) is dict and "meta" not in message:
-        return message
-    return without_meta(message)
-
-
-def _unchanged(
-    messages: Messages,
-    tokens: int,
-    *,
-    reason: str | None,
-    triggered: bool,
-    skipped: str | None = None,
-    error: dict[str, Any] | None = None,
-    events: tuple[Event, ...] = (),
-    plain: bool = False,
-) -> CompactionResult:
-    """``messages`` in a new list; ``plain`` (the counter found only dicts without ``meta``)
-    makes it one copy, without a pass that moves legacy markers into the text."""
-    return CompactionResult(
-        messages=cast("list[dict[str, Any]]", list(messages))
-        if plain
-        else [_sendable(m) for m in messages],
-        triggered=triggered,
-        compacted=False,
-        reason=reason,
-        tokens_before=tokens,
-        tokens_after=tokens,
-        skipped=skipped,
-        error=error,
-        fallback="keep" if error else None,
-        events=events,
     )

@@ -49,6 +49,11 @@ class ModelSettings:
     timeout: float | None = None
     extra: Mapping[str, Any] = field(default_factory=dict)
 
+    def given(self) -> dict[str, Any]:
+        """``max_tokens``, ``temperature`` and ``timeout``, those that are set."""
+        chosen = {"max_tokens": self.max_tokens, "temperature": self.temperature}
+        return {k: v for k, v in {**chosen, "timeout": self.timeout}.items() if v is not None}
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ModelResponse:

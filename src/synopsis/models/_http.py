@@ -83,7 +83,8 @@ def error_for_status(
     """Translate an HTTP error of a provider into our error tree.
 
     429 is :class:`RateLimited` (with ``retry_after`` from the headers), 408 a timeout,
-    5xx (including Anthropic's 529 "overloaded") :class:`ProviderUnavailable`, a 400/413 about
+    5xx (including Anthropic's 529 "overloaded") and 409 (a conflict, such as a busy lock)
+    :class:`ProviderUnavailable`, a 400/413 about
     the context length :class:`ContextLengthExceeded`, any other 4xx
     :class:`PermanentModelError`.
     """
@@ -93,7 +94,7 @@ def error_for_status(
         return RateLimited(detail, model=model, retry_after=hint)
     if status == 408:
         return ModelTimeout(detail, model=model)
-    if status >= 500:
+    if status >= 500 or status == 409:
         return ProviderUnavailable(detail, model=model, status_code=status)
     if status in (400, 413, 422) and looks_like_context_overflow(message, code):
         return ContextLengthExceeded(detail, model=model)

@@ -91,12 +91,7 @@ def settings_body(
     """``body`` with the call's settings; ``extra`` keys in ``forbidden`` are dropped."""
     if settings is None:
         return body
-    if settings.max_tokens is not None:
-        body["max_tokens"] = settings.max_tokens
-    if settings.temperature is not None:
-        body["temperature"] = settings.temperature
-    if settings.timeout is not None:
-        body["timeout"] = settings.timeout
+    body.update(settings.given())
     extra = {k: v for k, v in settings.extra.items() if k not in forbidden}
     if extra:
         body["extra_body"] = extra

@@ -16,6 +16,10 @@ Accepted specs:
   speaks (``"litellm:bedrock/anthropic.claude-3-5-haiku-20241022-v1:0"``);
 - ``"extractive"``: the offline extractive summarizer (no model at all);
 - an object with ``name`` and ``complete`` (a :class:`Model` / :class:`AsyncModel`): as is;
+- a LangChain chat model: asked with LangChain messages, its answer's text taken;
+- a Pydantic AI model (any ``pydantic_ai.models.Model``): driven through Pydantic AI's direct
+  API with no tools (:mod:`synopsis.models.pydantic_ai`); an ``Agent`` is refused with the
+  advice to pass its model;
 - a plain callable ``fn(messages) -> str`` (or async): wrapped into a model.
 """
 
@@ -24,6 +28,7 @@ from __future__ import annotations
 import importlib
 import inspect
 import os
+import sys
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, Literal, overload
 
@@ -119,6 +124,13 @@ def resolve_model(spec: ModelSpec, *, async_: bool = False, **options: Any) -> M
     if _is_model(spec):
         _check_flavour(spec, async_)
         return spec  # type: ignore[return-value]
+    if _is_pydantic_ai(spec, "pydantic_ai.models", "Model"):
+        return _load("synopsis.models.pydantic_ai", "PydanticAIModel", async_)(spec, **options)  # type: ignore[no-any-return]
+    if _is_pydantic_ai(spec, "pydantic_ai.agent", "AbstractAgent"):
+        raise ConfigError(
+            "a Pydantic AI Agent cannot be the summarizer (its tools and instructions would "
+            "run too); pass its model instead, e.g. model=agent.model or an OpenAIChatModel"
+        )
     if _is_langchain_chat_model(spec):
         options.setdefault("name", f"langchain:{type(spec).__name__}")
         spec = _langchain_callable(spec, async_)
@@ -128,6 +140,14 @@ def resolve_model(spec: ModelSpec, *, async_: bool = False, **options: Any) -> M
         f"cannot use {type(spec).__name__} as a model; pass 'provider:model', a model object "
         "or a function of the messages"
     )
+
+
+def _is_pydantic_ai(spec: object, module: str, name: str) -> bool:
+    """An instance of Pydantic AI's ``module.name``; never imports Pydantic AI (a user who
+    holds one has imported it)."""
+    loaded = sys.modules.get(module)
+    kind = getattr(loaded, name, None)
+    return isinstance(kind, type) and isinstance(spec, kind)
 
 
 def _is_langchain_chat_model(spec: object) -> bool:

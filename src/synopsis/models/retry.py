@@ -17,9 +17,12 @@ The pieces, from small to large:
 - :class:`Cooldown` stops retry storms: after a number of complete failures in a row it refuses
   further calls for a while.
 
-Only transient errors (rate limits, timeouts, 5xx) and invalid responses are retried. A
-permanent error (bad request, auth), a context-length error or a configuration error moves
-straight on to the next model: repeating the same request cannot fix it.
+Only transient errors are retried (:func:`~synopsis.models.transient.is_transient`:
+timeouts, lost connections, 408/409/429 and 5xx, ours or any SDK's), and an invalid answer
+(:class:`~synopsis.errors.InvalidSummary`) at most ``RetryPolicy.invalid_retries`` times (one
+by default: a sampled answer may differ once, a deterministic one never will). A permanent
+error (bad request, auth, validation), a context-length error, a configuration error or a
+bug moves straight on to the next model: repeating the same request cannot fix it.
 """
 
 from __future__ import annotations
@@ -38,7 +41,6 @@ from tenacity import (
     DoSleep,
     RetryCallState,
     Retrying,
-    retry_if_exception,
     stop_after_attempt,
 )
 
@@ -50,11 +52,11 @@ from synopsis.errors import (
     InvalidSummary,
     RateLimited,
     RetryExhausted,
-    TransientModelError,
     describe_error,
 )
 from synopsis.events import GenerateSummary
 from synopsis.models._base import AsyncModel, Model, ModelSettings
+from synopsis.models.transient import is_transient
 
 __all__ = [
     "AsyncSleep",
@@ -88,8 +90,10 @@ _log = logging.getLogger("synopsis.models.retry")
 
 
 def is_retryable(error: BaseException) -> bool:
-    """The default retry predicate: transient model errors and invalid responses."""
-    return isinstance(error, TransientModelError | InvalidSummary)
+    """The default retry predicate: transient errors (ours or an SDK's, see
+    :func:`~synopsis.models.transient.is_transient`) and invalid responses (these at most
+    ``RetryPolicy.invalid_retries`` times)."""
+    return isinstance(error, InvalidSummary) or is_transient(error)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -102,6 +106,9 @@ class RetryPolicy:
     exceeds ``max_delay``. When the error is :class:`~synopsis.errors.RateLimited` with a
     ``retry_after`` hint, the wait is at least that hint: the provider's explicit request beats
     our cap, but never beyond ``max_retry_after`` (a hint of an hour would stall the agent).
+    ``retry_on`` says which errors are retried; an :class:`~synopsis.errors.InvalidSummary`
+    it accepts is retried at most ``invalid_retries`` times per model (then the next model
+    is asked), whatever ``max_retries`` allows.
     """
 
     max_retries: int = 3
@@ -110,10 +117,14 @@ class RetryPolicy:
     jitter: bool = True
     max_retry_after: float = 60.0
     retry_on: Callable[[BaseException], bool] = is_retryable
+    invalid_retries: int = 1
 
     def __post_init__(self) -> None:
-        if self.max_retries < 0:
-            raise ConfigError(f"max_retries must be >= 0, got {self.max_retries}")
+        if self.max_retries < 0 or self.invalid_retries < 0:
+            raise ConfigError(
+                f"max_retries and invalid_retries must be >= 0, got {self.max_retries} "
+                f"and {self.invalid_retries}"
+            )
         if self.initial_delay < 0 or self.max_delay < 0 or self.max_retry_after < 0:
             raise ConfigError("initial_delay, max_delay and max_retry_after must be >= 0")
         if self.initial_delay > self.max_delay:
@@ -272,10 +283,21 @@ def _retry_options(policy: RetryPolicy, rng: random.Random) -> dict[str, Any]:
         error = state.outcome.exception() if state.outcome is not None else None
         return policy.delay(state.attempt_number, error, rng=rng)
 
+    invalid: set[int] = set()  # the attempts that gave an invalid answer
+
+    def retry(state: RetryCallState) -> bool:
+        error = state.outcome.exception() if state.outcome is not None else None
+        if error is None or not policy.retry_on(error):
+            return False
+        if isinstance(error, InvalidSummary):
+            invalid.add(state.attempt_number)
+            return len(invalid) <= policy.invalid_retries
+        return True
+
     return {
         "stop": stop_after_attempt(policy.attempts),
         "wait": wait,
-        "retry": retry_if_exception(policy.retry_on),
+        "retry": retry,
         "reraise": True,
     }
 
