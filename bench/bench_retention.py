@@ -21,14 +21,16 @@ is the user, speaker B the assistant) and ``tool`` (an agent reads each session'
 a ``read_log`` tool call). The six conversations split in two halves, A (1st, 3rd, 5th) and
 B (2nd, 4th, 6th), so a default can be chosen on one and reported on the other.
 
-Run ``python bench/bench_retention.py`` (every half, layout and budget; about a minute and a
-half on a loaded 2-core machine), ``--half A`` (one half only), ``--quick`` (two
-conversations, one budget), ``--strategies default,tiered@0.5`` (``none`` and ``summary`` are
-always run), ``--model SPEC`` (another summarizer, e.g. a local model behind an
-OpenAI-compatible server, ``openai-compatible:qwen2.5-0.5b-instruct@http://127.0.0.1:8080/v1``),
-``--audit N`` (N questions of one cell, half of each strict verdict, with what the context
-holds about each, to check the measure by hand). The data is read from
-``../shared/data/locomo`` (CC BY-NC); nothing from it is copied into the repository.
+Run ``python bench/bench_retention.py`` (every half, layout and budget; about three minutes at
+a load of 3 on 2 cores), ``--half A`` (one half only), ``--quick`` (two conversations, one
+budget), ``--strategies default,tiered@0.5,default:tail=0.3/target=0.5`` (``none`` and
+``summary`` are always run; ``default:...`` is the library default with some settings
+changed, ``_retention_variants.py``), ``--model SPEC`` (another summarizer, e.g. a local model
+behind an OpenAI-compatible server,
+``openai-compatible:qwen2.5-0.5b-instruct@http://127.0.0.1:8080/v1``), ``--audit N`` (N
+questions of one cell, half of each strict verdict, with what the context holds about each,
+to check the measure by hand). The data is read from ``../shared/data/locomo`` (CC BY-NC);
+nothing from it is copied into the repository.
 """
 
 from __future__ import annotations
@@ -58,9 +60,11 @@ from _retention_measure import (
     judge,
     words,
 )
+from _retention_variants import PREFIX, make_variant
 from _strategies import STRATEGIES, Strategy, chosen, make
 from bench_locomo import evidence_ids, turn_text
 
+from synopsis.messages import text_of
 from synopsis.tokens import TokenCounter
 
 LAYOUTS = ("chat", "tool")
@@ -219,9 +223,19 @@ class Tally:
     final_tokens: list[int] = field(default_factory=list)
     searchable: bool = True
     seconds: float = 0.0
+    recent_users: int = 0  # the newest user messages within a fifth of the budget
+    recent_verbatim: int = 0  # of them, those the final context holds word for word
 
     def add(self, other: Tally) -> None:
-        for name in ("questions", "strict", "loose", "strict_search", "loose_search"):
+        for name in (
+            "questions",
+            "strict",
+            "loose",
+            "strict_search",
+            "loose_search",
+            "recent_users",
+            "recent_verbatim",
+        ):
             setattr(self, name, getattr(self, name) + getattr(other, name))
         self.search_tokens += other.search_tokens
         self.summarizer_calls += other.summarizer_calls
@@ -239,8 +253,25 @@ class Outcome:
     with_search: Verdict
 
 
+def recent_user_messages(
+    conversation: Conversation, layout: str, budget: int, counter: TokenCounter
+) -> list[str]:
+    """The newest user messages of the replay whose tokens add up to at most a fifth of the
+    budget (the quote share the library caps its quotes at): the seed's guarantee says the
+    final context holds each of them word for word."""
+    said = [text_of(m) for m in messages(conversation, layout) if m["role"] == "user"]
+    recent: list[str] = []
+    used = 0
+    for text in reversed(said):
+        used += counter.estimate_text(text)
+        if used > budget // 5:
+            break
+        recent.append(text)
+    return recent
+
+
 def measure(
-    conversation: Conversation, layout: str, strategy: Strategy
+    conversation: Conversation, layout: str, strategy: Strategy, budget: int | None = None
 ) -> tuple[Tally, list[dict[str, Any]], list[Outcome]]:
     started = time.perf_counter()
     history = replay(conversation, layout, strategy)
@@ -263,6 +294,11 @@ def measure(
         tally.strict_search += both.strict
         tally.loose_search += both.loose
         outcomes.append(Outcome(probe, here, both))
+    if budget is not None:
+        shown = "\n".join(text_of(m) for m in history)
+        recent = recent_user_messages(conversation, layout, budget, counter)
+        tally.recent_users = len(recent)
+        tally.recent_verbatim = sum(1 for text in recent if text in shown)
     tally.summarizer_calls = strategy.costs.calls
     tally.final_tokens = [counter.count(history).total]
     tally.seconds = time.perf_counter() - started
@@ -270,6 +306,14 @@ def measure(
 
 
 Key = tuple[str, int, str, str]  # layout, budget, strategy, half
+
+
+def strategy(name: str, budget: int, model: Any = "extractive") -> Strategy:
+    """A fresh strategy: one of ``_strategies.py``, or a variant of the default
+    (``default:tail=0.3/target=0.5``, ``_retention_variants.py``)."""
+    if name.startswith(PREFIX):
+        return make_variant(name, budget, model)
+    return make(name, budget, model)
 
 
 def run(
@@ -285,7 +329,8 @@ def run(
             for name in names:
                 seconds = 0.0
                 for conversation in conversations:
-                    tally, _, _ = measure(conversation, layout, make(name, budget, model))
+                    made = strategy(name, budget, model)
+                    tally, _, _ = measure(conversation, layout, made, budget)
                     key = (layout, budget, name, conversation.half)
                     tallies.setdefault(key, Tally()).add(tally)
                     seconds += tally.seconds
@@ -304,17 +349,59 @@ def report(
         for layout in layouts:
             for budget in budgets:
                 _table(tallies, layout, budget, names, half)
+    for half in halves:
+        _grid(tallies, layouts, budgets, names, half)
+
+
+def _total(tallies: dict[Key, Tally], layout: str, budget: int, name: str, half: str) -> Tally:
+    """One cell's tally over ``half`` (``both``: the two halves added)."""
+    sum_ = Tally()
+    for h in HALVES if half == "both" else (half,):
+        if (layout, budget, name, h) in tallies:
+            sum_.add(tallies[(layout, budget, name, h)])
+    return sum_
+
+
+def _grid(
+    tallies: dict[Key, Tally], layouts: list[str], budgets: list[int], names: list[str], half: str
+) -> None:
+    """Every cell of one half in one table: strict / loose in context; final context tokens
+    mean / max (**over** the budget marked); summarizer calls; then strict in context ∪ the
+    search top 10 and its ratio to the no-compaction ceiling."""
+    cells = [(layout, budget) for layout in layouts for budget in budgets]
+    print(f"\n### half {half}: strict / loose; context mean / max; calls; ∪ search (ratio)\n")
+    print("| strategy | " + " | ".join(f"{lay} {b // 1000}k" for lay, b in cells) + " |")
+    print("|---|" + "---|" * len(cells))
+    for name in names:
+        row = []
+        for layout, budget in cells:
+            t = _total(tallies, layout, budget, name, half)
+            ceiling = _total(tallies, layout, budget, "none", half)
+            if not t.questions:
+                row.append("-")
+                continue
+            mean, top = sum(t.final_tokens) // len(t.final_tokens), max(t.final_tokens)
+            over = " **over**" if name != "none" and top > budget else ""
+            cell = (
+                f"{_share(t.strict, t.questions)} / {_share(t.loose, t.questions)}; "
+                f"{mean:,} / {top:,}{over}; {t.summarizer_calls} calls"
+            )
+            if t.recent_users:
+                cell += f"; recent users verbatim {_share(t.recent_verbatim, t.recent_users)}"
+            if t.searchable and name != "none":
+                cell += (
+                    f"; ∪ {_share(t.strict_search, t.questions)} "
+                    f"({_ratio(t.strict_search, ceiling.strict)})"
+                )
+            row.append(cell)
+        print(f"| {name} | " + " | ".join(row) + " |")
 
 
 def _table(
     tallies: dict[Key, Tally], layout: str, budget: int, names: list[str], half: str
 ) -> None:
     def total(name: str) -> Tally:
-        sum_ = Tally()
-        for h in HALVES if half == "both" else (half,):
-            if (layout, budget, name, h) in tallies:
-                sum_.add(tallies[(layout, budget, name, h)])
-        return sum_
+        return _total(tallies, layout, budget, name, half)
 
     ceiling = total("none")
     if not ceiling.questions:
@@ -345,6 +432,38 @@ def _table(
         )
 
 
+def choose(
+    tallies: dict[Key, Tally], layouts: list[str], budgets: list[int], names: list[str]
+) -> None:
+    """Item 7 of issue 23: on each half, the candidate default (``default`` and its variants)
+    with the best mean strict figure over the cells among those at least as good as ``summary``
+    in every cell, then how it does on the other half."""
+    cells = [(layout, budget) for layout in layouts for budget in budgets]
+    candidates = [n for n in names if n == "default" or n.startswith(PREFIX)]
+
+    def strict(name: str, half: str, cell: tuple[str, int]) -> float:
+        t = _total(tallies, cell[0], cell[1], name, half)
+        return t.strict / t.questions if t.questions else 0.0
+
+    def holds(name: str, half: str) -> bool:
+        return all(strict(name, half, c) >= strict("summary", half, c) for c in cells)
+
+    print("\n### choosing the default by halves (strict in context, mean over the cells)\n")
+    print("| tuned on | chosen | mean there | holds there | other half: mean | holds there |")
+    print("|---|---|---:|---|---:|---|")
+    for tuned, other in (("A", "B"), ("B", "A")):
+
+        def mean(name: str, half: str) -> float:
+            return sum(strict(name, half, c) for c in cells) / len(cells)
+
+        fit = [n for n in candidates if holds(n, tuned)] or candidates
+        best = max(fit, key=lambda n: mean(n, tuned))
+        print(
+            f"| {tuned} | `{best}` | {100 * mean(best, tuned):.1f}% | {holds(best, tuned)} "
+            f"| {100 * mean(best, other):.1f}% | {holds(best, other)} |"
+        )
+
+
 def _share(part: int, whole: int) -> str:
     return f"{100 * part / whole:.1f}%" if whole else "-"
 
@@ -363,7 +482,7 @@ def audit(
     holds about each: the lines sharing words with the question or its answer."""
     outcomes: list[tuple[Outcome, list[str]]] = []
     for conversation in conversations:
-        _, history, found = measure(conversation, layout, make(name, budget))
+        _, history, found = measure(conversation, layout, strategy(name, budget))
         lines = context_lines(history)
         outcomes += [(outcome, lines) for outcome in found]
     # A fixed order of the questions (by a hash of the seed and the question), so a change
@@ -448,6 +567,8 @@ def main() -> None:
     if len(shown) == len(HALVES):
         shown.append("both")
     report(tallies, layouts, budgets, names, shown)
+    if all(any(c.half == h for c in conversations) for h in HALVES):
+        choose(tallies, layouts, budgets, names)
 
 
 if __name__ == "__main__":

@@ -7,6 +7,12 @@ import uuid
 from collections.abc import Iterator
 
 import pytest
+from hypothesis import HealthCheck, settings
+
+# No test asserts a time (the brief): Hypothesis's per-example deadline and its too-slow check
+# would fail a property test on a loaded machine, so neither applies anywhere.
+settings.register_profile("synopsis", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("synopsis")
 
 
 @pytest.fixture(scope="session")

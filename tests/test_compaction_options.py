@@ -32,7 +32,7 @@ def test_defaults_come_from_their_owners() -> None:
     options = CompactionOptions()
     assert options.trigger == Trigger.default()
     assert options.user_budget == DEFAULT_USER_MESSAGES_BUDGET
-    assert options.keep_tail == KeepTail(fraction=0.25) and options.skills == SkillConfig()
+    assert options.keep_tail == KeepTail(fraction=0.1) and options.skills == SkillConfig()
     assert options.prompts is None and options.texts is ENGLISH  # None: detected per history
     assert options.fallback == "keep"
 

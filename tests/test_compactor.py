@@ -547,12 +547,12 @@ def test_a_compaction_of_two_thousand_messages_ends_within_its_trigger(
 
 def test_the_caps_follow_the_trigger_and_give_way_to_explicit_settings() -> None:
     options = Compactor(trigger_tokens=2_000).options
-    assert options.quote_budget == 400 and options.summary_cap == 500
+    assert options.quote_budget == 400 and options.summary_cap == 800
     assert Compactor().options.quote_budget == 30_000  # 160,000 tokens: the budget itself
     explicit = Compactor(trigger_tokens=2_000, summarizer_max_output_tokens=900)
     assert explicit.options.summary_cap is None
     assert explicit.summarizer.max_output_tokens == 900  # type: ignore[attr-defined]
-    assert Compactor(trigger_tokens=2_000).summarizer.max_output_tokens == 500  # type: ignore[attr-defined]
+    assert Compactor(trigger_tokens=2_000).summarizer.max_output_tokens == 800  # type: ignore[attr-defined]
 
 
 @pytest.mark.parametrize("keep_tail", [None, 0, 2])

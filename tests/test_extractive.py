@@ -367,3 +367,62 @@ def test_chinese_key_concepts_are_phrases_never_overlapping_windows() -> None:
                 continue
             # a shifted window: the end of one is the start of the other
             assert not any(a[k:] == b[: len(a) - k] for k in range(1, len(a))), (a, b)
+
+
+def test_a_session_header_is_no_fact_and_an_update_keeps_the_session_date() -> None:
+    """ "Session 2 took place on ..." dates what follows but is not quoted as a fact; an update
+    whose part starts mid-session dates its facts by the session the summary ended in."""
+    history = [
+        {"role": "user", "content": "Session 2 took place on 10:00 am on 2 May, 2023."},
+        {"role": "user", "content": PLANTED["user"]},
+        {"role": "assistant", "content": "That is wonderful news, I hope she loves it there."},
+    ]
+    first = summarize(history)
+    assert "Session 2 took place" not in facts_of(first)
+    assert f"- (2 May, 2023) user: {PLANTED['user']}" in facts_of(first)
+    later = [
+        {"role": "user", "content": "Her bakery sells 300 pastéis de nata every Sunday morning."},
+        {"role": "assistant", "content": "Three hundred on a Sunday is a lot of custard tarts!"},
+    ]
+    facts = facts_of(summarize(later, previous_summary=extract_summary(first)))
+    assert "- (2 May, 2023) user: Her bakery sells 300 pastéis de nata" in facts
+
+
+def test_small_talk_loses_to_a_fact_when_the_budget_is_tight() -> None:
+    """Of two sentences of one length, the reaction gives way to the event with a name."""
+    history: list[dict[str, object]] = []
+    for number in range(8):
+        history += [
+            {
+                "role": "user",
+                "content": f"Wow, that is so awesome and really amazing, love it {number}!",
+            },
+            {
+                "role": "assistant",
+                "content": "Thanks, it really means a lot to hear that from you.",
+            },
+        ]
+    history.append({"role": "user", "content": "Last week I adopted a beagle named Biscuit."})
+    history.append(
+        {"role": "assistant", "content": "Great, so sweet and awesome, I totally love it!"}
+    )
+    messages = build_summarizer_input(history, prompts=ENGLISH)
+    text = ExtractiveModel().complete(messages, settings=ModelSettings(max_tokens=300)).text
+    facts = facts_of(text)
+    assert "I adopted a beagle named Biscuit." in facts
+    assert "so sweet and awesome" not in facts
+
+
+def test_prose_gives_no_code_definitions() -> None:
+    """ "the type of paint" or "let them know" is English, not a definition of ``of``/``them``."""
+    history = [
+        {"role": "user", "content": "What type of paint did you use? Please let them know."},
+        {
+            "role": "assistant",
+            "content": "Acrylic. I will let them know tonight.\n\ndef fix_paint(x):\n    pass",
+        },
+    ]
+    text = summarize(history)
+    files = text[text.index("3. Files and code sections:") : text.index("4. Errors and fixes:")]
+    assert "`fix_paint`" in files
+    assert "`of`" not in files and "`them`" not in files

@@ -191,9 +191,9 @@ def test_an_8k_model_compacts_instead_of_raising_from_the_hook() -> None:
     out = compactor(history)
     assert content_type(out[0]) == "summary"
     # The window gives a quarter of 8,192; the compactor caps the answer by its trigger too
-    # (a quarter of 1,000 tokens, never below 256), so a compaction ends under its trigger.
+    # (two fifths of 1,000 tokens, never below 256), so a compaction ends under its trigger.
     assert Summarizer(model=model).max_output_tokens == 2_048
-    assert compactor.summarizer.max_output_tokens == 256  # type: ignore[attr-defined]
+    assert compactor.summarizer.max_output_tokens == 400  # type: ignore[attr-defined]
     assert max(model.sizes) <= 8_192
 
 

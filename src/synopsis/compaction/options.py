@@ -46,9 +46,12 @@ __all__ = [
 
 #: A compaction's own parts are capped by its trigger, so it never ends far above it: the
 #: summary's answer takes at most SUMMARY_SHARE of the trigger's token limit, the quotes of
-#: the user's own words at most QUOTE_SHARE, and the default tail a quarter.
-SUMMARY_SHARE: Final = 0.25
+#: the user's own words at most QUOTE_SHARE, and the default tail a tenth (DEFAULT_TAIL).
+#: The split was chosen by halves on LoCoMo (docs/results/fidelity.md): a larger summary of
+#: quoted facts keeps more than a longer verbatim tail, on both halves and both layouts.
+SUMMARY_SHARE: Final = 0.4
 QUOTE_SHARE: Final = 0.2
+DEFAULT_TAIL: Final = 0.1
 #: The fewest tokens the caps leave the summary and the quotes, whatever the trigger.
 MIN_CAPPED_TOKENS: Final = 256
 
@@ -131,7 +134,7 @@ class CompactionOptions:
     """
 
     trigger: Trigger = field(default_factory=Trigger.default)
-    keep_tail: KeepTail = field(default_factory=lambda: KeepTail(fraction=0.25))
+    keep_tail: KeepTail = field(default_factory=lambda: KeepTail(fraction=DEFAULT_TAIL))
     counter: TokenCounter | str = "default"
     # None: the language of each history (synopsis.compaction.language); the texts are long
     prompts: PromptSet | None = field(default=None, repr=False)

@@ -27,9 +27,11 @@ __all__ = [
     "ERROR",
     "Dated",
     "Sentence",
+    "carried_date",
     "choose_facts",
     "cjk_phrases",
     "collect_sentences",
+    "date_line",
     "fact_text",
 ]
 
@@ -112,6 +114,27 @@ _DECISION: Final = re.compile(
 #: Sentence ends: ``.!?`` before a space and a capital (so ``3.5`` and ``e.g. x`` hold), CJK
 #: ends, and line breaks.
 _SENTENCE_END: Final = re.compile(r"(?<=[.!?])\s+(?=[\"'(\[A-Z])|(?<=[。！？；])|\n+")
+_DATE_LABELS: Final = ("Session date at the end: ", "结束时的会话日期：")
+_DATE_LINE: Final = re.compile(rf"^- (?:{_DATE_LABELS[0]}|{_DATE_LABELS[1]})(.+)$", re.MULTILINE)
+_FACT_DATE: Final = re.compile(r"^- \(([^)#\n][^)\n]{3,40})\) ", re.MULTILINE)
+#: Words of small talk: a sentence made of them (and no name, number or date) says how the
+#: speaker feels about what was said, not a fact to remember.
+_PHATIC: Final = frozenset(
+    """
+    awesome amazing great cool love loved lovely glad thanks thank wow nice sounds sound happy
+    sorry hope totally really super proud beautiful stunning gorgeous inspiring incredible
+    wonderful fantastic good hear agree absolutely definitely exactly true feel feels felt
+    appreciate means mean right sure yeah yes hey haha fun best stuff things thing much
+    always keep keeping going take care wish luck support supportive awesome vibe vibes
+    """.split()  # noqa: SIM905 - a word list reads better as text
+)
+#: What someone did or has: "I / we / my ... <past tense>", the events a memory is asked about.
+_EVENT: Final = re.compile(
+    r"\b(?:I|we|my|our)\b[^.!?]{0,40}?\b(?:\w{3,}ed|went|got|made|took|saw|bought|had|met"
+    r"|gave|found|began|ran|won|wrote|read|built|left|came|did|became|sold|flew|drove|grew)\b",
+    re.IGNORECASE,
+)
+_CLOCK: Final = re.compile(r"^(?:\d.*|am|pm|on|at)$", re.IGNORECASE)
 _SPEAKER: Final = re.compile(r"^([A-Z][\w'.-]{0,30}(?: [A-Z][\w'.-]{0,30}){0,2}):\s+(?=\S)")
 _WORD: Final = re.compile(r"[A-Za-z][A-Za-z'-]*|\d[\d.,:]*")
 _CODE_CHARS: Final = frozenset("{}()[];=<>\\|`$#")
@@ -132,9 +155,11 @@ def collect_sentences(t: Dated, text: str, who: str) -> None:
         first = text.lstrip().split("\n", 1)[0]
         found = _DATE.search(first) if len(first) <= 80 else None
         # A line that is little more than a date opens a session ("Session 3 took place on
-        # ..."); a date inside a sentence is what the sentence says, not when.
-        if found and len((first[: found.start()] + first[found.end() :]).split()) <= 5:
+        # ..."); a date inside a sentence is what the sentence says, not when. The header
+        # itself is no fact: every fact under it carries its date.
+        if found and _is_header(first, found):
             t.date, t.dated = found.group(0), True
+            text = text.lstrip().partition("\n")[2]
     for line in text.splitlines():
         if not line.strip() or line.startswith(("    ", "\t")):
             continue  # indented lines are code or data, which sections 3 and 8 cover
@@ -147,6 +172,30 @@ def collect_sentences(t: Dated, text: str, who: str) -> None:
                 t.sentences.append(Sentence(sentence, name, t.date, t.position))
     if len(t.sentences) > 2 * _MAX_SENTENCES:
         del t.sentences[: len(t.sentences) - _MAX_SENTENCES]
+
+
+def _is_header(line: str, found: re.Match[str]) -> bool:
+    """Whether a line dated by ``found`` is a session header, not a sentence: at most five
+    other words, numbers and times of day aside ("Session 3 took place on 1:14 pm on 25 May,
+    2023."; "Invoice 48213 from Halvorsen Ltd is due on 14 June 2024." is a sentence)."""
+    others = _WORD.findall(line[: found.start()] + " " + line[found.end() :])
+    return sum(1 for w in others if not _CLOCK.match(w)) <= 5
+
+
+def date_line(date: str, zh: bool) -> str:
+    """The summary line that says which session date was in force where the summary ends, so
+    an update of the summary dates the facts before its first session header."""
+    return f"- {_DATE_LABELS[zh]}{date}"
+
+
+def carried_date(previous: str) -> str:
+    """The session date in force at the end of an earlier summary ("" if it gives none): its
+    :func:`date_line`, else the date of its last dated fact."""
+    marked = _DATE_LINE.findall(previous)
+    if marked:
+        return str(marked[-1]).strip()
+    tags = _FACT_DATE.findall(previous)
+    return str(tags[-1]) if tags else ""
 
 
 def _short_date(stamp: str) -> str:
@@ -187,6 +236,14 @@ def _value(text: str, content: set[str], idf: Mapping[str, float]) -> float:
     value += 2.0 * min(names, 3) + 2.0 * min(numbers, 2)
     value += 3.0 * bool(_DATE.search(text)) + 1.5 * bool(_WHEN.search(text))
     value += 1.0 * bool(_DECISION.search(text)) + 1.0 * bool(ERROR.search(text))
+    event = _EVENT.search(text) is not None
+    value += 1.5 * event
+    if not names and not numbers and content:
+        phatic = sum(1 for w in content if w in _PHATIC)
+        if 4 * phatic >= len(content):  # a quarter of its words small talk: a reaction
+            value *= 0.5
+        elif not event and not _WHEN.search(text):  # nothing concrete: an opinion, no fact
+            value *= 0.8
     return value * (0.5 if text.rstrip().endswith(("?", "？")) else 1.0)
 
 

@@ -26,15 +26,13 @@ Pure: no I/O, no clock. Linear in the input (sorting the candidate sentences asi
 from __future__ import annotations
 
 import functools
-import json
 import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Final
 
 from synopsis._flow import cpu
-from synopsis.messages import is_internal, marked_body, text_of
 from synopsis.models._base import ModelResponse, ModelSettings, Usage
 from synopsis.models._clip import clip as _clip
 from synopsis.models._clip import clip_line as _clip_line
@@ -43,21 +41,18 @@ from synopsis.models._facts import (
     CJK_CHAR,
     EN_STOP,
     ERROR,
-    Sentence,
     choose_facts,
     cjk_phrases,
-    collect_sentences,
+    date_line,
     fact_text,
 )
+from synopsis.models._transcript import Transcript, brief_args, read_transcript
 from synopsis.prompts import CHINESE, ENGLISH, USER_MESSAGES_TAG, PromptSet
 from synopsis.tokens import default_estimate
 
 __all__ = ["AsyncExtractiveModel", "ExtractiveModel", "extractive_summary"]
 
 _MAX_PHRASE: Final = 16
-_PREVIOUS_OPEN: Final = "<previous_summary>"
-_PREVIOUS_CLOSE: Final = "</previous_summary>"
-_SUMMARY_TAG: Final = re.compile(r"</?summary>", re.IGNORECASE)
 # A path starts only where a run of path characters starts (``@`` included), so each run is
 # tried once; a start after every inner ``@`` made the scan quadratic.
 _PATH: Final = re.compile(
@@ -68,8 +63,12 @@ _PATH: Final = re.compile(
     r"|(?<![\w/.~@-])(?:[\w.@-]+/)*(?:Dockerfile|Makefile|README|LICENSE)\b"
 )
 _IDENT: Final = re.compile(r"`([^`\n]{2,60})`|\b([A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_]\w*)*)\b")
+#: A definition starts its line (after indentation or ``export``/``async``): prose such as
+#: "the type of paint" or "let them know" is no code.
 _CODE_DEF: Final = re.compile(
-    r"\b(?:def|class|func|fn|function|interface|struct|type|const|let|var)\s+([A-Za-z_]\w*)"
+    r"^[ \t]*(?:export[ \t]+)?(?:async[ \t]+)?"
+    r"(?:def|class|func|fn|function|interface|struct|type|const|let|var)[ \t]+([A-Za-z_]\w*)",
+    re.MULTILINE,
 )
 _TODO: Final = re.compile(
     r"^\s*(?:[-*]\s*\[ \]|TODO\b|FIXME\b|(?:[-*]\s*)?(?:next|still need|remaining)\b"
@@ -80,131 +79,7 @@ _MIN_SECTION_CHARS: Final = 60
 #: The share of the summary's budget the sections other than the facts may take at most.
 _FIXED_SHARE: Final = 0.4
 #: What each section other than the facts may take at most, in characters.
-_SECTION_CAPS: Final = (700, 300, 700, 900, 200, 600, 500, 800, 500)
-
-
-# ---------------------------------------------------------------------------------------------
-# Reading the transcript
-
-
-@dataclass(slots=True)
-class _Transcript:
-    """What the sections are built from; filled once by :func:`_read`."""
-
-    users: list[str] = field(default_factory=list)
-    assistants: list[str] = field(default_factory=list)
-    # (tool name, arguments text) in call order
-    calls: list[tuple[str, str]] = field(default_factory=list)
-    # (tool name, result text) in result order
-    results: list[tuple[str, str]] = field(default_factory=list)
-    # chronological (role, text) stream, for errors and "what followed"
-    stream: list[tuple[str, str]] = field(default_factory=list)
-    previous: str = ""
-    answered: bool = False
-    # candidate fact sentences, in order, and the session date in force while reading
-    sentences: list[Sentence] = field(default_factory=list)
-    date: str = ""
-    dated: bool = False
-    position: int = 0
-
-
-def _is_instruction(message: Mapping[str, Any]) -> bool:
-    text = text_of(message) if not is_internal(message) else ""
-    return message.get("role") == "user" and "<summary>" in text and USER_MESSAGES_TAG in text
-
-
-def _previous_block(instruction: str) -> str:
-    """The text of the first complete ``<previous_summary>`` block ("" if there is none).
-
-    ``str.find``, not a lazy regex, which rescans the rest from every unclosed opening tag.
-    """
-    start = instruction.find(_PREVIOUS_OPEN)
-    end = instruction.find(_PREVIOUS_CLOSE, start + len(_PREVIOUS_OPEN)) if start >= 0 else -1
-    return instruction[start + len(_PREVIOUS_OPEN) : end] if end >= 0 else ""
-
-
-def _strip_wrapping(text: str) -> str | None:
-    """The summary inside a summary message's text, or None if ``text`` is not one."""
-    for prompts in (ENGLISH, CHINESE):
-        if text.startswith(prompts.summary_preamble):
-            body = text[len(prompts.summary_preamble) :]
-            body = body.replace(prompts.continue_instruction, "")
-            pointer = prompts.transcript_line.split("{path}")[0]
-            lines = [line for line in body.splitlines() if not line.startswith(pointer)]
-            return "\n".join(lines).strip()
-    return None
-
-
-def _is_skills(text: str) -> bool:
-    return any(text.startswith(p.skills_preamble) for p in (ENGLISH, CHINESE))
-
-
-def _read(messages: Sequence[Mapping[str, Any]]) -> tuple[_Transcript, str]:
-    """Split the summarizer input into a transcript and the instruction text."""
-    items = [m for m in messages if isinstance(m, Mapping)]
-    if items and items[0].get("role") in {"system", "developer"}:
-        items = items[1:]
-    instruction = ""
-    if items and _is_instruction(items[-1]):
-        instruction = text_of(items[-1])
-        items = items[:-1]
-    transcript = _Transcript()
-    transcript.previous = _previous_block(instruction).strip()
-    names: dict[str, str] = {}
-    for message in items:
-        _add(transcript, message, names)
-    return transcript, instruction
-
-
-def _add(transcript: _Transcript, message: Mapping[str, Any], names: dict[str, str]) -> None:
-    role = message.get("role")
-    text = "" if role == "tool" and is_internal(message) else text_of(message)  # a cleared stub
-    transcript.position += 1
-    if role in {"user", "assistant", "tool"} and text.strip() and not is_internal(message):
-        if role == "tool":
-            who = names.get(str(message.get("tool_call_id")), str(message.get("name") or "tool"))
-        else:
-            who = str(role)
-        if not (role == "user" and (_is_skills(text) or _strip_wrapping(text) is not None)):
-            collect_sentences(transcript, text, who)
-    if role == "user":
-        wrapped = _strip_wrapping(marked_body(message))
-        if wrapped is not None:
-            transcript.previous = _SUMMARY_TAG.sub("", wrapped)
-        elif not is_internal(message) and not _is_skills(text) and text.strip():
-            transcript.users.append(text.strip())
-            transcript.stream.append(("user", text))
-            transcript.answered = False
-    elif role == "assistant":
-        if text.strip():
-            transcript.assistants.append(text.strip())
-            transcript.stream.append(("assistant", text))
-            transcript.answered = True
-        for call in message.get("tool_calls") or []:
-            function = call.get("function") if isinstance(call, Mapping) else None
-            if isinstance(function, Mapping):
-                name, args = str(function.get("name") or "?"), function.get("arguments")
-                names[str(call.get("id"))] = name
-                transcript.calls.append((name, args if isinstance(args, str) else str(args)))
-                transcript.stream.append(("call", f"{name}({_brief_args(args)})"))
-    elif role == "tool":
-        name = names.get(str(message.get("tool_call_id")), str(message.get("name") or "tool"))
-        transcript.results.append((name, text))
-        transcript.stream.append(("tool", text))
-
-
-def _brief_args(arguments: object, limit: int = 160) -> str:
-    """Tool-call arguments as ``key=value`` pairs, clipped."""
-    parsed: object = arguments
-    if isinstance(arguments, str):
-        try:
-            parsed = json.loads(arguments)
-        except ValueError:
-            return _clip_line(arguments, limit)
-    if isinstance(parsed, Mapping):
-        pairs = ", ".join(f"{k}={_clip_line(str(v), 60)}" for k, v in parsed.items())
-        return _clip_line(pairs, limit)
-    return _clip_line(str(parsed), limit)
+_SECTION_CAPS: Final = (700, 300, 700, 900, 200, 600, 500, 800, 300)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -226,13 +101,13 @@ def _is_chinese(text: str) -> bool:
 # Sections
 
 
-def _primary(t: _Transcript) -> list[str]:
+def _primary(t: Transcript) -> list[str]:
     lines = [_quote(t.users[0], 700)] if t.users else []
     lines.extend(_quote(text, 300) for text in t.users[1:3])
     return lines
 
 
-def _concepts(t: _Transcript) -> list[str]:
+def _concepts(t: Transcript) -> list[str]:
     texts = [*t.users, *t.assistants, *(a for _, a in t.calls), *(r[:2000] for _, r in t.results)]
     counts: Counter[str] = Counter()
     cjk: Counter[str] = Counter()
@@ -312,7 +187,7 @@ def _drop_contained(terms: list[str]) -> list[str]:
     return kept
 
 
-def _files(t: _Transcript) -> list[str]:
+def _files(t: Transcript) -> list[str]:
     touched: dict[str, list[str]] = {}
     for name, arguments in t.calls:
         for path in _PATH.findall(arguments):
@@ -347,7 +222,7 @@ def _error_line(text: str) -> str:
     return _clip_line(lines[0] if lines else text, 240)
 
 
-def _errors(t: _Transcript, keep: int = 12) -> list[str]:
+def _errors(t: Transcript, keep: int = 12) -> list[str]:
     """The last ``keep`` error outputs, each with the assistant text or call that followed it."""
     lines: list[str] = []
     followed = ""  # newest first, so this is the first reply after the entry at hand
@@ -368,7 +243,7 @@ def _facts_label(zh: bool) -> str:
     return "事实（按时间先后）：" if zh else "Facts, oldest first:"
 
 
-def _problem_solving(t: _Transcript, zh: bool) -> list[str]:
+def _problem_solving(t: Transcript, zh: bool) -> list[str]:
     tools = Counter(name for name, _ in t.calls)
     used = ", ".join(f"{name}×{n}" for name, n in tools.most_common(8))
     errors = sum(1 for role, text in t.stream if role == "tool" and ERROR.search(text))
@@ -385,7 +260,7 @@ def _problem_solving(t: _Transcript, zh: bool) -> list[str]:
     return [line + (f" ({used})" if used else ""), f"- {_count(errors, 'tool result')} with errors"]
 
 
-def _user_block(t: _Transcript) -> list[str]:
+def _user_block(t: Transcript) -> list[str]:
     items = [f"- {_clip_line(text, 300)}" for text in t.users[-30:]]
     return [f"<{USER_MESSAGES_TAG}>", *items, f"</{USER_MESSAGES_TAG}>"]
 
@@ -404,7 +279,7 @@ def _todos(text: str) -> list[str]:
     return found
 
 
-def _pending(t: _Transcript, zh: bool) -> list[str]:
+def _pending(t: Transcript, zh: bool) -> list[str]:
     found: list[str] = []
     for role, text in t.stream[-40:]:
         if role in {"user", "assistant"}:
@@ -416,23 +291,25 @@ def _pending(t: _Transcript, zh: bool) -> list[str]:
     return lines
 
 
-def _current(t: _Transcript) -> list[str]:
+def _current(t: Transcript) -> list[str]:
     lines = [_quote(t.assistants[-1], 900)] if t.assistants else []
-    lines.extend(f"- {name}({_brief_args(args)})" for name, args in t.calls[-5:])
+    lines.extend(f"- {name}({brief_args(args)})" for name, args in t.calls[-5:])
     if t.results:
         name, text = t.results[-1]
         lines.append(f"- {name} → {_clip_line(text, 300)}")
     return lines
 
 
-def _next_step(t: _Transcript, zh: bool) -> list[str]:
+def _next_step(t: Transcript, zh: bool) -> list[str]:
     if not t.users:
         return []
     label = "继续处理用户最新的请求：" if zh else "Continue with the user's latest request:"
-    return [label, _quote(t.users[-1], 600)]
+    # Clipped: the user's words are quoted whole in section 6, and the newest request stays
+    # in the context as its own message.
+    return [label, _quote(t.users[-1], 300)]
 
 
-def _sections(t: _Transcript, zh: bool) -> list[list[str]]:
+def _sections(t: Transcript, zh: bool) -> list[list[str]]:
     return [
         _primary(t),
         _concepts(t),
@@ -559,7 +436,7 @@ def _summarize(
     max_tokens: int | None,
     prompts: PromptSet | None,
 ) -> str:
-    transcript, instruction = _read(messages)
+    transcript, instruction = read_transcript(messages)
     if prompts is None:
         sample = instruction or " ".join(transcript.users[-10:])
         prompts = CHINESE if _is_chinese(sample) else ENGLISH
@@ -570,6 +447,8 @@ def _summarize(
     tokens = max_tokens if max_tokens is not None else max_chars
     room = int(min(max_chars, 4 * tokens) * _FIXED_SHARE)
     bodies = _fit(bodies, room)
+    if transcript.date:  # after fitting: the next update needs it whole
+        bodies[4] = f"{bodies[4]}\n{date_line(transcript.date, zh)}".strip()
     label = _facts_label(zh)
     bodies[4] = f"{bodies[4]}\n{label}".strip()
     fixed = _render(prompts, bodies)
