@@ -121,7 +121,13 @@ def test_retention_runs_on_a_tiny_file(tmp_path: Path) -> None:
     assert "### half A, chat layout, budget 120 tokens" in out and "### half A, tool layout" in out
     ceiling = next(line for line in out.splitlines() if line.startswith("| none |"))
     assert ceiling.split(" | ")[1:4] == ["100.0%", "1.000", "100.0%"]  # every answer is said
-    assert sum(line.startswith("| tiered |") for line in out.splitlines()) == 2
+    tables = {part.splitlines()[0]: part for part in out.split("### ")[1:]}
+    for layout in ("chat", "tool"):  # one tiered row in each layout's table
+        heading = f"half A, {layout} layout"
+        (table,) = (t for title, t in tables.items() if title.startswith(heading))
+        assert sum(line.startswith("| tiered |") for line in table.splitlines()) == 1
+    grid = next(t for title, t in tables.items() if title.startswith("half A: strict / loose"))
+    assert "recent users verbatim 100.0%" in grid  # the seed's guarantee, checked by the bench
 
 
 def test_cost_runs_on_a_short_session() -> None:
