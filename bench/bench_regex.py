@@ -28,6 +28,7 @@ from synopsis import Compactor
 from synopsis.compaction import summary as post
 from synopsis.memory import ranking
 from synopsis.models import _facts as facts
+from synopsis.models import _transcript as transcripts
 from synopsis.models import extractive
 from synopsis.prompts import ENGLISH, USER_MESSAGES_TAG
 from synopsis.summarizer import extract_summary
@@ -97,7 +98,7 @@ def cases() -> list[Case]:
         Case("extractive._TODO", " ", _per_line(extractive._TODO)),
         Case("extractive._EXCEPTION_LINE", " ", _per_line(extractive._EXCEPTION_LINE)),
         Case("extractive._INLINE_TODO", "TODOx", _scan(extractive._INLINE_TODO)),
-        Case("extractive._SUMMARY_TAG", "</summary", _scan(extractive._SUMMARY_TAG)),
+        Case("_transcript._SUMMARY_TAG", "</summary", _scan(transcripts._SUMMARY_TAG)),
         Case("_facts.CJK_RUN", "的了", _scan(facts.CJK_RUN)),
         Case("extractive section marks", " \t#*", lambda t: extractive._previous_sections(t)),
         Case("summary._HEADING blanks", " ", _scan(re.compile(heading, re.MULTILINE))),

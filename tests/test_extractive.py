@@ -426,3 +426,16 @@ def test_prose_gives_no_code_definitions() -> None:
     files = text[text.index("3. Files and code sections:") : text.index("4. Errors and fixes:")]
     assert "`fix_paint`" in files
     assert "`of`" not in files and "`them`" not in files
+
+
+def test_a_short_dated_sentence_naming_someone_is_a_fact_not_a_session_header() -> None:
+    history = [
+        {"role": "user", "content": "Who deployed it?"},
+        {
+            "role": "tool",
+            "tool_call_id": "c1",
+            "content": "Deployed by Marguerite Okafor on 2024-03-17.\n",
+        },
+    ]
+    summary = extractive_summary(history)
+    assert "Marguerite Okafor" in summary

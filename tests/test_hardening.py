@@ -31,8 +31,10 @@ from synopsis.compaction import summary as post
 from synopsis.compaction.archive import JsonlArchive
 from synopsis.errors import CompactionError, InvalidMessage
 from synopsis.models import _facts as facts
+from synopsis.models import _transcript as transcripts
 from synopsis.models import extractive
 from synopsis.models._base import ModelResponse
+from synopsis.models._clip import clip_line
 from synopsis.prompts import ENGLISH, USER_MESSAGES_TAG
 from synopsis.summarizer import extract_summary, validate_summary_response
 from synopsis.transcripts import load_transcript
@@ -257,7 +259,7 @@ def test_previous_summary_block_is_found_in_one_pass(parts: list[str]) -> None:
     """The first complete block, read with at most one pass over the instruction."""
     text = "".join(parts)
     FindCounter.read = 0
-    found = extractive._previous_block(FindCounter(text))
+    found = transcripts.previous_block(FindCounter(text))
     assert FindCounter.read <= len(text)
     old = re.search(r"<previous_summary>(.*?)</previous_summary>", text, re.DOTALL)
     assert found == (old.group(1) if old else "")
@@ -277,7 +279,7 @@ def old_errors(stream: list[tuple[str, str]]) -> list[str]:
         followed = next((s for r, s in stream[index + 1 :] if r in {"assistant", "call"}), "")
         entry = f"- {extractive._error_line(text)}"
         if followed:
-            entry += f"\n  → {extractive._clip_line(followed, 200)}"
+            entry += f"\n  → {clip_line(followed, 200)}"
         lines.append(entry)
     return lines[-12:]
 
@@ -293,7 +295,7 @@ def old_errors(stream: list[tuple[str, str]]) -> list[str]:
 )
 def test_error_section_lists_the_same_errors_as_before(stream: list[tuple[str, str]]) -> None:
     """One backward pass finds what a forward search after every error found."""
-    transcript = extractive._Transcript(stream=stream)
+    transcript = transcripts.Transcript(stream=stream)
     assert extractive._errors(transcript) == old_errors(stream)
 
 

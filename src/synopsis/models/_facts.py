@@ -176,10 +176,13 @@ def collect_sentences(t: Dated, text: str, who: str) -> None:
 
 def _is_header(line: str, found: re.Match[str]) -> bool:
     """Whether a line dated by ``found`` is a session header, not a sentence: at most five
-    other words, numbers and times of day aside ("Session 3 took place on 1:14 pm on 25 May,
-    2023."; "Invoice 48213 from Halvorsen Ltd is due on 14 June 2024." is a sentence)."""
+    other words, numbers and times of day aside, and no name among them ("Session 3 took place
+    on 1:14 pm on 25 May, 2023."; "Invoice 48213 from Halvorsen Ltd is due on 14 June 2024."
+    and "Deployed by Marguerite Okafor on 2024-03-17." are sentences)."""
     others = _WORD.findall(line[: found.start()] + " " + line[found.end() :])
-    return sum(1 for w in others if not _CLOCK.match(w)) <= 5
+    words = [w for w in others if not _CLOCK.match(w)]
+    named = any(w[0].isupper() for w in words[1:])  # a capital past the first word: a name
+    return len(words) <= 5 and not named
 
 
 def date_line(date: str, zh: bool) -> str:
