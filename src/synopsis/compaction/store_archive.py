@@ -26,10 +26,9 @@ from __future__ import annotations
 import secrets
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
-from synopsis._flow import Flow, adrive, drive
+from synopsis._flow import Flow, StoreCall, adrive, drive
 from synopsis.compaction.archive import ArchiveHit, archived_text, check_search
 from synopsis.errors import InvalidInput
 from synopsis.memory import (
@@ -43,19 +42,10 @@ from synopsis.memory import (
 )
 from synopsis.memory.ranking import neighbour_contexts
 
-__all__ = ["AsyncStoreArchive", "StoreArchive", "StoreCall", "search_flow", "write_flow"]
+__all__ = ["AsyncStoreArchive", "StoreArchive", "search_flow", "write_flow"]
 
 #: Message fields kept as tags besides the role (when they are short strings).
 _KEPT_FIELDS = ("tool_call_id", "name")
-
-
-@dataclass(frozen=True, slots=True)
-class StoreCall:
-    """Call ``method`` of the store with these arguments; the result is what it returns."""
-
-    method: str
-    args: tuple[Any, ...]
-    kwargs: Mapping[str, Any]
 
 
 def session_namespace(user_id: str | None, session_id: str | None) -> Namespace:
@@ -195,7 +185,7 @@ class StoreArchive(_Base):
         return drive(flow, self._perform)
 
     def _perform(self, step: StoreCall) -> Any:
-        return getattr(self.store, step.method)(*step.args, **step.kwargs)
+        return step.on(self.store)
 
 
 class AsyncStoreArchive(_Base):
@@ -225,4 +215,4 @@ class AsyncStoreArchive(_Base):
         return await adrive(flow, self._perform)
 
     async def _perform(self, step: StoreCall) -> Any:
-        return await getattr(self.store, step.method)(*step.args, **step.kwargs)
+        return await step.on(self.store)
