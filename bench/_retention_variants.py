@@ -9,6 +9,7 @@ The keys, each a share of the trigger's token limit (``budget``) unless said oth
   quotes at a fifth of the trigger, so a larger share is capped there);
 - ``target``: tier 1's ``ToolClearing.target`` (a share, as the option is);
 - ``keep``: tier 1's ``ToolClearing.keep_recent`` (a count);
+- ``digest``: tier 1's ``ToolClearing.digest_tokens`` (tokens each stub keeps of its facts);
 - ``clear``: ``0`` turns tier 1 off (summary only with the library's sizes).
 
 ``default:tail=0.3/target=0.5`` is the library default with a 30 % tail and tier 1 enough
@@ -30,7 +31,7 @@ from synopsis.models._resolve import resolve_model
 from synopsis.tokens import TokenCounter
 
 PREFIX = "default:"
-KEYS = ("tail", "summary", "quotes", "target", "keep", "clear")
+KEYS = ("tail", "summary", "quotes", "target", "keep", "digest", "clear")
 
 
 def parse(name: str) -> dict[str, float]:
@@ -62,11 +63,12 @@ def make_variant(name: str, budget: int, model: Any = "extractive") -> Strategy:
         keywords["user_budget"] = int(budget * settings["quotes"])
     if settings.get("clear", 1.0) == 0:
         keywords["clear_tool_outputs"] = None
-    elif "target" in settings or "keep" in settings:
+    elif {"target", "keep", "digest"} & settings.keys():
         defaults = ToolClearing()
         keywords["clear_tool_outputs"] = ToolClearing(
             target=settings.get("target", defaults.target),
             keep_recent=int(settings.get("keep", defaults.keep_recent)),
+            digest_tokens=int(settings.get("digest", defaults.digest_tokens)),
         )
     compactor = Compactor(
         trigger_tokens=budget, archive=archive, counter=counter, model=counting, **keywords

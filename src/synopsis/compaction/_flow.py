@@ -41,6 +41,7 @@ from synopsis.compaction.clear import (
     ClearingPlan,
     apply_clearing,
     clearing_is_enough,
+    kept_facts,
     plan_clearing,
 )
 from synopsis.compaction.decision import decide, decide_counted
@@ -265,7 +266,10 @@ def _tiered(
     except CompactionError as exc:
         return run.unchanged(error=describe_error(exc))
     where = archive or run.options.transcript_path
-    cleared = apply_clearing(run.messages, plan, run.counter.estimate, archive=where)
+    digest = run.options.clear_tool_outputs.digest_tokens if run.options.clear_tool_outputs else 0
+    cleared = apply_clearing(
+        run.messages, plan, run.counter.estimate, archive=where, digest_tokens=digest
+    )
     after = run.counter.count(cleared, tools=tools).total
     events: list[Event] = []
     yield from _emit(events, _cleared_event(run, plan, after, archive))
@@ -322,11 +326,10 @@ def summarizer_input(
     """What the summarizer reads, and the previous summary text (incremental mode).
 
     Tier 1 decides what stays in the context, not what the summary may know: a message it
-    stubbed in this compaction is read as it was (``originals``, by id of the stub), never
-    the stub. The summarizer bounds the originals by its window (clipping and chunking)."""
-    to_summarize = plan.to_summarize
-    if originals:
-        to_summarize = tuple(originals.get(id(m), m) for m in to_summarize)
+    stubbed in this compaction is read as it was (``originals``, by id of the stub), one
+    stubbed earlier as the facts its stub kept; never a stub. The summarizer bounds the
+    originals by its window (clipping and chunking)."""
+    to_summarize = tuple(_original(m, originals or {}) for m in plan.to_summarize)
     to_summarize = as_notes(to_summarize)
     previous = plan.previous_summary
     if previous is None:
@@ -335,6 +338,17 @@ def summarizer_input(
     if options.incremental:
         return to_summarize, body
     return ({"role": "user", "content": body}, *to_summarize), None
+
+
+def _original(
+    message: Mapping[str, Any], originals: Mapping[int, Mapping[str, Any]]
+) -> Mapping[str, Any]:
+    """What the summarizer reads for ``message``: the original of a result stubbed in this
+    compaction, the facts an earlier stub kept (:func:`~.clear.kept_facts`; a bare stub
+    reads as nothing), else the message."""
+    if id(message) in originals:
+        return originals[id(message)]
+    return kept_facts(message) or message
 
 
 def _degrade(

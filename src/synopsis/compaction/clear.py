@@ -14,7 +14,16 @@ one's place::
     <synopsis:cleared tokens="3412">
     [read_file output cleared (3412 tokens, archived at .synopsis/archive/s1.jsonl); run it
     again if needed]
+    Facts kept from it (8 May, 2023):
+    - Caroline: I signed up for a pottery class on Friday.
     </synopsis:cleared>
+
+The stub keeps a digest of the output's facts (``ToolClearing.digest_tokens``, 0 for none):
+its session date when it opens with one, and the whole sentences that carry names, numbers,
+dates, decisions and errors, chosen by the extractive summarizer's own fact selection
+(:func:`synopsis.models.extractive.fact_digest`) within the cap. No model is called, so a
+fact survives clearing even when no summary is written. A summary that later replaces the
+stub reads its facts (:func:`kept_facts`), never the stub.
 
 A stub is marked in its text, so it is recognised after any framework conversion and never
 cleared twice; it stays a ``tool`` message with its ``tool_call_id``, so no call loses its
@@ -33,7 +42,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
 from synopsis.compaction.plan import plan_compaction
-from synopsis.messages import content_type, mark, without_meta
+from synopsis.messages import content_type, mark, marked_body, text_of, without_meta
+from synopsis.models.extractive import fact_digest
 from synopsis.tokens import MessageEstimator, TokenCounter
 
 if TYPE_CHECKING:
@@ -48,6 +58,7 @@ __all__ = [
     "cleared_stub",
     "clearing_is_enough",
     "is_cleared",
+    "kept_facts",
     "offload_large_tool_result",
     "plan_clearing",
 ]
@@ -57,6 +68,8 @@ CLEARED_KIND: Final = "cleared"
 #: What the arguments of a call whose result was cleared become: still a JSON object, so
 #: every provider (and the Anthropic conversion, which parses it) accepts the call.
 CLEARED_ARGUMENTS: Final = '{"cleared_by": "synopsis"}'
+#: The line of a stub that opens its digest of the cleared output's facts.
+FACTS_HEADING: Final = "Facts kept from it"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -177,10 +190,12 @@ def apply_clearing(
     estimate: MessageEstimator,
     *,
     archive: str | None,
+    digest_tokens: int = 0,
 ) -> list[dict[str, Any]]:
-    """A new history with the plan's results stubbed (pointing to ``archive``) and its calls'
-    arguments cleared. ``usage`` is dropped from every message from the first change on: its
-    number measured the longer prompt and would make the next count think nothing went."""
+    """A new history with the plan's results stubbed (pointing to ``archive``, each keeping a
+    digest of its facts within ``digest_tokens``) and its calls' arguments cleared. ``usage``
+    is dropped from every message from the first change on: its number measured the longer
+    prompt and would make the next count think nothing went."""
     names = _tool_names(messages)
     results, arguments = set(plan.results), set(plan.arguments)
     first = min(plan.indices, default=len(messages))
@@ -189,7 +204,9 @@ def apply_clearing(
         out = without_meta(message)
         if index in results:
             tool = names.get(str(message.get("tool_call_id")), str(message.get("name") or "tool"))
-            out = {**out, "content": cleared_stub(tool, estimate(message), archive)}
+            date, facts = fact_digest(text_of(message), tokens=digest_tokens, who=tool)
+            stub = cleared_stub(tool, estimate(message), archive, facts=facts, date=date)
+            out = {**out, "content": stub}
         elif index in arguments:
             out = {**out, "tool_calls": [_cleared_call(c, plan.calls) for c in out["tool_calls"]]}
         if index >= first and "usage" in out:
@@ -204,11 +221,32 @@ def _cleared_call(call: Mapping[str, Any], calls: frozenset[str]) -> Any:
     return {**call, "function": {**call["function"], "arguments": CLEARED_ARGUMENTS}}
 
 
-def cleared_stub(tool: str, tokens: int, archive: str | None) -> str:
-    """The text that stands in for a cleared tool result: short, as it stays for good."""
+def cleared_stub(
+    tool: str, tokens: int, archive: str | None, *, facts: Sequence[str] = (), date: str = ""
+) -> str:
+    """The text that stands in for a cleared tool result: short, as it stays for good, with
+    the ``facts`` it keeps (lines ``- ...``) under a heading naming the output's ``date``."""
     where = f"archived at {archive}" if archive else "not archived"
     body = f"[{tool} output cleared ({tokens} tokens, {where}); run it again if needed]"
+    if facts:
+        heading = f"{FACTS_HEADING} ({date}):" if date else f"{FACTS_HEADING}:"
+        body = "\n".join([body, heading, *facts])
     return mark(CLEARED_KIND, body, {"tokens": tokens})
+
+
+def kept_facts(message: Mapping[str, Any]) -> dict[str, Any] | None:
+    """What a summarizer reads for a stub: a tool result (same ``tool_call_id``) holding the
+    facts the stub kept, with their heading (so the session date too), or None when it kept
+    none. Never the stub itself: its pointer and marker are no part of the history."""
+    if not is_cleared(message):
+        return None
+    body = marked_body(message)
+    start = body.find(f"\n{FACTS_HEADING}")
+    if start < 0:
+        return None
+    heading, *facts = body[start + 1 :].splitlines()
+    text = "\n".join([heading, *(line.removeprefix("- ") for line in facts)])
+    return {**without_meta(message), "content": text}
 
 
 def offload_large_tool_result(

@@ -72,7 +72,9 @@ class ToolClearing:
     ``target``: tier 1 is enough when it brings the history to at most this share of the
     trigger's token limit; above it the summary follows at once (a history that clearing
     only just brought under the limit would trigger again within a few turns, with little
-    left to clear). The defaults were chosen with ``bench/bench_cost.py`` and
+    left to clear). ``digest_tokens``: each stub of a mostly-prose output keeps its most
+    fact-bearing sentences (names, numbers, dates) within this many tokens, 0 for bare stubs
+    (:mod:`synopsis.compaction.clear`). The defaults were chosen with ``bench/bench_cost.py`` and
     ``bench/bench_retention.py`` (``docs/benchmarks.md``).
     """
 
@@ -81,9 +83,10 @@ class ToolClearing:
     exclude_tools: frozenset[str] = field(default_factory=frozenset)
     clear_arguments: bool = False
     target: float = 0.75
+    digest_tokens: int = 120
 
     def __post_init__(self) -> None:
-        for name in ("keep_recent", "min_tokens"):
+        for name in ("keep_recent", "min_tokens", "digest_tokens"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
                 raise ConfigError(f"ToolClearing.{name} must be an integer >= 0, got {value!r}")

@@ -43,6 +43,7 @@ from synopsis.models._facts import (
     ERROR,
     choose_facts,
     cjk_phrases,
+    collect_sentences,
     date_line,
     fact_text,
 )
@@ -50,7 +51,7 @@ from synopsis.models._transcript import Transcript, brief_args, read_transcript
 from synopsis.prompts import CHINESE, ENGLISH, USER_MESSAGES_TAG, PromptSet
 from synopsis.tokens import default_estimate
 
-__all__ = ["AsyncExtractiveModel", "ExtractiveModel", "extractive_summary"]
+__all__ = ["AsyncExtractiveModel", "ExtractiveModel", "extractive_summary", "fact_digest"]
 
 _MAX_PHRASE: Final = 16
 # A path starts only where a run of path characters starts (``@`` included), so each run is
@@ -74,6 +75,13 @@ _TODO: Final = re.compile(
     r"^\s*(?:[-*]\s*\[ \]|TODO\b|FIXME\b|(?:[-*]\s*)?(?:next|still need|remaining)\b"
     r"|(?:[-*]\s*)?(?:待办|还需要|接下来|下一步))",
     re.IGNORECASE,
+)
+#: Code in a sentence: a call, a snake_case name, an arrow, an assignment, a path with a
+#: line number (a grep hit, a traceback frame). A digest keeps prose facts only: sections 3,
+#: 4 and 8 of a summary cover code, errors and tool calls.
+_CODE_LIKE: Final = re.compile(
+    r"\w\(|\b[A-Za-z]\w*_\w+|->|=>|[^=!<>]=[^=]|::|\.\w+:\d+"
+    r'|\.\w+", line \d+|^\s*(?:def|class)\b'
 )
 _MIN_SECTION_CHARS: Final = 60
 #: The share of the summary's budget the sections other than the facts may take at most.
@@ -427,6 +435,31 @@ def extractive_summary(
         return _summarize(messages, max_chars=max_chars, max_tokens=max_tokens, prompts=prompts)
     except Exception:  # the model of last resort must answer whatever it is given
         return _render(prompts or ENGLISH, [""] * 9)
+
+
+def fact_digest(text: str, *, tokens: int, who: str = "tool") -> tuple[str, list[str]]:
+    """What a cleared tool output keeps of its ``text``: the session date it opens with ("" if
+    none) and its sentences that say the most within ``tokens`` (estimated), each rendered
+    ``- who: sentence`` (the speaker named at the start of its line, else ``who``), in their
+    order, none twice. Only prose counts (no calls, snake_case names, assignments or
+    ``path:line``), and only in an output that is mostly prose (a log of what was said, a
+    document, a page; not code, a test run or a listing, whose stub stays bare). The
+    summary's own fact selection, so tier 1 and the summary agree on what a fact is. Pure;
+    never raises."""
+    if tokens <= 0 or not text.strip():
+        return "", []
+    try:
+        transcript = Transcript()
+        transcript.position = 1
+        collect_sentences(transcript, text, who)
+        prose = [s for s in transcript.sentences if not _CODE_LIKE.search(s.text)]
+        if len(prose) * 2 < sum(1 for line in text.splitlines() if line.strip()):
+            return transcript.date, []
+        lines = [f"- {s.who}: {s.text}" for s in prose]
+        texts = [s.text for s in prose]
+        return transcript.date, choose_facts(lines, texts, tokens=tokens, chars=4 * tokens)
+    except Exception:  # a digest is a bonus: odd input gives none, never an error
+        return "", []
 
 
 def _summarize(
