@@ -46,6 +46,7 @@ __all__ = [
     "Summarizer",
     "SummarizerLike",
     "SummarizerOptions",
+    "SummaryRequest",
     "SummaryResult",
     "chunk_for_window",
     "clip_message",
@@ -277,6 +278,16 @@ class Summarize:
         return summarizer.summarize(
             self.messages, previous_summary=self.previous_summary, session_id=self.session_id
         )
+
+
+class SummaryRequest(TypedDict, total=False):
+    """The keywords of one summary, for both twins' ``summarize`` (see
+    :meth:`_SummarizerCore.flow`, which checks them): the ``previous_summary`` to update,
+    the ``session_id`` its events carry, and a ``focus`` for the summary."""
+
+    previous_summary: str | None
+    session_id: str | None
+    focus: str | None
 
 
 class SummarizerOptions(TypedDict, total=False):
@@ -539,18 +550,10 @@ class Summarizer(_SummarizerCore):
         self._sleep = sleep
 
     def summarize(
-        self,
-        messages: Sequence[Mapping[str, Any]],
-        *,
-        previous_summary: str | None = None,
-        session_id: str | None = None,
-        focus: str | None = None,
+        self, messages: Sequence[Mapping[str, Any]], **request: Unpack[SummaryRequest]
     ) -> SummaryResult:
         """Summarize ``messages`` (context only, no leading system messages)."""
-        flow = self.flow(
-            messages, previous_summary=previous_summary, session_id=session_id, focus=focus
-        )
-        return drive(flow, self._perform)
+        return drive(self.flow(messages, **request), self._perform)
 
     def _perform(self, step: Any) -> Any:
         if isinstance(step, Emit):
@@ -573,18 +576,10 @@ class AsyncSummarizer(_SummarizerCore):
         self._sleep = sleep
 
     async def summarize(
-        self,
-        messages: Sequence[Mapping[str, Any]],
-        *,
-        previous_summary: str | None = None,
-        session_id: str | None = None,
-        focus: str | None = None,
+        self, messages: Sequence[Mapping[str, Any]], **request: Unpack[SummaryRequest]
     ) -> SummaryResult:
         """Summarize ``messages`` (context only, no leading system messages)."""
-        flow = self.flow(
-            messages, previous_summary=previous_summary, session_id=session_id, focus=focus
-        )
-        return await adrive(flow, self._perform)
+        return await adrive(self.flow(messages, **request), self._perform)
 
     async def _perform(self, step: Any) -> Any:
         if isinstance(step, Emit):

@@ -126,6 +126,15 @@ class _Driver:
             "on_event": options.on_event,
         }
 
+    def _offline_options(self) -> dict[str, Any]:
+        """The extractive summarizer's options: it stands in when no model may be called."""
+        return {
+            "model": "extractive",
+            "prompts": self.prompts,
+            "counter": self.counter,
+            "output_cap": self.options.summary_cap,
+        }
+
     def _archive(self) -> Archive:
         if self.archive is None:  # pragma: no cover - the flow asks only when there is one
             raise AssertionError("WriteArchive without an archive")
@@ -189,12 +198,7 @@ class Compactor(_Driver):
         return None
 
     def _offline_summarizer(self) -> Summarizer:
-        self._offline = self._offline or Summarizer(
-            model="extractive",
-            prompts=self.prompts,
-            counter=self.counter,
-            output_cap=self.options.summary_cap,
-        )
+        self._offline = self._offline or Summarizer(**self._offline_options())
         return self._offline
 
 
@@ -259,10 +263,5 @@ class AsyncCompactor(_Driver):
         return None
 
     def _offline_summarizer(self) -> AsyncSummarizer:
-        self._offline = self._offline or AsyncSummarizer(
-            model="extractive",
-            prompts=self.prompts,
-            counter=self.counter,
-            output_cap=self.options.summary_cap,
-        )
+        self._offline = self._offline or AsyncSummarizer(**self._offline_options())
         return self._offline

@@ -112,8 +112,19 @@ class Conversation:
 
 
 class _Wrapper:
+    """What both wrappers share: the model, the compactor and the conversation so far."""
+
     model: Any
     _conversation: Conversation
+    if TYPE_CHECKING:  # each twin declares its own, so get_type_hints reads only real names
+        compactor: Compactor | AsyncCompactor
+
+    def search_history_tool(self, **options: Any) -> HistoryTool:
+        """The compactor's archive as a ``search_history`` tool (``options``: those of
+        :func:`~synopsis.compaction.history.history_tool`); summaries name it from then on."""
+        from synopsis.compaction.history import history_tool
+
+        return history_tool(self.compactor, **options)
 
     @property
     def name(self) -> str:
@@ -144,15 +155,8 @@ class CompactingModel(_Wrapper):
 
     def __init__(self, model: Any, compactor: Compactor) -> None:
         self.model = model
-        self.compactor = compactor
+        self.compactor: Compactor = compactor
         self._conversation = Conversation()
-
-    def search_history_tool(self, **options: Any) -> HistoryTool:
-        """The compactor's archive as a ``search_history`` tool (``options``: those of
-        :func:`~synopsis.compaction.history.history_tool`); summaries name it from then on."""
-        from synopsis.compaction.history import history_tool
-
-        return history_tool(self.compactor, **options)
 
     def complete(
         self, messages: Messages, *, settings: ModelSettings | None = None
@@ -180,15 +184,8 @@ class AsyncCompactingModel(_Wrapper):
 
     def __init__(self, model: Any, compactor: AsyncCompactor) -> None:
         self.model = model
-        self.compactor = compactor
+        self.compactor: AsyncCompactor = compactor
         self._conversation = Conversation()
-
-    def search_history_tool(self, **options: Any) -> HistoryTool:
-        """The compactor's archive as a ``search_history`` tool (``options``: those of
-        :func:`~synopsis.compaction.history.history_tool`); summaries name it from then on."""
-        from synopsis.compaction.history import history_tool
-
-        return history_tool(self.compactor, **options)
 
     async def complete(
         self, messages: Messages, *, settings: ModelSettings | None = None

@@ -20,9 +20,11 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping, Sequence
+from functools import partial
 from typing import Any, Final
 
 from synopsis.convert._carry import parse_object
+from synopsis.convert._parts import map_parts
 from synopsis.messages import CARRY_KEY, is_system
 
 __all__ = ["CARRY_KEY", "from_anthropic", "strip_carry", "to_anthropic"]
@@ -113,9 +115,7 @@ def _tool_use(call: Mapping[str, Any], keep_meta: bool) -> dict[str, Any]:
 
 
 def _blocks(content: Any, keep_meta: bool) -> Any:
-    if not isinstance(content, list):
-        return content
-    return [_block(part, keep_meta) for part in content]
+    return map_parts(content, partial(_block, keep_meta=keep_meta))
 
 
 def _block(part: Any, keep_meta: bool) -> Any:
@@ -242,7 +242,7 @@ def _tool_message_from(block: Mapping[str, Any]) -> dict[str, Any]:
     message: dict[str, Any] = {
         "role": "tool",
         "tool_call_id": block.get("tool_use_id"),
-        "content": [_part_from(b) for b in content] if isinstance(content, list) else content,
+        "content": map_parts(content, _part_from),
     }
     restored = _restore(message, block)
     if block.get("is_error") and CARRY_KEY not in block:

@@ -24,6 +24,7 @@ ids, statuses, annotations and the like on our messages. Pure, no SDK import.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from functools import partial
 from typing import Any, Final
 
 from synopsis.convert._carry import (
@@ -37,6 +38,7 @@ from synopsis.convert._carry import (
     with_carried,
     without,
 )
+from synopsis.convert._parts import is_text_part, map_parts
 from synopsis.errors import InvalidMessage
 
 __all__ = ["from_responses_items", "group_items", "to_responses_items"]
@@ -224,7 +226,7 @@ def _tool_from(item: Mapping[str, Any]) -> dict[str, Any]:
     message: dict[str, Any] = {
         "role": "tool",
         "tool_call_id": item.get("call_id"),
-        "content": [_part_from(p) for p in output] if isinstance(output, list) else output,
+        "content": map_parts(output, _part_from),
     }
     if item.get("name") is not None:
         message["name"] = item["name"]
@@ -237,17 +239,9 @@ def _content_from(item: Mapping[str, Any]) -> Any:
         return content
     parts = [_part_from(p) for p in content]
     # A model's output message (it has an id) holding one text reads best as a plain string.
-    if "id" in item and len(parts) == 1 and _is_text(parts[0]):
+    if "id" in item and len(parts) == 1 and is_text_part(parts[0]):
         return parts[0]["text"]
     return parts
-
-
-def _is_text(part: Any) -> bool:
-    return (
-        isinstance(part, Mapping)
-        and part.get("type") == "text"
-        and isinstance(part.get("text"), str)
-    )
 
 
 def _part_from(part: Any) -> Any:
@@ -301,9 +295,7 @@ def _function_call(call: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _parts_to(content: Any, text_type: str) -> Any:
-    if not isinstance(content, list):
-        return content
-    return [_part_to(part, text_type) for part in content]
+    return map_parts(content, partial(_part_to, text_type=text_type))
 
 
 def _part_to(part: Any, text_type: str) -> Any:

@@ -45,6 +45,7 @@ from synopsis.convert._carry import (
     with_carried,
     without,
 )
+from synopsis.convert._parts import is_text_part
 from synopsis.errors import InvalidMessage
 
 if TYPE_CHECKING:
@@ -179,7 +180,7 @@ def _std_response(message: Mapping[str, Any]) -> ModelResponse:
     if isinstance(content, str):
         parts.append(TextPart(content))
     elif isinstance(content, list):
-        parts.extend(TextPart(p["text"]) for p in content if _is_text(p))
+        parts.extend(TextPart(p["text"]) for p in content if is_text_part(p))
     for call in message.get("tool_calls") or []:
         function = call.get("function") or {}
         parts.append(
@@ -423,7 +424,7 @@ def _item_to(part: Any) -> Any:
     if not isinstance(part, Mapping):
         return None
     kind = part.get("type")
-    if _is_text(part):
+    if is_text_part(part):
         return part["text"]
     image = part.get("image_url")
     url = image.get("url") if isinstance(image, Mapping) else None
@@ -439,19 +440,11 @@ def _item_to(part: Any) -> Any:
         return None  # not something Pydantic AI can hold; carried as our extras
 
 
-def _is_text(part: Any) -> bool:
-    return (
-        isinstance(part, Mapping)
-        and part.get("type") == "text"
-        and isinstance(part.get("text"), str)
-    )
-
-
 def _plain_text(content: Any) -> str:
     if isinstance(content, str):
         return content
     if isinstance(content, list):
-        return "\n".join(p["text"] for p in content if _is_text(p))
+        return "\n".join(p["text"] for p in content if is_text_part(p))
     return ""
 
 

@@ -16,9 +16,9 @@ table in :mod:`synopsis.models.limits`), which the summarizer fits its requests 
 from __future__ import annotations
 
 import importlib
-from collections.abc import Iterator, Mapping, Set
+from collections.abc import Callable, Iterator, Mapping, Sequence, Set
 from contextlib import contextmanager
-from typing import Any, ClassVar, Final
+from typing import Any, ClassVar, Final, TypedDict
 
 from synopsis.errors import (
     ConfigError,
@@ -27,7 +27,7 @@ from synopsis.errors import (
     PermanentModelError,
     ProviderUnavailable,
 )
-from synopsis.models._base import ModelSettings
+from synopsis.models._base import ModelResponse, ModelSettings
 from synopsis.models._http import error_for_status
 from synopsis.models._urls import redact_url
 from synopsis.models.limits import limits_for
@@ -35,6 +35,8 @@ from synopsis.models.limits import limits_for
 __all__ = [
     "DEFAULT_TIMEOUT",
     "AsyncClientModel",
+    "ClientKeywords",
+    "ConnectionKeywords",
     "ProviderModel",
     "SyncClientModel",
     "client_options",
@@ -117,14 +119,34 @@ def translate_sdk_error(
     return PermanentModelError(f"{name}: {redact_url(str(exc))}", model=name)
 
 
+class ConnectionKeywords(TypedDict, total=False):
+    """The keyword options of every provider model (see :class:`ProviderModel`): a provider
+    class that takes one more option passes these on with ``**options``."""
+
+    base_url: str | None
+    api_key: str | None
+    timeout: float | None
+    context_window: int | None
+    max_output_tokens: int | None
+    name: str | None
+    headers: Mapping[str, str] | None
+
+
+class ClientKeywords(ConnectionKeywords, total=False):
+    """:class:`ConnectionKeywords` and ``client``: a configured SDK client to use."""
+
+    client: Any
+
+
 class ProviderModel:
     """The shared part of a provider model: its id, name, limits and SDK client.
 
     A provider's base names it and its SDK (``provider``, ``example``, ``key_variable``,
-    ``sdk_module``, ``sdk_error``) and says how to translate its errors (``_translate``); each
-    sync or async class then names its ``client_class``, takes ``close`` or ``aclose`` from
-    :class:`SyncClientModel` / :class:`AsyncClientModel`, and only adds ``complete``: one SDK
-    call inside :meth:`_translated`.
+    ``sdk_module``, ``sdk_error``), says how to translate its errors (``_translate``), how to
+    build a request (``_body``), which SDK function takes it (``_endpoint``) and how to read
+    the answer (``_response``); each sync or async class then names its ``client_class`` and
+    takes ``complete`` and ``close`` or ``aclose`` from :class:`SyncClientModel` /
+    :class:`AsyncClientModel`: one SDK call inside :meth:`_translated`.
     """
 
     provider: ClassVar[str]
@@ -177,6 +199,20 @@ class ProviderModel:
         """Our error for an exception of the SDK."""
         raise NotImplementedError
 
+    def _body(
+        self, messages: Sequence[Mapping[str, Any]], settings: ModelSettings | None
+    ) -> dict[str, Any]:
+        """The keyword arguments of one call of :meth:`_endpoint`."""
+        raise NotImplementedError
+
+    def _endpoint(self) -> Callable[..., Any]:
+        """The SDK function one completion calls (its async twin's on an async model)."""
+        raise NotImplementedError
+
+    def _response(self, answer: Any) -> ModelResponse:
+        """Our :class:`ModelResponse` from what :meth:`_endpoint` returned."""
+        raise NotImplementedError
+
     def _make_client(self, options: dict[str, Any]) -> Any:
         sdk = self._sdk()
         try:
@@ -209,6 +245,14 @@ def _positive(option: str, value: int | None) -> int | None:
 class SyncClientModel(ProviderModel):
     """A provider model on a synchronous SDK client."""
 
+    def complete(
+        self, messages: Sequence[Mapping[str, Any]], *, settings: ModelSettings | None = None
+    ) -> ModelResponse:
+        """One call of the provider's API; SDK errors come out as :mod:`synopsis.errors`."""
+        with self._translated():
+            answer = self._endpoint()(**self._body(messages, settings))
+        return self._response(answer)
+
     def close(self) -> None:
         """Close the HTTP client if this model created it."""
         if self._owns_client:
@@ -217,6 +261,14 @@ class SyncClientModel(ProviderModel):
 
 class AsyncClientModel(ProviderModel):
     """A provider model on an async SDK client."""
+
+    async def complete(
+        self, messages: Sequence[Mapping[str, Any]], *, settings: ModelSettings | None = None
+    ) -> ModelResponse:
+        """One call of the provider's API; SDK errors come out as :mod:`synopsis.errors`."""
+        with self._translated():
+            answer = await self._endpoint()(**self._body(messages, settings))
+        return self._response(answer)
 
     async def aclose(self) -> None:
         """Close the HTTP client if this model created it."""

@@ -8,16 +8,16 @@ ever sent, the SDK's retries are off, and SDK errors are translated here. 429 an
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Unpack
 
 from synopsis.convert.anthropic import from_anthropic, to_anthropic
 from synopsis.errors import ConfigError, InvalidSummary, ModelError
 from synopsis.messages import strip_extensions
 from synopsis.models._base import ModelResponse, ModelSettings, Usage
 from synopsis.models._provider import (
-    DEFAULT_TIMEOUT,
     AsyncClientModel,
+    ClientKeywords,
     ProviderModel,
     SyncClientModel,
     import_sdk,
@@ -100,27 +100,10 @@ class _AnthropicBase(ProviderModel):
         self,
         model: str,
         *,
-        client: Any = None,
-        base_url: str | None = None,
-        api_key: str | None = None,
-        timeout: float | None = DEFAULT_TIMEOUT,
         max_tokens: int = DEFAULT_MAX_TOKENS,
-        context_window: int | None = None,
-        max_output_tokens: int | None = None,
-        name: str | None = None,
-        headers: Mapping[str, str] | None = None,
+        **options: Unpack[ClientKeywords],
     ) -> None:
-        super().__init__(
-            model,
-            client=client,
-            base_url=base_url,
-            api_key=api_key,
-            timeout=timeout,
-            context_window=context_window,
-            max_output_tokens=max_output_tokens,
-            name=name,
-            headers=headers,
-        )
+        super().__init__(model, **options)
         if max_tokens < 1:
             raise ConfigError(f"max_tokens must be >= 1, got {max_tokens}")
         self.max_tokens = max_tokens
@@ -133,30 +116,20 @@ class _AnthropicBase(ProviderModel):
     ) -> dict[str, Any]:
         return request_body(self.model, messages, settings, max_tokens=self.max_tokens)
 
+    def _endpoint(self) -> Callable[..., Any]:
+        return self._client.messages.create  # type: ignore[no-any-return]
+
+    def _response(self, answer: Any) -> ModelResponse:
+        return to_response(answer, self.name)
+
 
 class AnthropicModel(_AnthropicBase, SyncClientModel):
     """A synchronous Claude model. ``client=`` takes a configured ``anthropic.Anthropic``."""
 
     client_class = "Anthropic"
 
-    def complete(
-        self, messages: Sequence[Mapping[str, Any]], *, settings: ModelSettings | None = None
-    ) -> ModelResponse:
-        """One Messages API call; SDK errors come out as :mod:`synopsis.errors`."""
-        with self._translated():
-            message = self._client.messages.create(**self._body(messages, settings))
-        return to_response(message, self.name)
-
 
 class AsyncAnthropicModel(_AnthropicBase, AsyncClientModel):
     """The async twin of :class:`AnthropicModel`, on ``anthropic.AsyncAnthropic``."""
 
     client_class = "AsyncAnthropic"
-
-    async def complete(
-        self, messages: Sequence[Mapping[str, Any]], *, settings: ModelSettings | None = None
-    ) -> ModelResponse:
-        """One Messages API call; SDK errors come out as :mod:`synopsis.errors`."""
-        with self._translated():
-            message = await self._client.messages.create(**self._body(messages, settings))
-        return to_response(message, self.name)

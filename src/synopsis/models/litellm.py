@@ -12,8 +12,8 @@ never carry tools, nor our ``usage`` / ``meta`` message keys.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Unpack
 
 from synopsis.errors import (
     ConfigError,
@@ -27,8 +27,10 @@ from synopsis.messages import strip_extensions
 from synopsis.models._base import ModelResponse, ModelSettings
 from synopsis.models._http import error_for_status
 from synopsis.models._provider import (
-    DEFAULT_TIMEOUT,
+    AsyncClientModel,
+    ConnectionKeywords,
     ProviderModel,
+    SyncClientModel,
     import_sdk,
     settings_body,
 )
@@ -106,30 +108,16 @@ class _LiteLLMBase(ProviderModel):
         self,
         model: str,
         *,
-        base_url: str | None = None,
-        api_key: str | None = None,
-        timeout: float | None = DEFAULT_TIMEOUT,
-        context_window: int | None = None,
-        max_output_tokens: int | None = None,
-        name: str | None = None,
-        headers: Mapping[str, str] | None = None,
         completion_options: Mapping[str, Any] | None = None,
+        **options: Unpack[ConnectionKeywords],
     ) -> None:
         given = dict(completion_options or {})
         refused = sorted(set(given) & _FORBIDDEN)
         if refused:
             raise ConfigError(f"completion_options may not set {', '.join(refused)}")
         self._extra_options = given
-        super().__init__(
-            model,
-            base_url=base_url,
-            api_key=api_key,
-            timeout=timeout,
-            context_window=context_window,
-            max_output_tokens=max_output_tokens,
-            name=name,
-            headers=headers,
-        )
+        # LiteLLM keeps no client: ``client=`` is refused here as it is by the signature.
+        super().__init__(model, client=None, **options)
 
     def _make_client(self, options: dict[str, Any]) -> dict[str, Any]:
         """LiteLLM keeps no client: the "client" is the keyword arguments of every call."""
@@ -152,37 +140,30 @@ class _LiteLLMBase(ProviderModel):
     def _translate(self, exc: Exception) -> ModelError:
         return translate_error(exc, self.name)
 
-    def _kwargs(
+    def _body(
         self, messages: Sequence[Mapping[str, Any]], settings: ModelSettings | None
     ) -> dict[str, Any]:
         return request_kwargs(self.model, messages, settings, self._client)
 
+    def _response(self, answer: Any) -> ModelResponse:
+        return to_response(answer, self.name)
 
-class LiteLLMModel(_LiteLLMBase):
+
+class LiteLLMModel(_LiteLLMBase, SyncClientModel):
     """A synchronous model over ``litellm.completion``; see the module docstring."""
 
-    def complete(
-        self, messages: Sequence[Mapping[str, Any]], *, settings: ModelSettings | None = None
-    ) -> ModelResponse:
-        """One completion; LiteLLM's errors come out as :mod:`synopsis.errors`."""
-        with self._translated():
-            completion = self._sdk().completion(**self._kwargs(messages, settings))
-        return to_response(completion, self.name)
+    def _endpoint(self) -> Callable[..., Any]:
+        return self._sdk().completion  # type: ignore[no-any-return]
 
     def close(self) -> None:
         """Nothing to close: LiteLLM owns its HTTP clients (here for parity with the others)."""
 
 
-class AsyncLiteLLMModel(_LiteLLMBase):
+class AsyncLiteLLMModel(_LiteLLMBase, AsyncClientModel):
     """The async twin of :class:`LiteLLMModel`, over ``litellm.acompletion``."""
 
-    async def complete(
-        self, messages: Sequence[Mapping[str, Any]], *, settings: ModelSettings | None = None
-    ) -> ModelResponse:
-        """One completion; LiteLLM's errors come out as :mod:`synopsis.errors`."""
-        with self._translated():
-            completion = await self._sdk().acompletion(**self._kwargs(messages, settings))
-        return to_response(completion, self.name)
+    def _endpoint(self) -> Callable[..., Any]:
+        return self._sdk().acompletion  # type: ignore[no-any-return]
 
     async def aclose(self) -> None:
         """Nothing to close: LiteLLM owns its HTTP clients (here for parity with the others)."""

@@ -11,7 +11,7 @@ Requests never carry ``tools`` or ``tool_choice`` (a summarizer must answer in t
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from synopsis.errors import InvalidSummary, ModelError
@@ -103,6 +103,12 @@ class _OpenAIBase(ProviderModel):
     ) -> dict[str, Any]:
         return request_body(self.model, messages, settings)
 
+    def _endpoint(self) -> Callable[..., Any]:
+        return self._client.chat.completions.create  # type: ignore[no-any-return]
+
+    def _response(self, answer: Any) -> ModelResponse:
+        return to_response(answer, self.name)
+
 
 class OpenAIModel(_OpenAIBase, SyncClientModel):
     """A synchronous OpenAI (or OpenAI-compatible) chat model.
@@ -114,26 +120,8 @@ class OpenAIModel(_OpenAIBase, SyncClientModel):
 
     client_class = "OpenAI"
 
-    def complete(
-        self, messages: Sequence[Mapping[str, Any]], *, settings: ModelSettings | None = None
-    ) -> ModelResponse:
-        """One chat completion; SDK errors come out as :mod:`synopsis.errors`."""
-        with self._translated():
-            completion = self._client.chat.completions.create(**self._body(messages, settings))
-        return to_response(completion, self.name)
-
 
 class AsyncOpenAIModel(_OpenAIBase, AsyncClientModel):
     """The async twin of :class:`OpenAIModel`, on ``openai.AsyncOpenAI``."""
 
     client_class = "AsyncOpenAI"
-
-    async def complete(
-        self, messages: Sequence[Mapping[str, Any]], *, settings: ModelSettings | None = None
-    ) -> ModelResponse:
-        """One chat completion; SDK errors come out as :mod:`synopsis.errors`."""
-        with self._translated():
-            completion = await self._client.chat.completions.create(
-                **self._body(messages, settings)
-            )
-        return to_response(completion, self.name)

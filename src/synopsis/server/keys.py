@@ -33,6 +33,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import TypedDict, Unpack
 
 from synopsis.errors import InvalidInput, RateLimited
 from synopsis.server._sql import Dialect, Plan, Statement
@@ -43,6 +44,7 @@ __all__ = [
     "ApiKey",
     "AsyncKeyRing",
     "IssuedKey",
+    "KeyOptions",
     "KeyRing",
     "KeySpec",
     "digest_of",
@@ -170,6 +172,20 @@ class KeySpec:
         )
 
 
+class KeyOptions(TypedDict, total=False):
+    """What a caller of ``create`` may say of a new key (the fields of :class:`KeySpec`)."""
+
+    label: str
+    expires_at: float | None
+    rate_per_minute: int | None
+
+
+def _issue(db: Database | AsyncDatabase, spec: KeySpec) -> Plan[IssuedKey]:
+    """The plan that stores a new key for ``spec``, checked against the database's clock."""
+    now = db.clock()
+    return create_plan(db.dialect, spec.checked(now), now, new_key())
+
+
 def create_plan(d: Dialect, spec: KeySpec, now: float, issued: tuple[str, str]) -> Plan[IssuedKey]:
     """Store ``issued`` (a :func:`new_key` pair) as ``spec`` says."""
     key_id, full_key = issued
@@ -255,19 +271,9 @@ class KeyRing:
     def __init__(self, db: Database) -> None:
         self._db = db
 
-    def create(
-        self,
-        tenant: str,
-        *,
-        label: str = "",
-        expires_at: float | None = None,
-        rate_per_minute: int | None = None,
-    ) -> IssuedKey:
-        now = self._db.clock()
-        spec = KeySpec(
-            tenant=tenant, label=label, expires_at=expires_at, rate_per_minute=rate_per_minute
-        ).checked(now)
-        return self._db.run(create_plan(self._db.dialect, spec, now, new_key()))
+    def create(self, tenant: str, **options: Unpack[KeyOptions]) -> IssuedKey:
+        """Issue a key for ``tenant`` (``options``: its label, expiry and rate)."""
+        return self._db.run(_issue(self._db, KeySpec(tenant=tenant, **options)))
 
     def list(self, tenant: str | None = None) -> list[ApiKey]:
         return self._db.run(list_plan(self._db.dialect, tenant), write=False)
@@ -293,19 +299,9 @@ class AsyncKeyRing:
         #: digest -> (key, when it was read): the hot path's memory (see authenticate_cached).
         self._known: dict[str, tuple[ApiKey, float]] = {}
 
-    async def create(
-        self,
-        tenant: str,
-        *,
-        label: str = "",
-        expires_at: float | None = None,
-        rate_per_minute: int | None = None,
-    ) -> IssuedKey:
-        now = self._db.clock()
-        spec = KeySpec(
-            tenant=tenant, label=label, expires_at=expires_at, rate_per_minute=rate_per_minute
-        ).checked(now)
-        return await self._db.run(create_plan(self._db.dialect, spec, now, new_key()))
+    async def create(self, tenant: str, **options: Unpack[KeyOptions]) -> IssuedKey:
+        """Issue a key for ``tenant`` (``options``: its label, expiry and rate)."""
+        return await self._db.run(_issue(self._db, KeySpec(tenant=tenant, **options)))
 
     async def list(self, tenant: str | None = None) -> list[ApiKey]:
         return await self._db.run(list_plan(self._db.dialect, tenant), write=False)

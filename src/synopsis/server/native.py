@@ -68,9 +68,13 @@ _ANTHROPIC_REQUEST = ("accept", "anthropic-version", "anthropic-beta")
 _ANTHROPIC_VERSION = "2023-06-01"
 #: Upstream response headers passed back (besides the rate-limit families).
 _PASSED_RESPONSE = (
-    "retry-after", "x-request-id", "request-id", "openai-processing-ms", "openai-version",
+    "retry-after",
+    "x-request-id",
+    "request-id",
+    "openai-processing-ms",
+    "openai-version",
     "x-should-retry",
-)  # fmt: skip
+)
 _RATE_PREFIXES = ("x-ratelimit-", "anthropic-ratelimit-")
 _ANSWER: dict[int | str, dict[str, Any]] = {
     200: {
@@ -205,10 +209,14 @@ async def _anthropic_messages(s: Services, tenant: str, body: dict[str, Any]) ->
 
 _OPENAI_TYPES = {401: "authentication_error", 429: "rate_limit_error"}
 _ANTHROPIC_TYPES = {
-    400: "invalid_request_error", 401: "authentication_error", 403: "permission_error",
-    404: "not_found_error", 413: "request_too_large", 429: "rate_limit_error",
+    400: "invalid_request_error",
+    401: "authentication_error",
+    403: "permission_error",
+    404: "not_found_error",
+    413: "request_too_large",
+    429: "rate_limit_error",
     504: "timeout_error",
-}  # fmt: skip
+}
 
 
 def _openai_error(status: int, code: str, message: str) -> dict[str, Any]:
@@ -273,18 +281,43 @@ async def _call(request: Request) -> _Call:
     return _Call(s, key.tenant, raw, body)
 
 
-async def _guarded(
-    request: Request, wire: UpstreamFormat, handle: Callable[[_Call], Awaitable[Response]]
-) -> Response:
+@dataclass(frozen=True, slots=True)
+class _Endpoint:
+    """One native endpoint: its wire, its upstream path, and the body field holding the
+    history with what compacts it (none: the body is passed on unchanged)."""
+
+    wire: UpstreamFormat
+    path: str
+    field: str = ""
+    compact: Callable[[Services, str, dict[str, Any]], Awaitable[list[Any] | None]] | None = None
+
+
+async def _forward(request: Request, endpoint: _Endpoint) -> Response:
+    """Authenticate, compact, pass the body on; our errors come back in the API's shape."""
     try:
-        return await handle(await _call(request))
+        return await _pass_on(request, endpoint, await _call(request))
     except SynopsisError as exc:
         if status_of(exc) >= 500:
             _log.warning("%s %s failed: %r", request.method, request.url.path, exc)
-        return _error(wire, exc)
+        return _error(endpoint.wire, exc)
     except Exception as exc:
         _log.exception("%s %s failed", request.method, request.url.path, exc_info=exc)
-        return _error(wire, exc)
+        return _error(endpoint.wire, exc)
+
+
+async def _pass_on(request: Request, endpoint: _Endpoint, call: _Call) -> Response:
+    route = call.s.upstreams.pick(call.body.get("model"), endpoint.wire)
+    history = None
+    if endpoint.compact is not None:
+        history = await endpoint.compact(call.s, call.tenant, call.body)
+    url = route.url(endpoint.path)
+    upstream = call.s.http.build_request(
+        "POST",
+        _with_query(request, url) if endpoint.wire == "anthropic" else url,
+        content=_content(call, endpoint.field, history),
+        headers=_HEADERS[endpoint.wire](request, upstream_key(request, route)),
+    )
+    return await send_upstream(call.s, call.tenant, request, upstream, _passed)
 
 
 def _passed(upstream: httpx.Response) -> dict[str, str]:
@@ -322,54 +355,28 @@ def _anthropic_headers(request: Request, key: str | None) -> dict[str, str]:
     return headers
 
 
+_HEADERS: Mapping[UpstreamFormat, Callable[[Request, str | None], dict[str, str]]] = {
+    "openai": _openai_headers,
+    "anthropic": _anthropic_headers,
+}
+_RESPONSES = _Endpoint("openai", "/responses", "input", _responses_input)
+_MESSAGES = _Endpoint("anthropic", "/messages", "messages", _anthropic_messages)
+_COUNT_TOKENS = _Endpoint("anthropic", "/messages/count_tokens")
+
+
 @router.post("/v1/responses", responses=_ANSWER)
 async def responses(request: Request) -> Response:
     """OpenAI Responses API, compacted on the way through (see the module docstring)."""
-
-    async def handle(call: _Call) -> Response:
-        route = call.s.upstreams.pick(call.body.get("model"), "openai")
-        items = await _responses_input(call.s, call.tenant, call.body)
-        upstream = call.s.http.build_request(
-            "POST",
-            route.url("/responses"),
-            content=_content(call, "input", items),
-            headers=_openai_headers(request, upstream_key(request, route)),
-        )
-        return await send_upstream(call.s, call.tenant, request, upstream, _passed)
-
-    return await _guarded(request, "openai", handle)
+    return await _forward(request, _RESPONSES)
 
 
 @router.post("/v1/messages", responses=_ANSWER)
 async def messages(request: Request) -> Response:
     """Anthropic Messages API, compacted on the way through (see the module docstring)."""
-
-    async def handle(call: _Call) -> Response:
-        route = call.s.upstreams.pick(call.body.get("model"), "anthropic")
-        history = await _anthropic_messages(call.s, call.tenant, call.body)
-        upstream = call.s.http.build_request(
-            "POST",
-            _with_query(request, route.url("/messages")),
-            content=_content(call, "messages", history),
-            headers=_anthropic_headers(request, upstream_key(request, route)),
-        )
-        return await send_upstream(call.s, call.tenant, request, upstream, _passed)
-
-    return await _guarded(request, "anthropic", handle)
+    return await _forward(request, _MESSAGES)
 
 
 @router.post("/v1/messages/count_tokens", responses=_ANSWER)
 async def count_tokens(request: Request) -> Response:
     """Anthropic's token count of a request, passed through unchanged."""
-
-    async def handle(call: _Call) -> Response:
-        route = call.s.upstreams.pick(call.body.get("model"), "anthropic")
-        upstream = call.s.http.build_request(
-            "POST",
-            _with_query(request, route.url("/messages/count_tokens")),
-            content=call.raw,
-            headers=_anthropic_headers(request, upstream_key(request, route)),
-        )
-        return await send_upstream(call.s, call.tenant, request, upstream, _passed)
-
-    return await _guarded(request, "anthropic", handle)
+    return await _forward(request, _COUNT_TOKENS)

@@ -27,7 +27,7 @@ import json
 import socket
 import threading
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -83,9 +83,13 @@ class FakeUpstream:
         self._lock = threading.Lock()
         self.app = Starlette(
             routes=[
-                Route("/v1/chat/completions", self._chat, methods=["POST"]),
-                Route("/v1/responses", self._responses, methods=["POST"]),
-                Route("/v1/messages", self._messages, methods=["POST"]),
+                Route("/v1/chat/completions", self._scripted(self._chat, _error), methods=["POST"]),
+                Route("/v1/responses", self._scripted(self._responses, _error), methods=["POST"]),
+                Route(
+                    "/v1/messages",
+                    self._scripted(self._messages, _anthropic_error),
+                    methods=["POST"],
+                ),
                 Route("/v1/messages/count_tokens", self._count_tokens, methods=["POST"]),
                 Route("/v1/models", self._models, methods=["GET"]),
                 Route("/fake/stats", self._stats, methods=["GET"]),
@@ -123,11 +127,21 @@ class FakeUpstream:
         self._record(request, body, raw)
         return dict(body)
 
-    async def _responses(self, request: Request) -> Response:
-        body = await self._read(request)
-        model = str(body.get("model", ""))
-        if model in ("fail-429", "fail-500", "hang"):
-            return await self._fail(request, model, _error)
+    def _scripted(
+        self, answer: Callable[[dict[str, Any], str], Awaitable[Response]], error: Any
+    ) -> Callable[[Request], Awaitable[Response]]:
+        """A route answering ``answer(body, model)``, unless the model names a failure."""
+
+        async def route(request: Request) -> Response:
+            body = await self._read(request)
+            model = str(body.get("model", ""))
+            if model in ("fail-429", "fail-500", "hang"):
+                return await self._fail(request, model, error)
+            return await answer(body, model)
+
+        return route
+
+    async def _responses(self, body: dict[str, Any], model: str) -> Response:
         items = body.get("input")
         items = [{"role": "user", "content": items}] if isinstance(items, str) else items or []
         output = _responses_output(items, body.get("tools") or [], next(self._ids))
@@ -137,11 +151,7 @@ class FakeUpstream:
             return StreamingResponse(events, media_type="text/event-stream")
         return JSONResponse(answer)
 
-    async def _messages(self, request: Request) -> Response:
-        body = await self._read(request)
-        model = str(body.get("model", ""))
-        if model in ("fail-429", "fail-500", "hang"):
-            return await self._fail(request, model, _anthropic_error)
+    async def _messages(self, body: dict[str, Any], model: str) -> Response:
         messages = body.get("messages") or []
         content, stop = _anthropic_content(messages, body.get("tools") or [], next(self._ids))
         answer = {
@@ -192,13 +202,7 @@ class FakeUpstream:
         data = [{"id": "fake-model", "object": "model", "created": 0, "owned_by": "synopsis"}]
         return JSONResponse({"object": "list", "data": data})
 
-    async def _chat(self, request: Request) -> Response:
-        raw = await request.body()
-        body = json.loads(raw)
-        self._record(request, body, raw)
-        model = str(body.get("model", ""))
-        if model in ("fail-429", "fail-500", "hang"):
-            return await self._fail(request, model, _error)
+    async def _chat(self, body: dict[str, Any], model: str) -> Response:
         messages = body.get("messages") or []
         if model.startswith("summarizer"):
             await asyncio.sleep(self.summary_delay)
