@@ -48,11 +48,23 @@ __all__ = [
     "SearchableArchive",
     "archived_text",
     "check_search",
+    "dated_headings",
     "search_messages",
 ]
 
 #: The most messages one archive search returns.
 MAX_SEARCH_LIMIT: Final = 100
+#: A message that opens with a dated heading: a bracketed stamp (``[1:56 pm on 8 May, 2023]``)
+#: or a short first line that is little more than a date (``Session 3 took place on 25 May,
+#: 2023.``, ``2024-03-17``). What such a heading says dates the messages archived after it.
+_STAMPED: Final = re.compile(r"\s*\[([^\]\n]{0,60}\b(?:19|20)\d\d\b[^\]\n]{0,20})\]")
+_DAY_DATE: Final = re.compile(
+    r"\b(?:\d{1,2}\s+[A-Z][a-z]{2,8}\.?,?\s+|[A-Z][a-z]{2,8}\.?\s+\d{1,2}(?:st|nd|rd|th)?,?\s+)"
+    r"(?:19|20)\d\d\b|\b(?:19|20)\d\d-[01]\d-[0-3]\d\b"
+)
+#: The most other words a dated heading has (a sentence that mentions a date is no heading).
+_HEADING_WORDS: Final = 6
+_PERSONAL: Final = frozenset({"I", "me", "my", "we", "our", "us", "you", "your"})
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 # Appending only (O_APPEND), never through a symlink (O_NOFOLLOW), not inherited by children.
 _APPEND: Final = (
@@ -75,6 +87,9 @@ class ArchiveHit:
     #: The message's place among the session's archived messages (0 = archived first), when
     #: the archive knows it.
     position: int | None = None
+    #: The dated heading in force where the message was archived (the date a session or log
+    #: it belongs to opened with, see :func:`dated_headings`), when the archive saw one.
+    dated: str | None = None
 
 
 @runtime_checkable
@@ -118,6 +133,32 @@ def archived_text(message: Mapping[str, Any]) -> str:
     return "\n".join(part for part in parts if part)
 
 
+def _heading(text: str) -> str | None:
+    """The date ``text`` opens with, if it opens with a dated heading (see ``_STAMPED``)."""
+    stamp = _STAMPED.match(text)
+    if stamp:
+        return stamp.group(1).strip()
+    first = text.lstrip().split("\n", 1)[0].strip()
+    found = _DAY_DATE.search(first) if len(first) <= 80 else None
+    if found is None:
+        return None
+    others = re.findall(r"[^\W\d_]+", first[: found.start()] + " " + first[found.end() :])
+    # A name or someone speaking makes it a sentence that mentions a date, not a heading.
+    said = any(word[0].isupper() for word in others[1:]) or _PERSONAL & set(others)
+    return first.rstrip(".") if len(others) <= _HEADING_WORDS and not said else None
+
+
+def dated_headings(texts: Sequence[str], carried: str | None = None) -> list[str | None]:
+    """For each archived text in order, the dated heading in force there: its own, else the
+    last one before it (``carried``: the one in force before the first text)."""
+    current = carried
+    dated: list[str | None] = []
+    for text in texts:
+        current = _heading(text) or current
+        dated.append(current)
+    return dated
+
+
 class _Index:
     """A session's archived messages in an in-memory store, ranked by the memory engine.
 
@@ -135,6 +176,7 @@ class _Index:
         self.mode: SearchMode = "keyword" if embedder is None else "hybrid"
         self.messages: list[dict[str, Any]] = []
         self.texts: list[str] = []
+        self.dated: list[str | None] = []
 
     def extend(self, messages: Sequence[Mapping[str, Any]]) -> None:
         if not messages:
@@ -144,7 +186,9 @@ class _Index:
 
         start = max(0, len(self.messages) - CONTEXT_WINDOW)
         self.messages.extend(dict(m) for m in messages)
-        self.texts.extend(archived_text(m) for m in messages)
+        texts = [archived_text(m) for m in messages]
+        self.texts.extend(texts)
+        self.dated.extend(dated_headings(texts, self.dated[-1] if self.dated else None))
         window = self.texts[max(0, start - CONTEXT_WINDOW) :]
         contexts = neighbour_contexts(window)[start - max(0, start - CONTEXT_WINDOW) :]
         self.store.put_many(
@@ -165,7 +209,10 @@ class _Index:
     def _hit(self, hit: SearchHit) -> ArchiveHit:
         position = int(hit.item.key)
         return ArchiveHit(
-            message=dict(self.messages[position]), score=hit.score or 0.0, position=position
+            message=dict(self.messages[position]),
+            score=hit.score or 0.0,
+            position=position,
+            dated=self.dated[position],
         )
 
 

@@ -12,7 +12,8 @@ chat-completions tool calls (as with :class:`~synopsis.CompactingModel`).
 searchable) and session, and it makes the compactor's summaries name the tool, so the agent
 is told, where the summary points to the archive, that it can search it.
 
-The answer lists the hits best first, each as ``[n] role (message #position): text``, every
+The answer lists the hits best first, each as ``[n] role (message #position, dated D): text``
+(the dated heading in force where it was archived, when there was one), every
 message clipped to ``message_chars`` and the whole answer to ``max_chars`` characters, so a
 search can never flood the context it was meant to spare. Pure but for the archive call.
 """
@@ -232,7 +233,9 @@ _NOTE_CHARS: Final = 70
 def _entry(number: int, hit: ArchiveHit, message_chars: int) -> str:
     message = hit.message
     role = str(message.get("role", "message"))
-    where = f" (message #{hit.position})" if hit.position is not None else ""
+    facts = [f"message #{hit.position}"] if hit.position is not None else []
+    facts += [f"dated {hit.dated}"] if hit.dated else []
+    where = f" ({', '.join(facts)})" if facts else ""
     text = " ".join(_message_text(message).split())
     return f"[{number}] {role}{where}: {_clip(text, message_chars)}"
 

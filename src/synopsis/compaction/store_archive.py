@@ -14,8 +14,9 @@ is built with a ``user_id`` (so ``delete_user`` erases them with the user's memo
 as memories. An item's text is the message's text with its tool calls' names and arguments
 (:func:`~synopsis.compaction.archive.archived_text`), and its tags keep the role (and the tool
 call id or name when the message has one); a search gives the message back in that form,
-``{"role": ..., "content": text}``, not its raw JSON. Neighbour context is taken within one
-written batch (the batch is one contiguous part of the history).
+``{"role": ..., "content": text}``, not its raw JSON. Neighbour context, and the dated
+heading in force at a message (tag ``dated``), are taken within one written batch (the batch
+is one contiguous part of the history).
 
 Keys order the messages: ``<nanoseconds since the epoch>-<random>-<index in the batch>``, so two
 replicas writing at once never collide, and keys sort in the order messages were archived.
@@ -29,7 +30,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from synopsis._flow import Flow, StoreCall, adrive, drive
-from synopsis.compaction.archive import ArchiveHit, archived_text, check_search
+from synopsis.compaction.archive import ArchiveHit, archived_text, check_search, dated_headings
 from synopsis.errors import InvalidInput
 from synopsis.memory import (
     ARCHIVED_MESSAGE_KIND,
@@ -46,6 +47,9 @@ __all__ = ["AsyncStoreArchive", "StoreArchive", "search_flow", "write_flow"]
 
 #: Message fields kept as tags besides the role (when they are short strings).
 _KEPT_FIELDS = ("tool_call_id", "name")
+#: The tag of the dated heading in force at a message, within its batch (see
+#: :func:`~synopsis.compaction.archive.dated_headings`).
+_DATED = "dated"
 
 
 def session_namespace(user_id: str | None, session_id: str | None) -> Namespace:
@@ -70,11 +74,11 @@ def write_flow(
             f"{stamp}-{index:06d}",
             text,
             kind=ARCHIVED_MESSAGE_KIND,
-            tags=_tags(message),
+            tags=_tags(message, dated),
             context=context,
         )
-        for index, (message, text, context) in enumerate(
-            zip(messages, texts, neighbour_contexts(texts), strict=True)
+        for index, (message, text, context, dated) in enumerate(
+            zip(messages, texts, neighbour_contexts(texts), dated_headings(texts), strict=True)
         )
     ]
     if items:
@@ -100,7 +104,7 @@ def search_flow(
     return [_hit(hit) for hit in hits]
 
 
-def _tags(message: Mapping[str, Any]) -> dict[str, str]:
+def _tags(message: Mapping[str, Any], dated: str | None = None) -> dict[str, str]:
     role = message.get("role")
     if not isinstance(role, str) or not role:
         raise InvalidInput("an archived message needs a role")
@@ -109,6 +113,8 @@ def _tags(message: Mapping[str, Any]) -> dict[str, str]:
         value = message.get(name)
         if isinstance(value, str) and value and len(value) <= 256:
             tags[name] = value
+    if dated and len(dated) <= 256:
+        tags[_DATED] = dated
     return tags
 
 
@@ -117,7 +123,7 @@ def _hit(hit: SearchHit) -> ArchiveHit:
     for name in _KEPT_FIELDS:
         if name in hit.item.tags:
             message[name] = hit.item.tags[name]
-    return ArchiveHit(message=message, score=hit.score or 0.0)
+    return ArchiveHit(message=message, score=hit.score or 0.0, dated=hit.item.tags.get(_DATED))
 
 
 def _stamp(clock: Callable[[], int]) -> str:
