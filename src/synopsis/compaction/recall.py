@@ -140,8 +140,9 @@ def recalling(
     room = min(int(budget * recall.share), budget - result.tokens_after)
     answers = old is not None and _query_of(old) == digest
     if answers and not result.compacted and old is not None:
-        if counter.estimate(old) <= room:
-            return _with_block(result, newest, dict(old), counter.estimate(old))
+        kept = _with_block(result, newest, dict(old), counter)
+        if kept.tokens_after <= budget and counter.estimate(old) <= room:
+            return kept
     elif not (result.compacted or old is not None or _new_request(recall, history, newest)):
         return result
     if room < _MIN_ROOM:
@@ -151,12 +152,13 @@ def recalling(
     except (SynopsisError, OSError):  # recall is a bonus: a failing search recalls nothing
         return result
     entries = _chosen(found or [], history, query, room, recall, counter)
-    block = {"role": "user", "content": _block_text(entries, digest)}
-    tokens = counter.estimate(block)
-    while entries and tokens > room:  # the estimate of the whole is what counts
-        entries.pop()
+    while entries:  # the count of the whole history is what must stay within the budget
         block = {"role": "user", "content": _block_text(entries, digest)}
-        tokens = counter.estimate(block)
+        recalled = _with_block(result, newest, block, counter)
+        tokens = recalled.tokens_after - result.tokens_after
+        if tokens <= room and recalled.tokens_after <= budget:
+            break
+        entries.pop()
     if not entries:
         return result
     event = ArchiveRecalled(
@@ -168,7 +170,7 @@ def recalling(
         session_id=session_id,
     )
     yield Emit(event)
-    return replace(_with_block(result, newest, block, tokens), events=(*result.events, event))
+    return replace(recalled, events=(*result.events, event))
 
 
 def _newest_user(history: Messages) -> int | None:
@@ -196,10 +198,13 @@ def _query_of(block: Mapping[str, Any]) -> str | None:
 
 
 def _with_block(
-    result: CompactionResult, newest: int, block: dict[str, Any], tokens: int
+    result: CompactionResult, newest: int, block: dict[str, Any], counter: TokenCounter
 ) -> CompactionResult:
+    """``result`` with ``block`` right before its newest user message, counted again."""
     messages = [*result.messages[:newest], block, *result.messages[newest:]]
-    return replace(result, messages=messages, tokens_after=result.tokens_after + tokens)
+    base = counter.count(result.messages).total
+    after = result.tokens_after + counter.count(messages).total - base
+    return replace(result, messages=messages, tokens_after=after)
 
 
 def _chosen(
