@@ -9,7 +9,8 @@ archived messages that match, best first, ranked by synopsis's memory engine:
 - each hit is shown with the dated heading in force where it was archived (``ArchiveHit.dated``,
   the date the session it belongs to opened with), as the tool's answer shows it: a line
   ``(dated ...)`` before the message's own lines (``SYNOPSIS_BENCH_UNDATED=1``: the message
-  alone, as before, to compare);
+  alone, as before, to compare); and with the ``NEIGHBOURS`` archived messages either side of
+  it, as the tool shows them (``SYNOPSIS_BENCH_NEIGHBOURS=0``: the hits alone);
 - until then the bench computes the same thing itself: each archived message is a memory of
   an in-memory store (its text, then each tool call's name and arguments), with the messages
   around it as its context (``ranking.neighbour_contexts``, as the stores do for turns), and
@@ -23,6 +24,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from synopsis.compaction.archive import MemoryArchive
+from synopsis.compaction.history import DEFAULT_NEIGHBOURS
 from synopsis.memory import InMemoryStore, NewMemory
 from synopsis.memory.ranking import neighbour_contexts
 from synopsis.messages import is_internal, text_of
@@ -31,6 +33,9 @@ TENANT = "bench"
 NAMESPACE = ("archive",)
 LIBRARY_SEARCH = callable(getattr(MemoryArchive, "search", None))
 DATED = os.environ.get("SYNOPSIS_BENCH_UNDATED", "") != "1"
+#: Archived messages either side of each hit, as the tool shows them (its default, unless
+#: ``SYNOPSIS_BENCH_NEIGHBOURS=N``).
+NEIGHBOURS = int(os.environ.get("SYNOPSIS_BENCH_NEIGHBOURS", DEFAULT_NEIGHBOURS))
 SEARCH_SOURCE = (
     "synopsis MemoryArchive.search"
     if LIBRARY_SEARCH
@@ -74,8 +79,14 @@ class BenchArchive:
         if not self.messages or not query.strip():
             return []
         if self._library is not None:
-            hits = self._library.search(query, session_id=None, limit=limit)
-            return [_shown(hit.message, getattr(hit, "dated", None)) for hit in hits]
+            hits = self._library.search(query, session_id=None, limit=limit, neighbours=NEIGHBOURS)
+            shown: dict[int, dict[str, Any]] = {}  # by position: a message once, in order
+            for hit in hits:
+                at = hit.position
+                around = [*hit.before, hit.message, *hit.after]
+                for offset, message in enumerate(around, start=at - len(hit.before)):
+                    shown.setdefault(offset, _shown(message, hit.dated))
+            return list(shown.values())
         if self._store is None or self._indexed != len(self.messages):
             self._index()
         assert self._store is not None

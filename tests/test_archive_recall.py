@@ -268,3 +268,41 @@ def test_a_hit_carries_the_dated_heading_it_was_archived_under(tmp_path: Path) -
 def _clock() -> Any:
     ticks = iter(range(1, 10**9))
     return lambda: next(ticks)
+
+
+@pytest.mark.parametrize("kind", ["memory", "jsonl", "store"])
+def test_a_hit_comes_with_its_neighbours_when_asked(tmp_path: Path, kind: str) -> None:
+    archive: Any = {
+        "memory": MemoryArchive(),
+        "jsonl": JsonlArchive(tmp_path / "archive"),
+        "store": StoreArchive(InMemoryStore(), "tenant-a"),
+    }[kind]
+    talk = [
+        {"role": "user", "content": "Where did you go on holiday?"},
+        {"role": "assistant", "content": "We went to Lisbon in April."},
+        {"role": "user", "content": "Did the kids like the aquarium?"},
+    ]
+    archive.write(talk, session_id="s")
+    alone = archive.search("Lisbon", session_id="s", limit=1)[0]
+    assert alone.before == () and alone.after == ()
+    (hit,) = archive.search("Lisbon", session_id="s", limit=1, neighbours=1)
+    assert text_of(hit.message) == "We went to Lisbon in April."
+    assert [text_of(m) for m in hit.before] == ["Where did you go on holiday?"]
+    assert [text_of(m) for m in hit.after] == ["Did the kids like the aquarium?"]
+
+
+def test_the_tool_shows_each_hit_with_its_neighbours() -> None:
+    from synopsis import history_tool
+
+    archive = MemoryArchive()
+    compactor = Compactor(archive=archive)
+    archive.write(
+        [
+            {"role": "user", "content": "Which flight did you book?"},
+            {"role": "assistant", "content": "Flight TP1234 to Lisbon."},
+        ],
+        session_id=None,
+    )
+    answer = history_tool(compactor).run("TP1234", limit=1)
+    assert "[1] assistant (message #1): Flight TP1234 to Lisbon." in answer
+    assert "just before, user: Which flight did you book?" in answer

@@ -38,6 +38,7 @@ if TYPE_CHECKING:
     from synopsis.memory import Embedder, InMemoryStore, SearchHit, SearchMode
 
 __all__ = [
+    "MAX_NEIGHBOURS",
     "MAX_SEARCH_LIMIT",
     "Archive",
     "ArchiveHit",
@@ -47,6 +48,7 @@ __all__ = [
     "MemoryArchive",
     "SearchableArchive",
     "archived_text",
+    "check_neighbours",
     "check_search",
     "dated_headings",
     "search_messages",
@@ -54,6 +56,8 @@ __all__ = [
 
 #: The most messages one archive search returns.
 MAX_SEARCH_LIMIT: Final = 100
+#: The most archived messages either side of a hit a search may return with it.
+MAX_NEIGHBOURS: Final = 5
 #: A message that opens with a dated heading: a bracketed stamp (``[1:56 pm on 8 May, 2023]``)
 #: or a short first line that is little more than a date (``Session 3 took place on 25 May,
 #: 2023.``, ``2024-03-17``). What such a heading says dates the messages archived after it.
@@ -90,6 +94,10 @@ class ArchiveHit:
     #: The dated heading in force where the message was archived (the date a session or log
     #: it belongs to opened with, see :func:`dated_headings`), when the archive saw one.
     dated: str | None = None
+    #: With ``neighbours=N``: the archived messages just before and after it (at most N each,
+    #: in order), so a turn is read with the ones that say what it answers.
+    before: tuple[dict[str, Any], ...] = ()
+    after: tuple[dict[str, Any], ...] = ()
 
 
 @runtime_checkable
@@ -121,6 +129,15 @@ def check_search(query: object, limit: object) -> tuple[str, int]:
     if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_SEARCH_LIMIT:
         raise InvalidInput(f"limit must be an integer from 1 to {MAX_SEARCH_LIMIT}")
     return query, limit
+
+
+def check_neighbours(neighbours: object) -> int:
+    """``neighbours`` if it is a valid count of messages either side of a hit, else InvalidInput."""
+    if isinstance(neighbours, bool) or not isinstance(neighbours, int):
+        raise InvalidInput(f"neighbours must be an integer from 0 to {MAX_NEIGHBOURS}")
+    if not 0 <= neighbours <= MAX_NEIGHBOURS:
+        raise InvalidInput(f"neighbours must be an integer from 0 to {MAX_NEIGHBOURS}")
+    return neighbours
 
 
 def archived_text(message: Mapping[str, Any]) -> str:
@@ -199,20 +216,23 @@ class _Index:
             ],
         )
 
-    def search(self, query: str, limit: int) -> list[ArchiveHit]:
+    def search(self, query: str, limit: int, neighbours: int = 0) -> list[ArchiveHit]:
         query, limit = check_search(query, limit)
+        neighbours = check_neighbours(neighbours)
         hits = self.store.search(
             self._TENANT, self._NAMESPACE, query=query, limit=limit, mode=self.mode
         )
-        return [self._hit(hit) for hit in hits]
+        return [self._hit(hit, neighbours) for hit in hits]
 
-    def _hit(self, hit: SearchHit) -> ArchiveHit:
+    def _hit(self, hit: SearchHit, neighbours: int) -> ArchiveHit:
         position = int(hit.item.key)
         return ArchiveHit(
             message=dict(self.messages[position]),
             score=hit.score or 0.0,
             position=position,
             dated=self.dated[position],
+            before=tuple(dict(m) for m in self.messages[max(0, position - neighbours) : position]),
+            after=tuple(dict(m) for m in self.messages[position + 1 : position + 1 + neighbours]),
         )
 
 
@@ -281,8 +301,11 @@ class JsonlArchive:
             raise CompactionError(f"cannot archive replaced messages to {path}: {exc}") from exc
         return str(path)
 
-    def search(self, query: str, *, session_id: str | None, limit: int = 10) -> list[ArchiveHit]:
-        """The session's archived messages that match ``query``, best first (at most ``limit``).
+    def search(
+        self, query: str, *, session_id: str | None, limit: int = 10, neighbours: int = 0
+    ) -> list[ArchiveHit]:
+        """The session's archived messages that match ``query``, best first (at most ``limit``),
+        each with up to ``neighbours`` archived messages either side (``before``/``after``).
 
         Reads only what was appended to the session's file since the last search. A file
         that shrank (rewritten by hand) is read again from the start. A line that is not a
@@ -292,7 +315,7 @@ class JsonlArchive:
         path = self.path_for(session_id)
         with self._lock:
             index = self._index(path)
-            return index.search(query, limit)
+            return index.search(query, limit, neighbours)
 
     def _index(self, path: Path) -> _Index:
         index, read = self._indexes.get(path, (None, 0))
@@ -393,8 +416,11 @@ class MemoryArchive:
             self.batches.append((session_id, [dict(m) for m in messages]))
             return f"memory://archive/{session_id or 'session'}/{len(self.batches)}"
 
-    def search(self, query: str, *, session_id: str | None, limit: int = 10) -> list[ArchiveHit]:
-        """The session's archived messages that match ``query``, best first (at most ``limit``)."""
+    def search(
+        self, query: str, *, session_id: str | None, limit: int = 10, neighbours: int = 0
+    ) -> list[ArchiveHit]:
+        """The session's archived messages that match ``query``, best first (at most ``limit``),
+        each with up to ``neighbours`` archived messages either side (``before``/``after``)."""
         check_search(query, limit)
         with self._lock:
             index, seen = self._indexes.get(session_id) or (_Index(self.embedder), 0)
@@ -402,4 +428,4 @@ class MemoryArchive:
                 if batch_session == session_id:
                     index.extend(batch)
             self._indexes[session_id] = (index, len(self.batches))
-            return index.search(query, limit)
+            return index.search(query, limit, neighbours)

@@ -27,14 +27,22 @@ from __future__ import annotations
 import secrets
 import time
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from synopsis._flow import Flow, StoreCall, adrive, drive
-from synopsis.compaction.archive import ArchiveHit, archived_text, check_search, dated_headings
+from synopsis.compaction.archive import (
+    ArchiveHit,
+    archived_text,
+    check_neighbours,
+    check_search,
+    dated_headings,
+)
 from synopsis.errors import InvalidInput
 from synopsis.memory import (
     ARCHIVED_MESSAGE_KIND,
     AsyncMemoryStore,
+    MemoryItem,
     MemoryStore,
     Namespace,
     NewMemory,
@@ -87,10 +95,18 @@ def write_flow(
 
 
 def search_flow(
-    tenant: str, namespace: Namespace, query: str, limit: int, *, hybrid: bool
+    tenant: str,
+    namespace: Namespace,
+    query: str,
+    limit: int,
+    *,
+    hybrid: bool,
+    neighbours: int = 0,
 ) -> Flow[StoreCall, list[ArchiveHit]]:
-    """The archived messages under ``namespace`` that match ``query``, best first."""
+    """The archived messages under ``namespace`` that match ``query``, best first, each with
+    up to ``neighbours`` messages of its batch either side (one ``get`` each)."""
     query, limit = check_search(query, limit)
+    neighbours = check_neighbours(neighbours)
     hits: list[SearchHit] = yield StoreCall(
         "search",
         (tenant, namespace),
@@ -101,7 +117,29 @@ def search_flow(
             "mode": "hybrid" if hybrid else "keyword",
         },
     )
-    return [_hit(hit) for hit in hits]
+    found = []
+    for hit in hits:
+        before = yield from _around(tenant, namespace, hit.item.key, range(-1, -neighbours - 1, -1))
+        after = yield from _around(tenant, namespace, hit.item.key, range(1, neighbours + 1))
+        found.append(replace(_hit(hit), before=tuple(reversed(before)), after=tuple(after)))
+    return found
+
+
+def _around(
+    tenant: str, namespace: Namespace, key: str, steps: range
+) -> Flow[StoreCall, list[dict[str, Any]]]:
+    """The messages of the batch at ``steps`` from the one at ``key``, up to the batch's edge."""
+    stamp, _, index = key.rpartition("-")
+    messages: list[dict[str, Any]] = []
+    for step in steps:
+        at = int(index) + step if index.isdigit() else -1
+        if at < 0:
+            break
+        item = yield StoreCall("get", (tenant, namespace, f"{stamp}-{at:06d}"), {})
+        if item is None:
+            break
+        messages.append(_message(item))
+    return messages
 
 
 def _tags(message: Mapping[str, Any], dated: str | None = None) -> dict[str, str]:
@@ -118,11 +156,16 @@ def _tags(message: Mapping[str, Any], dated: str | None = None) -> dict[str, str
     return tags
 
 
-def _hit(hit: SearchHit) -> ArchiveHit:
-    message: dict[str, Any] = {"role": hit.item.tags.get("role", "user"), "content": hit.item.text}
+def _message(item: MemoryItem) -> dict[str, Any]:
+    message: dict[str, Any] = {"role": item.tags.get("role", "user"), "content": item.text}
     for name in _KEPT_FIELDS:
-        if name in hit.item.tags:
-            message[name] = hit.item.tags[name]
+        if name in item.tags:
+            message[name] = item.tags[name]
+    return message
+
+
+def _hit(hit: SearchHit) -> ArchiveHit:
+    message = _message(hit.item)
     return ArchiveHit(message=message, score=hit.score or 0.0, dated=hit.item.tags.get(_DATED))
 
 
@@ -158,10 +201,20 @@ class _Base:
         )
 
     def _search(
-        self, query: str, session_id: str | None, limit: int, embedder_id: str | None
+        self,
+        query: str,
+        session_id: str | None,
+        limit: int,
+        embedder_id: str | None,
+        neighbours: int,
     ) -> Flow[StoreCall, list[ArchiveHit]]:
         return search_flow(
-            self.tenant, self.namespace(session_id), query, limit, hybrid=embedder_id is not None
+            self.tenant,
+            self.namespace(session_id),
+            query,
+            limit,
+            hybrid=embedder_id is not None,
+            neighbours=neighbours,
         )
 
 
@@ -185,9 +238,12 @@ class StoreArchive(_Base):
     def write(self, messages: Sequence[Mapping[str, Any]], *, session_id: str | None) -> str:
         return drive(self._write(messages, session_id), self._perform)
 
-    def search(self, query: str, *, session_id: str | None, limit: int = 10) -> list[ArchiveHit]:
-        """The session's archived messages that match ``query``, best first."""
-        flow = self._search(query, session_id, limit, self.store.embedder_id)
+    def search(
+        self, query: str, *, session_id: str | None, limit: int = 10, neighbours: int = 0
+    ) -> list[ArchiveHit]:
+        """The session's archived messages that match ``query``, best first (with up to
+        ``neighbours`` messages of their batch either side)."""
+        flow = self._search(query, session_id, limit, self.store.embedder_id, neighbours)
         return drive(flow, self._perform)
 
     def _perform(self, step: StoreCall) -> Any:
@@ -214,10 +270,11 @@ class AsyncStoreArchive(_Base):
         return await adrive(self._write(messages, session_id), self._perform)
 
     async def search(
-        self, query: str, *, session_id: str | None, limit: int = 10
+        self, query: str, *, session_id: str | None, limit: int = 10, neighbours: int = 0
     ) -> list[ArchiveHit]:
-        """The session's archived messages that match ``query``, best first."""
-        flow = self._search(query, session_id, limit, self.store.embedder_id)
+        """The session's archived messages that match ``query``, best first (with up to
+        ``neighbours`` messages of their batch either side)."""
+        flow = self._search(query, session_id, limit, self.store.embedder_id, neighbours)
         return await adrive(flow, self._perform)
 
     async def _perform(self, step: StoreCall) -> Any:
