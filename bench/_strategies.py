@@ -23,7 +23,10 @@ what its summarizer was asked and what it took out of the context on the way:
   user message on, no user-message back-fill, not incremental), with ``summary``'s summarizer;
 - ``no-tail``: the original design (Eino): summarize everything, keep no tail;
 - ``tiered@T`` (``tiered@T+args``): ``tiered`` with ``ToolClearing(target=T)`` (and
-  ``clear_arguments=True``), to compare settings.
+  ``clear_arguments=True``), to compare settings;
+- ``default+recall`` (``default+recall@S``): ``default`` with automatic recall on
+  (``Recall()``, or ``Recall(share=S)``); its ``ask`` is the library's own call for a question:
+  the before-model hook on the history with the question as the newest user message.
 
 Everything a strategy removes from the context is archived (``BenchArchive``), so a benchmark
 can ask what an agent's ``search_history`` tool would find there.
@@ -40,6 +43,7 @@ from _archive_search import BenchArchive
 from synopsis.compaction.compactor import Compactor
 from synopsis.compaction.options import ToolClearing
 from synopsis.compaction.plan import KeepTail
+from synopsis.compaction.recall import Recall
 from synopsis.messages import safe_cut_points, split_leading_system
 from synopsis.models._base import ModelResponse, ModelSettings
 from synopsis.models._resolve import resolve_model
@@ -131,10 +135,13 @@ class Strategy:
     costs: Costs
     archive: BenchArchive | None  # None: nothing archived, nothing to search (LangChain's)
     settings: str = ""
+    #: The context of the model call for a question (the question the newest user message),
+    #: for a strategy whose context depends on it (recall); None: the final history as it is.
+    ask: Callable[[Messages, str], Messages] | None = None
 
     def search(self, query: str, limit: int = 10) -> list[dict[str, Any]]:
         """What the agent's ``search_history`` tool would return for ``query``."""
-        return self.archive.search(query, limit=limit) if self.archive else []
+        return self.archive.found(query, limit=limit) if self.archive else []
 
 
 def chosen(names: str) -> list[str]:
@@ -169,6 +176,27 @@ def make(
         )
         return Strategy(
             name, compactor.before_model, costs, archive, "library defaults, trigger_tokens=budget"
+        )
+    if name.startswith("default+recall"):
+        share = name.partition("@")[2]
+        recall = Recall(share=float(share)) if share else Recall()
+        compactor = Compactor(
+            trigger_tokens=budget, archive=archive, counter=counter, model=counting, recall=recall
+        )
+
+        def ask(history: Messages, question: str) -> Messages:
+            # What the question's own call archives or bills is undone: the next question
+            # starts from the same replay, and the calls column counts the replay only.
+            mark, billed = archive.mark(), replace(costs)
+            try:
+                return compactor.before_model([*history, {"role": "user", "content": question}])
+            finally:
+                archive.rewind(mark)
+                costs.calls, costs.input_tokens = billed.calls, billed.input_tokens
+                costs.output_tokens = billed.output_tokens
+
+        return Strategy(
+            name, compactor.before_model, costs, archive, f"library defaults, {recall}", ask
         )
     if name == "langchain-mw":
         from _langchain_peer import langchain_middleware_hook

@@ -86,15 +86,19 @@ def timed(fn: Callable[[], Any]) -> float:
     return (time.perf_counter() - start) * 1000
 
 
-def measure(archive: Any, size: int, asked: list[str]) -> dict[str, float]:
+def measure(archive: Any, size: int, asked: list[str], neighbours: int = 0) -> dict[str, float]:
     rng = random.Random(size)
     history = [message(rng, i) for i in range(size)]
     for start in range(0, size, BATCH):
         archive.write(history[start : start + BATCH], session_id="s1")
-    first = timed(lambda: archive.search(asked[0], session_id="s1"))
-    later = [timed(lambda q=q: archive.search(q, session_id="s1")) for q in asked[1:]]
+
+    def search(query: str) -> Any:
+        return archive.search(query, session_id="s1", neighbours=neighbours)
+
+    first = timed(lambda: search(asked[0]))
+    later = [timed(lambda q=q: search(q)) for q in asked[1:]]
     archive.write([message(rng, size + i) for i in range(BATCH)], session_id="s1")
-    after = timed(lambda: archive.search(asked[0], session_id="s1"))
+    after = timed(lambda: search(asked[0]))
     later.sort()
     return {
         "first": first,
@@ -132,17 +136,23 @@ def main() -> None:
     parser.add_argument("--sizes", default="1000,10000")
     parser.add_argument("--queries", type=int, default=50)
     parser.add_argument("--postgres-url", default=os.environ.get("SYNOPSIS_TEST_POSTGRES_URL"))
+    parser.add_argument(
+        "--neighbours", type=int, default=0, help="messages either side of each hit (the tool: 1)"
+    )
     args = parser.parse_args()
     sizes = [int(size) for size in args.sizes.split(",")]
     asked = queries(random.Random(7), args.queries)
-    print(f"Archive search, {args.queries} queries per row, ms (load {os.getloadavg()[0]:.2f})\n")
+    print(
+        f"Archive search, {args.queries} queries per row, neighbours={args.neighbours}, ms "
+        f"(load {os.getloadavg()[0]:.2f})\n"
+    )
     print("| archive | messages | first search | p50 | p95 | after one more batch |")
     print("| --- | ---: | ---: | ---: | ---: | ---: |")
     with tempfile.TemporaryDirectory() as directory:
         for name, make in archives(Path(directory), args.postgres_url):
             for size in sizes:
                 archive = make()
-                row = measure(archive, size, asked)
+                row = measure(archive, size, asked, args.neighbours)
                 store = getattr(archive, "store", None)
                 if store is not None:
                     store.close()

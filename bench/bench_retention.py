@@ -281,7 +281,13 @@ def measure(
     context = Context(lines, dates)
     tally = Tally(searchable=strategy.archive is not None)
     outcomes = []
+    asked: list[int] = []
     for probe in conversation.probes:
+        if strategy.ask is not None:  # the question's own model call (recall depends on it)
+            seen = strategy.ask(history, probe.text)
+            asked.append(counter.count(seen).total)
+            lines = context_lines(seen)
+            context = Context(lines, dates)
         here = judge(probe, context, dates)
         found = strategy.search(probe.text, SEARCH_LIMIT)
         tally.search_tokens += counter.count(found).total if found else 0
@@ -300,7 +306,8 @@ def measure(
         tally.recent_users = len(recent)
         tally.recent_verbatim = sum(1 for text in recent if text in shown)
     tally.summarizer_calls = strategy.costs.calls
-    tally.final_tokens = [counter.count(history).total]
+    # With ``ask``: the largest context of a question's call (the recall block included).
+    tally.final_tokens = [max(asked, default=counter.count(history).total)]
     tally.seconds = time.perf_counter() - started
     return tally, history, outcomes
 

@@ -46,9 +46,12 @@ def test_answers_are_bounded_however_large_the_hits() -> None:
 
 
 def test_each_message_is_clipped() -> None:
-    answer = _tool().run("apple", limit=1)
+    answer = _tool(neighbours=0).run("apple", limit=1)
     assert len(answer) < 1_100
     assert answer.endswith("…")
+    # Each neighbour shown with a hit is clipped to half as much.
+    around = _tool(neighbours=1).run("apple", limit=1)
+    assert len(around) < 1_100 + 2 * 530
 
 
 def test_no_hit_says_so_and_how_to_go_on() -> None:

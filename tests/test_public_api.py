@@ -160,14 +160,14 @@ def _event_types() -> list[type]:
 
 
 def test_every_event_type_a_user_can_receive_is_exported() -> None:
-    """Each of the thirteen event types (in CompactionResult.events, SessionMemory's handlers)
+    """Each of the fourteen event types (in CompactionResult.events, SessionMemory's handlers)
     is importable from ``synopsis`` itself, and each is one of the handlers' event unions."""
     from typing import get_args
 
     from synopsis.events import AnyEvent
 
     events = _event_types()
-    assert len(events) == 13
+    assert len(events) == 14
     assert set(events) == set(get_args(AnyEvent))
     missing = sorted(event.__name__ for event in events if event.__name__ not in synopsis.__all__)
     assert not missing

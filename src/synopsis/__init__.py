@@ -50,6 +50,7 @@ if _typing.TYPE_CHECKING:
     )
     from synopsis.events import (
         AfterSummarize,
+        ArchiveRecalled,
         BeforeSummarize,
         CompactionSkipped,
         GenerateSummary,
@@ -100,6 +101,7 @@ __all__ = [
     "AfterSummarize",
     "AllModelsFailed",
     "Archive",
+    "ArchiveRecalled",
     "AsyncCompactingModel",
     "AsyncCompactor",
     "AsyncExtractiveModel",

@@ -43,6 +43,7 @@ TOP_LEVEL: dict[str, tuple[str, ...]] = {
     "synopsis.errors": tuple(_errors.__all__),
     "synopsis.events": (
         "AfterSummarize",
+        "ArchiveRecalled",
         "BeforeSummarize",
         "CompactionSkipped",
         "GenerateSummary",

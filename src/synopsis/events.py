@@ -12,7 +12,9 @@ into the requested tail; ``skipped`` says why). ``orphan_tool_results_dropped``:
 tail held tool results whose call is not in the history (e.g. a framework trimmed it); they
 were dropped from what is sent, so the turn goes on instead of failing at the provider.
 ``values_redacted`` (with ``redact=``: how many secrets and personal values of each kind a
-compaction took out of what it sent, archived and returned; never the values) comes last.
+compaction took out of what it sent, archived and returned; never the values) comes last,
+but for ``archive_recalled`` (with ``recall=``: archived messages were put back into the
+context for the newest user message, also on a call that did not compact).
 
 Session memory:
 
@@ -48,6 +50,7 @@ from synopsis.errors import ConfigError, describe_error
 __all__ = [
     "AfterSummarize",
     "AnyEvent",
+    "ArchiveRecalled",
     "BeforeSummarize",
     "CompactionSkipped",
     "Event",
@@ -251,6 +254,21 @@ class ValuesRedacted(EventBase):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class ArchiveRecalled(EventBase):
+    """Automatic recall (``recall=``) put ``messages`` archived messages (at ``positions`` in
+    the archive, when it knows them) into the context, in a block of ``tokens`` tokens within
+    ``budget``, for the newest user message."""
+
+    name: ClassVar[str] = "archive_recalled"
+    reason: str
+    messages: int
+    positions: tuple[int, ...]
+    tokens: int
+    budget: int
+    session_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class SessionSummaryTruncated(EventBase):
     """A session summary was cut to its limit.
 
@@ -283,6 +301,7 @@ Event = (
     | ToolOutputsCleared
     | OrphanToolResultsDropped
     | ValuesRedacted
+    | ArchiveRecalled
 )
 EventHandler = Callable[[Event], None] | Callable[[Event], Awaitable[None]]
 SessionEvent = (

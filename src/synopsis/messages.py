@@ -81,7 +81,7 @@ CARRY_KEY: Final = "_synopsis"
 EXTENSION_KEYS: Final = frozenset({"usage", "meta", CARRY_KEY})
 #: Marker kinds (and legacy ``meta.content_type`` values) of injected, internal messages.
 INTERNAL_CONTENT_TYPES: Final = frozenset(
-    {"summary", "skills", "notice", "reminder", "internal", "memory"}
+    {"summary", "skills", "notice", "reminder", "internal", "memory", "recall"}
 )
 #: Content part types that carry text.
 TEXT_PART_TYPES: Final = frozenset({"text", "input_text", "output_text", "refusal"})

@@ -36,8 +36,10 @@ class Archive:
         result = self.raw.write(messages, session_id=session_id)
         return str(await result if self.flavor == "async" else result)
 
-    async def search(self, query: Any, *, session_id: str | None, limit: Any = 10) -> list[Any]:
-        result = self.raw.search(query, session_id=session_id, limit=limit)
+    async def search(
+        self, query: Any, *, session_id: str | None, limit: Any = 10, neighbours: int = 0
+    ) -> list[Any]:
+        result = self.raw.search(query, session_id=session_id, limit=limit, neighbours=neighbours)
         return list(await result if self.flavor == "async" else result)
 
 
@@ -56,6 +58,30 @@ async def test_archived_messages_are_found_in_their_session(store: Store) -> Non
     assert [h.message["content"] for h in await archive.search("Paris", session_id="s2")] == [
         "flight to Paris"
     ]
+
+
+async def test_a_hit_carries_its_dated_heading_and_neighbours_within_its_batch(
+    store: Store,
+) -> None:
+    archive = Archive(store, "tenant-a")
+    await archive.write(
+        [{"role": "user", "content": "Session 3 took place on 25 May, 2023."}], session_id="s1"
+    )
+    await archive.write(TRIP[:3], session_id="s1")
+    (hit,) = await archive.search("flight Lisbon", session_id="s1", limit=1, neighbours=1)
+    assert hit.message["content"] == TRIP[1]["content"]
+    assert [m["content"] for m in hit.before] == [TRIP[0]["content"]]
+    assert [m["content"] for m in hit.after] == [TRIP[2]["content"]]
+    assert hit.dated is None  # the heading was in another batch: only a batch's own is kept
+    (first,) = await archive.search("trip Portugal", session_id="s1", limit=1, neighbours=2)
+    assert first.before == ()  # the first of its batch
+    dated = Archive(store, "tenant-d")
+    await dated.write(
+        [{"role": "user", "content": "[1:56 pm on 8 May, 2023] Off to Lisbon."}, TRIP[1]],
+        session_id="s1",
+    )
+    hits = await dated.search("TP1234", session_id="s1", limit=1)
+    assert hits[0].dated == "1:56 pm on 8 May, 2023"
 
 
 async def test_a_tenant_never_finds_another_tenants_archive(store: Store) -> None:

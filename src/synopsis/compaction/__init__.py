@@ -30,6 +30,7 @@ if _typing.TYPE_CHECKING:
     from synopsis.compaction.model import AsyncCompactingModel, CompactingModel
     from synopsis.compaction.options import CompactionOptions, ToolClearing
     from synopsis.compaction.plan import CompactionPlan, KeepTail, plan_compaction
+    from synopsis.compaction.recall import Recall
     from synopsis.compaction.skills import SkillConfig
     from synopsis.compaction.store_archive import AsyncStoreArchive, StoreArchive
     from synopsis.compaction.trigger import Trigger, TriggerDecision
@@ -53,6 +54,7 @@ __all__ = [
     "JsonlArchive",
     "KeepTail",
     "MemoryArchive",
+    "Recall",
     "SearchableArchive",
     "SkillConfig",
     "StoreArchive",
@@ -92,6 +94,7 @@ _EXPORTS = {
         "KeepTail",
         "plan_compaction",
     ),
+    "synopsis.compaction.recall": ("Recall",),
     "synopsis.compaction.skills": ("SkillConfig",),
     "synopsis.compaction.trigger": (
         "Trigger",

@@ -49,6 +49,7 @@ from synopsis.compaction.language import detect_prompts
 from synopsis.compaction.options import CompactionOptions
 from synopsis.compaction.orphans import as_notes, drop_orphans, input_positions
 from synopsis.compaction.plan import CompactionPlan, plan_compaction
+from synopsis.compaction.recall import SearchArchive, recalling
 from synopsis.compaction.redaction import merged_counts, redact_summary
 from synopsis.compaction.result import CompactionResult, Tier, unchanged_result
 from synopsis.errors import CompactionError, ModelError, describe_error
@@ -72,6 +73,7 @@ from synopsis.validation import validate_messages
 __all__ = [
     "CompactionResult",
     "CompactionStep",
+    "SearchArchive",
     "SummarizeOffline",
     "Tier",
     "WriteArchive",
@@ -108,7 +110,7 @@ class WriteArchive:
     session_id: str | None
 
 
-CompactionStep = Summarize | SummarizeOffline | WriteArchive | Emit[Event]
+CompactionStep = Summarize | SummarizeOffline | WriteArchive | SearchArchive | Emit[Event]
 
 
 # -- the flow ---------------------------------------------------------------------------------
@@ -189,6 +191,20 @@ def compaction(
     reason: str = "manual",
 ) -> Flow[CompactionStep, CompactionResult]:
     """Compact ``messages`` if the trigger fires (or always, with ``force``)."""
+    if options.recall is not None:  # the compaction without recall, then the recall block
+        once = replace(options, recall=None)
+        return (
+            yield from recalling(
+                options.recall,
+                budget=options.trigger.threshold_tokens(),
+                session_id=options.session_id,
+                counter=counter,
+                messages=messages,
+                compact=lambda base: compaction(
+                    once, counter, base, tools=tools, force=force, reason=reason
+                ),
+            )
+        )
     tokens, decision, plain = decide_counted(options, counter, messages, tools)
     if not (force or decision.fired):
         return unchanged_result(messages, tokens, reason=None, triggered=False, plain=plain)

@@ -38,6 +38,7 @@ if TYPE_CHECKING:
     from synopsis.memory import Embedder, InMemoryStore, SearchHit, SearchMode
 
 __all__ = [
+    "MAX_NEIGHBOURS",
     "MAX_SEARCH_LIMIT",
     "Archive",
     "ArchiveHit",
@@ -47,12 +48,27 @@ __all__ = [
     "MemoryArchive",
     "SearchableArchive",
     "archived_text",
+    "check_neighbours",
     "check_search",
+    "dated_headings",
     "search_messages",
 ]
 
 #: The most messages one archive search returns.
 MAX_SEARCH_LIMIT: Final = 100
+#: The most archived messages either side of a hit a search may return with it.
+MAX_NEIGHBOURS: Final = 5
+#: A message that opens with a dated heading: a bracketed stamp (``[1:56 pm on 8 May, 2023]``)
+#: or a short first line that is little more than a date (``Session 3 took place on 25 May,
+#: 2023.``, ``2024-03-17``). What such a heading says dates the messages archived after it.
+_STAMPED: Final = re.compile(r"\s*\[([^\]\n]{0,60}\b(?:19|20)\d\d\b[^\]\n]{0,20})\]")
+_DAY_DATE: Final = re.compile(
+    r"\b(?:\d{1,2}\s+[A-Z][a-z]{2,8}\.?,?\s+|[A-Z][a-z]{2,8}\.?\s+\d{1,2}(?:st|nd|rd|th)?,?\s+)"
+    r"(?:19|20)\d\d\b|\b(?:19|20)\d\d-[01]\d-[0-3]\d\b"
+)
+#: The most other words a dated heading has (a sentence that mentions a date is no heading).
+_HEADING_WORDS: Final = 6
+_PERSONAL: Final = frozenset({"I", "me", "my", "we", "our", "us", "you", "your"})
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 # Appending only (O_APPEND), never through a symlink (O_NOFOLLOW), not inherited by children.
 _APPEND: Final = (
@@ -75,6 +91,13 @@ class ArchiveHit:
     #: The message's place among the session's archived messages (0 = archived first), when
     #: the archive knows it.
     position: int | None = None
+    #: The dated heading in force where the message was archived (the date a session or log
+    #: it belongs to opened with, see :func:`dated_headings`), when the archive saw one.
+    dated: str | None = None
+    #: With ``neighbours=N``: the archived messages just before and after it (at most N each,
+    #: in order), so a turn is read with the ones that say what it answers.
+    before: tuple[dict[str, Any], ...] = ()
+    after: tuple[dict[str, Any], ...] = ()
 
 
 @runtime_checkable
@@ -108,6 +131,15 @@ def check_search(query: object, limit: object) -> tuple[str, int]:
     return query, limit
 
 
+def check_neighbours(neighbours: object) -> int:
+    """``neighbours`` if it is a valid count of messages either side of a hit, else InvalidInput."""
+    if isinstance(neighbours, bool) or not isinstance(neighbours, int):
+        raise InvalidInput(f"neighbours must be an integer from 0 to {MAX_NEIGHBOURS}")
+    if not 0 <= neighbours <= MAX_NEIGHBOURS:
+        raise InvalidInput(f"neighbours must be an integer from 0 to {MAX_NEIGHBOURS}")
+    return neighbours
+
+
 def archived_text(message: Mapping[str, Any]) -> str:
     """The text a message is found by: its text, then each tool call's name and arguments."""
     parts = [text_of(message)]
@@ -116,6 +148,32 @@ def archived_text(message: Mapping[str, Any]) -> str:
         if isinstance(function, Mapping):
             parts.append(f"{function.get('name', '')}({function.get('arguments', '')})")
     return "\n".join(part for part in parts if part)
+
+
+def _heading(text: str) -> str | None:
+    """The date ``text`` opens with, if it opens with a dated heading (see ``_STAMPED``)."""
+    stamp = _STAMPED.match(text)
+    if stamp:
+        return stamp.group(1).strip()
+    first = text.lstrip().split("\n", 1)[0].strip()
+    found = _DAY_DATE.search(first) if len(first) <= 80 else None
+    if found is None:
+        return None
+    others = re.findall(r"[^\W\d_]+", first[: found.start()] + " " + first[found.end() :])
+    # A name or someone speaking makes it a sentence that mentions a date, not a heading.
+    said = any(word[0].isupper() for word in others[1:]) or _PERSONAL & set(others)
+    return first.rstrip(".") if len(others) <= _HEADING_WORDS and not said else None
+
+
+def dated_headings(texts: Sequence[str], carried: str | None = None) -> list[str | None]:
+    """For each archived text in order, the dated heading in force there: its own, else the
+    last one before it (``carried``: the one in force before the first text)."""
+    current = carried
+    dated: list[str | None] = []
+    for text in texts:
+        current = _heading(text) or current
+        dated.append(current)
+    return dated
 
 
 class _Index:
@@ -135,6 +193,7 @@ class _Index:
         self.mode: SearchMode = "keyword" if embedder is None else "hybrid"
         self.messages: list[dict[str, Any]] = []
         self.texts: list[str] = []
+        self.dated: list[str | None] = []
 
     def extend(self, messages: Sequence[Mapping[str, Any]]) -> None:
         if not messages:
@@ -144,7 +203,9 @@ class _Index:
 
         start = max(0, len(self.messages) - CONTEXT_WINDOW)
         self.messages.extend(dict(m) for m in messages)
-        self.texts.extend(archived_text(m) for m in messages)
+        texts = [archived_text(m) for m in messages]
+        self.texts.extend(texts)
+        self.dated.extend(dated_headings(texts, self.dated[-1] if self.dated else None))
         window = self.texts[max(0, start - CONTEXT_WINDOW) :]
         contexts = neighbour_contexts(window)[start - max(0, start - CONTEXT_WINDOW) :]
         self.store.put_many(
@@ -155,17 +216,23 @@ class _Index:
             ],
         )
 
-    def search(self, query: str, limit: int) -> list[ArchiveHit]:
+    def search(self, query: str, limit: int, neighbours: int = 0) -> list[ArchiveHit]:
         query, limit = check_search(query, limit)
+        neighbours = check_neighbours(neighbours)
         hits = self.store.search(
             self._TENANT, self._NAMESPACE, query=query, limit=limit, mode=self.mode
         )
-        return [self._hit(hit) for hit in hits]
+        return [self._hit(hit, neighbours) for hit in hits]
 
-    def _hit(self, hit: SearchHit) -> ArchiveHit:
+    def _hit(self, hit: SearchHit, neighbours: int) -> ArchiveHit:
         position = int(hit.item.key)
         return ArchiveHit(
-            message=dict(self.messages[position]), score=hit.score or 0.0, position=position
+            message=dict(self.messages[position]),
+            score=hit.score or 0.0,
+            position=position,
+            dated=self.dated[position],
+            before=tuple(dict(m) for m in self.messages[max(0, position - neighbours) : position]),
+            after=tuple(dict(m) for m in self.messages[position + 1 : position + 1 + neighbours]),
         )
 
 
@@ -234,8 +301,11 @@ class JsonlArchive:
             raise CompactionError(f"cannot archive replaced messages to {path}: {exc}") from exc
         return str(path)
 
-    def search(self, query: str, *, session_id: str | None, limit: int = 10) -> list[ArchiveHit]:
-        """The session's archived messages that match ``query``, best first (at most ``limit``).
+    def search(
+        self, query: str, *, session_id: str | None, limit: int = 10, neighbours: int = 0
+    ) -> list[ArchiveHit]:
+        """The session's archived messages that match ``query``, best first (at most ``limit``),
+        each with up to ``neighbours`` archived messages either side (``before``/``after``).
 
         Reads only what was appended to the session's file since the last search. A file
         that shrank (rewritten by hand) is read again from the start. A line that is not a
@@ -245,7 +315,7 @@ class JsonlArchive:
         path = self.path_for(session_id)
         with self._lock:
             index = self._index(path)
-            return index.search(query, limit)
+            return index.search(query, limit, neighbours)
 
     def _index(self, path: Path) -> _Index:
         index, read = self._indexes.get(path, (None, 0))
@@ -346,8 +416,11 @@ class MemoryArchive:
             self.batches.append((session_id, [dict(m) for m in messages]))
             return f"memory://archive/{session_id or 'session'}/{len(self.batches)}"
 
-    def search(self, query: str, *, session_id: str | None, limit: int = 10) -> list[ArchiveHit]:
-        """The session's archived messages that match ``query``, best first (at most ``limit``)."""
+    def search(
+        self, query: str, *, session_id: str | None, limit: int = 10, neighbours: int = 0
+    ) -> list[ArchiveHit]:
+        """The session's archived messages that match ``query``, best first (at most ``limit``),
+        each with up to ``neighbours`` archived messages either side (``before``/``after``)."""
         check_search(query, limit)
         with self._lock:
             index, seen = self._indexes.get(session_id) or (_Index(self.embedder), 0)
@@ -355,4 +428,4 @@ class MemoryArchive:
                 if batch_session == session_id:
                     index.extend(batch)
             self._indexes[session_id] = (index, len(self.batches))
-            return index.search(query, limit)
+            return index.search(query, limit, neighbours)

@@ -31,6 +31,7 @@ from synopsis._options import check_twin
 from synopsis.compaction._flow import (
     CompactionResult,
     CompactionStep,
+    SearchArchive,
     SummarizeOffline,
     WriteArchive,
     compaction,
@@ -193,6 +194,9 @@ class Compactor(_Driver):
                 return offline.summarize(context, previous_summary=previous)
             case WriteArchive(messages, session_id):
                 return self._archive().write(messages, session_id=session_id)
+            case SearchArchive(query, session_id, limit):
+                archive: Any = self._archive()
+                return archive.search(query, session_id=session_id, limit=limit)
             case Emit(event):
                 emit(self.options.on_event, event)
         return None
@@ -258,6 +262,13 @@ class AsyncCompactor(_Driver):
                 if inspect.iscoroutinefunction(archive.write):
                     return await archive.write(messages, session_id=session_id)
                 return await asyncio.to_thread(archive.write, messages, session_id=session_id)
+            case SearchArchive(query, session_id, limit):
+                searched: Any = self._archive()
+                if inspect.iscoroutinefunction(searched.search):
+                    return await searched.search(query, session_id=session_id, limit=limit)
+                return await asyncio.to_thread(
+                    searched.search, query, session_id=session_id, limit=limit
+                )
             case Emit(event):
                 await aemit(self.options.on_event, event)
         return None

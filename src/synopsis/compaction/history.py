@@ -12,7 +12,9 @@ chat-completions tool calls (as with :class:`~synopsis.CompactingModel`).
 searchable) and session, and it makes the compactor's summaries name the tool, so the agent
 is told, where the summary points to the archive, that it can search it.
 
-The answer lists the hits best first, each as ``[n] role (message #position): text``, every
+The answer lists the hits best first, each as ``[n] role (message #position, dated D): text``
+(the dated heading in force where it was archived, when there was one) and the
+``neighbours`` archived messages either side of it (``just before`` / ``just after``), every
 message clipped to ``message_chars`` and the whole answer to ``max_chars`` characters, so a
 search can never flood the context it was meant to spare. Pure but for the archive call.
 """
@@ -27,6 +29,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Final
 
 from synopsis.compaction.archive import (
+    MAX_NEIGHBOURS,
     MAX_SEARCH_LIMIT,
     ArchiveHit,
     AsyncSearchableArchive,
@@ -41,6 +44,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DEFAULT_LIMIT",
+    "DEFAULT_NEIGHBOURS",
     "DESCRIPTION",
     "SEARCH_HISTORY",
     "HistoryTool",
@@ -52,6 +56,9 @@ __all__ = [
 SEARCH_HISTORY: Final = "search_history"
 #: How many messages a call returns when the model does not say.
 DEFAULT_LIMIT: Final = 5
+#: Archived messages shown either side of each hit (when the archive can give them): a turn
+#: is read with the question it answers. Chosen on LoCoMo half A (docs/results/recall.md).
+DEFAULT_NEIGHBOURS: Final = 1
 DESCRIPTION: Final = (
     "Search the earlier part of this conversation that was compacted away (replaced by a "
     "summary to save space). Use it whenever you need an exact detail the summary does not "
@@ -77,6 +84,9 @@ class HistoryTool:
     message_chars: int = 1_000
     #: The most characters of one answer.
     max_chars: int = 6_000
+    #: Archived messages shown either side of each hit (0: the hits alone); an archive whose
+    #: ``search`` takes no ``neighbours`` shows the hits alone.
+    neighbours: int = DEFAULT_NEIGHBOURS
 
     def __post_init__(self) -> None:
         if not callable(getattr(self.archive, "search", None)):
@@ -86,6 +96,8 @@ class HistoryTool:
             )
         if not isinstance(self.name, str) or not self.name.strip():
             raise ConfigError("the tool needs a name")
+        if isinstance(self.neighbours, bool) or self.neighbours not in range(MAX_NEIGHBOURS + 1):
+            raise ConfigError(f"neighbours must be an integer from 0 to {MAX_NEIGHBOURS}")
         for option in ("default_limit", "message_chars", "max_chars"):
             value = getattr(self, option)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
@@ -139,18 +151,19 @@ class HistoryTool:
             )
         query, limit = check_search(query, self.default_limit if limit is None else limit)
         archive: Any = self.archive
-        hits = archive.search(query, session_id=self.session_id, limit=limit)
+        hits = archive.search(query, session_id=self.session_id, limit=limit, **self._around())
         return self._answer(query, hits)
 
     async def arun(self, query: str, limit: int | None = None) -> str:
         """The async twin of :meth:`run` (a sync archive is searched in a worker thread)."""
         query, limit = check_search(query, self.default_limit if limit is None else limit)
         archive: Any = self.archive
+        around = self._around()
         if self.is_async:
-            hits = await archive.search(query, session_id=self.session_id, limit=limit)
+            hits = await archive.search(query, session_id=self.session_id, limit=limit, **around)
         else:
             hits = await asyncio.to_thread(
-                archive.search, query, session_id=self.session_id, limit=limit
+                archive.search, query, session_id=self.session_id, limit=limit, **around
             )
         return self._answer(query, hits)
 
@@ -193,6 +206,16 @@ class HistoryTool:
         query, _ = check_search(values.get("query"), self.default_limit if limit is None else limit)
         return query, limit
 
+    def _around(self) -> dict[str, int]:
+        """``{"neighbours": N}`` when there are any to ask for and the archive takes them."""
+        if not self.neighbours:
+            return {}
+        try:
+            takes = "neighbours" in inspect.signature(self.archive.search).parameters
+        except (TypeError, ValueError):
+            takes = False
+        return {"neighbours": self.neighbours} if takes else {}
+
     def _answer(self, query: str, hits: Sequence[ArchiveHit]) -> str:
         return format_hits(query, hits, message_chars=self.message_chars, max_chars=self.max_chars)
 
@@ -210,8 +233,10 @@ def format_hits(
     budget = max(max_chars - _NOTE_CHARS, 0)
     used = len(lines[0])
     shown = 0
+    # Positions already quoted: a neighbour that is a hit itself, or was shown, is not repeated.
+    taken = {hit.position for hit in hits if hit.position is not None}
     for hit in hits:
-        entry = _entry(shown + 1, hit, message_chars)
+        entry = _entry(shown + 1, hit, message_chars, taken)
         if used + 1 + len(entry) > budget:
             if shown == 0:
                 lines.append(_clip(entry, max(budget - used - 1, 1)))
@@ -229,12 +254,29 @@ def format_hits(
 _NOTE_CHARS: Final = 70
 
 
-def _entry(number: int, hit: ArchiveHit, message_chars: int) -> str:
+def _entry(number: int, hit: ArchiveHit, message_chars: int, taken: set[int]) -> str:
     message = hit.message
     role = str(message.get("role", "message"))
-    where = f" (message #{hit.position})" if hit.position is not None else ""
+    facts = [f"message #{hit.position}"] if hit.position is not None else []
+    facts += [f"dated {hit.dated}"] if hit.dated else []
+    where = f" ({', '.join(facts)})" if facts else ""
     text = " ".join(_message_text(message).split())
-    return f"[{number}] {role}{where}: {_clip(text, message_chars)}"
+    lines = [f"[{number}] {role}{where}: {_clip(text, message_chars)}"]
+    at = hit.position
+    sides = (
+        ("just before", hit.before, None if at is None else at - len(hit.before)),
+        ("just after", hit.after, None if at is None else at + 1),
+    )
+    for side, around, first in sides:
+        for offset, neighbour in enumerate(around):
+            if first is not None:
+                if first + offset in taken:
+                    continue
+                taken.add(first + offset)
+            said = " ".join(_message_text(neighbour).split())
+            who = str(neighbour.get("role", "message"))
+            lines.append(f"    {side}, {who}: {_clip(said, message_chars // 2)}")
+    return "\n".join(lines)
 
 
 def _message_text(message: Mapping[str, Any]) -> str:

@@ -20,6 +20,7 @@ from typing import Any, Final, Literal, TypedDict, Unpack, get_args
 from synopsis._options import chosen_options, keyword_values
 from synopsis.compaction.archive import Archive
 from synopsis.compaction.plan import KeepTail
+from synopsis.compaction.recall import Recall
 from synopsis.compaction.skills import SkillConfig
 from synopsis.compaction.summary import DEFAULT_USER_MESSAGES_BUDGET
 from synopsis.compaction.trigger import Trigger
@@ -134,6 +135,10 @@ class CompactionOptions:
     ``redact`` (a :class:`~synopsis.redact.Redactor`; None: off) takes secrets and personal
     data out of the history before anything leaves: the summarizer's request, the archive and
     the compacted messages returned (see :mod:`synopsis.compaction.redaction` for exactly what).
+    ``recall`` (a :class:`~synopsis.compaction.recall.Recall`; None: off) puts the archived
+    messages most relevant to the newest user message back into the context after a
+    compaction, within a share of the trigger (:mod:`synopsis.compaction.recall`); it needs a
+    searchable archive.
     """
 
     trigger: Trigger = field(default_factory=Trigger.default)
@@ -159,6 +164,7 @@ class CompactionOptions:
     session_id: str | None = None
     clear_tool_outputs: ToolClearing | None = field(default_factory=ToolClearing)
     redact: Redactor | None = None
+    recall: Recall | None = None
 
     def __post_init__(self) -> None:
         # Sequences become tuples, so the value stays immutable and hashable.
@@ -168,6 +174,11 @@ class CompactionOptions:
             value = getattr(self, name)
             if not valid(value):
                 raise ConfigError(f"{name} must be {expected}, got {_shown(name, value)!r}")
+        if self.recall is not None and not _searchable(self.archive):
+            raise ConfigError(
+                "recall needs an archive to search: archive=... (a directory, a MemoryArchive "
+                "or a StoreArchive)"
+            )
         window, output = self.summarizer_window, self.summarizer_max_output_tokens
         if window is not None and output is not None and output >= window:
             raise ConfigError(
@@ -224,6 +235,8 @@ class CompactionOptions:
             values["clear_tool_outputs"] = ToolClearing() if values["clear_tool_outputs"] else None
         if isinstance(values.get("redact"), bool):
             values["redact"] = redactor_from(values["redact"])
+        if isinstance(values.get("recall"), bool):
+            values["recall"] = Recall() if values["recall"] else None
         return cls(**values)
 
 
@@ -258,6 +271,7 @@ class CompactionKeywords(TypedDict, total=False):
     session_id: str | None
     clear_tool_outputs: ToolClearing | bool | None
     redact: Redactor | bool | None
+    recall: Recall | bool | None
 
 
 def options_from(
@@ -336,6 +350,10 @@ def _archive(value: object) -> bool:
     return value is None or isinstance(value, str | Archive)
 
 
+def _searchable(value: object) -> bool:
+    return isinstance(value, str) or callable(getattr(value, "search", None))
+
+
 def _handlers(value: object) -> bool:
     return all(callable(handler) for handler in value)  # type: ignore[attr-defined]
 
@@ -371,4 +389,5 @@ _CHECKS: Final[tuple[tuple[str, Callable[[object], bool], str], ...]] = (
     ("session_id", _optional(str), "a string or None"),
     ("clear_tool_outputs", _optional(ToolClearing), "a ToolClearing or None (off)"),
     ("redact", _optional(Redactor), 'a Redactor, e.g. Redactor(mode="hash"), or None (off)'),
+    ("recall", _optional(Recall), "a Recall or None (off)"),
 )

@@ -14,8 +14,9 @@ is built with a ``user_id`` (so ``delete_user`` erases them with the user's memo
 as memories. An item's text is the message's text with its tool calls' names and arguments
 (:func:`~synopsis.compaction.archive.archived_text`), and its tags keep the role (and the tool
 call id or name when the message has one); a search gives the message back in that form,
-``{"role": ..., "content": text}``, not its raw JSON. Neighbour context is taken within one
-written batch (the batch is one contiguous part of the history).
+``{"role": ..., "content": text}``, not its raw JSON. Neighbour context, and the dated
+heading in force at a message (tag ``dated``), are taken within one written batch (the batch
+is one contiguous part of the history).
 
 Keys order the messages: ``<nanoseconds since the epoch>-<random>-<index in the batch>``, so two
 replicas writing at once never collide, and keys sort in the order messages were archived.
@@ -26,14 +27,22 @@ from __future__ import annotations
 import secrets
 import time
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from synopsis._flow import Flow, StoreCall, adrive, drive
-from synopsis.compaction.archive import ArchiveHit, archived_text, check_search
+from synopsis.compaction.archive import (
+    ArchiveHit,
+    archived_text,
+    check_neighbours,
+    check_search,
+    dated_headings,
+)
 from synopsis.errors import InvalidInput
 from synopsis.memory import (
     ARCHIVED_MESSAGE_KIND,
     AsyncMemoryStore,
+    MemoryItem,
     MemoryStore,
     Namespace,
     NewMemory,
@@ -46,6 +55,9 @@ __all__ = ["AsyncStoreArchive", "StoreArchive", "search_flow", "write_flow"]
 
 #: Message fields kept as tags besides the role (when they are short strings).
 _KEPT_FIELDS = ("tool_call_id", "name")
+#: The tag of the dated heading in force at a message, within its batch (see
+#: :func:`~synopsis.compaction.archive.dated_headings`).
+_DATED = "dated"
 
 
 def session_namespace(user_id: str | None, session_id: str | None) -> Namespace:
@@ -70,11 +82,11 @@ def write_flow(
             f"{stamp}-{index:06d}",
             text,
             kind=ARCHIVED_MESSAGE_KIND,
-            tags=_tags(message),
+            tags=_tags(message, dated),
             context=context,
         )
-        for index, (message, text, context) in enumerate(
-            zip(messages, texts, neighbour_contexts(texts), strict=True)
+        for index, (message, text, context, dated) in enumerate(
+            zip(messages, texts, neighbour_contexts(texts), dated_headings(texts), strict=True)
         )
     ]
     if items:
@@ -83,10 +95,18 @@ def write_flow(
 
 
 def search_flow(
-    tenant: str, namespace: Namespace, query: str, limit: int, *, hybrid: bool
+    tenant: str,
+    namespace: Namespace,
+    query: str,
+    limit: int,
+    *,
+    hybrid: bool,
+    neighbours: int = 0,
 ) -> Flow[StoreCall, list[ArchiveHit]]:
-    """The archived messages under ``namespace`` that match ``query``, best first."""
+    """The archived messages under ``namespace`` that match ``query``, best first, each with
+    up to ``neighbours`` messages of its batch either side (one ``get`` each)."""
     query, limit = check_search(query, limit)
+    neighbours = check_neighbours(neighbours)
     hits: list[SearchHit] = yield StoreCall(
         "search",
         (tenant, namespace),
@@ -97,10 +117,32 @@ def search_flow(
             "mode": "hybrid" if hybrid else "keyword",
         },
     )
-    return [_hit(hit) for hit in hits]
+    found = []
+    for hit in hits:
+        before = yield from _around(tenant, namespace, hit.item.key, range(-1, -neighbours - 1, -1))
+        after = yield from _around(tenant, namespace, hit.item.key, range(1, neighbours + 1))
+        found.append(replace(_hit(hit), before=tuple(reversed(before)), after=tuple(after)))
+    return found
 
 
-def _tags(message: Mapping[str, Any]) -> dict[str, str]:
+def _around(
+    tenant: str, namespace: Namespace, key: str, steps: range
+) -> Flow[StoreCall, list[dict[str, Any]]]:
+    """The messages of the batch at ``steps`` from the one at ``key``, up to the batch's edge."""
+    stamp, _, index = key.rpartition("-")
+    messages: list[dict[str, Any]] = []
+    for step in steps:
+        at = int(index) + step if index.isdigit() else -1
+        if at < 0:
+            break
+        item = yield StoreCall("get", (tenant, namespace, f"{stamp}-{at:06d}"), {})
+        if item is None:
+            break
+        messages.append(_message(item))
+    return messages
+
+
+def _tags(message: Mapping[str, Any], dated: str | None = None) -> dict[str, str]:
     role = message.get("role")
     if not isinstance(role, str) or not role:
         raise InvalidInput("an archived message needs a role")
@@ -109,15 +151,22 @@ def _tags(message: Mapping[str, Any]) -> dict[str, str]:
         value = message.get(name)
         if isinstance(value, str) and value and len(value) <= 256:
             tags[name] = value
+    if dated and len(dated) <= 256:
+        tags[_DATED] = dated
     return tags
 
 
-def _hit(hit: SearchHit) -> ArchiveHit:
-    message: dict[str, Any] = {"role": hit.item.tags.get("role", "user"), "content": hit.item.text}
+def _message(item: MemoryItem) -> dict[str, Any]:
+    message: dict[str, Any] = {"role": item.tags.get("role", "user"), "content": item.text}
     for name in _KEPT_FIELDS:
-        if name in hit.item.tags:
-            message[name] = hit.item.tags[name]
-    return ArchiveHit(message=message, score=hit.score or 0.0)
+        if name in item.tags:
+            message[name] = item.tags[name]
+    return message
+
+
+def _hit(hit: SearchHit) -> ArchiveHit:
+    message = _message(hit.item)
+    return ArchiveHit(message=message, score=hit.score or 0.0, dated=hit.item.tags.get(_DATED))
 
 
 def _stamp(clock: Callable[[], int]) -> str:
@@ -152,10 +201,20 @@ class _Base:
         )
 
     def _search(
-        self, query: str, session_id: str | None, limit: int, embedder_id: str | None
+        self,
+        query: str,
+        session_id: str | None,
+        limit: int,
+        embedder_id: str | None,
+        neighbours: int,
     ) -> Flow[StoreCall, list[ArchiveHit]]:
         return search_flow(
-            self.tenant, self.namespace(session_id), query, limit, hybrid=embedder_id is not None
+            self.tenant,
+            self.namespace(session_id),
+            query,
+            limit,
+            hybrid=embedder_id is not None,
+            neighbours=neighbours,
         )
 
 
@@ -179,9 +238,12 @@ class StoreArchive(_Base):
     def write(self, messages: Sequence[Mapping[str, Any]], *, session_id: str | None) -> str:
         return drive(self._write(messages, session_id), self._perform)
 
-    def search(self, query: str, *, session_id: str | None, limit: int = 10) -> list[ArchiveHit]:
-        """The session's archived messages that match ``query``, best first."""
-        flow = self._search(query, session_id, limit, self.store.embedder_id)
+    def search(
+        self, query: str, *, session_id: str | None, limit: int = 10, neighbours: int = 0
+    ) -> list[ArchiveHit]:
+        """The session's archived messages that match ``query``, best first (with up to
+        ``neighbours`` messages of their batch either side)."""
+        flow = self._search(query, session_id, limit, self.store.embedder_id, neighbours)
         return drive(flow, self._perform)
 
     def _perform(self, step: StoreCall) -> Any:
@@ -208,10 +270,11 @@ class AsyncStoreArchive(_Base):
         return await adrive(self._write(messages, session_id), self._perform)
 
     async def search(
-        self, query: str, *, session_id: str | None, limit: int = 10
+        self, query: str, *, session_id: str | None, limit: int = 10, neighbours: int = 0
     ) -> list[ArchiveHit]:
-        """The session's archived messages that match ``query``, best first."""
-        flow = self._search(query, session_id, limit, self.store.embedder_id)
+        """The session's archived messages that match ``query``, best first (with up to
+        ``neighbours`` messages of their batch either side)."""
+        flow = self._search(query, session_id, limit, self.store.embedder_id, neighbours)
         return await adrive(flow, self._perform)
 
     async def _perform(self, step: StoreCall) -> Any:
