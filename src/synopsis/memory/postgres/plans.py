@@ -451,6 +451,11 @@ class PostgresPlans:
         now = self.clock()
         return _put_many(self.schema, requests, rounded, now, embedder_id)
 
+    def bulk_load(
+        self, requests: list[PutRequest], vectors: list[ops.Vector] | None, embedder_id: str | None
+    ) -> Plan[int]:
+        return ops.counted(self.put_many(requests, vectors, embedder_id))
+
     def get(self, tenant: str, namespace: Namespace, key: str) -> Plan[MemoryItem | None]:
         statement = q.get_item(self.schema, tenant, namespace, key, self.clock())
         return _rows(statement, _first_item)
