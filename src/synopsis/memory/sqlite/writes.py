@@ -127,7 +127,8 @@ def bulk_load(
     rebuild_index = bulk and len(requests) >= rows
     for statement in before_load(rebuild_index=rebuild_index) if bulk else ():
         lite.execute(conn, statement)
-    order = sorted(range(len(requests)), key=lambda i: (requests[i].namespace, requests[i].key))
+    paths = [sql.encode_path(r.namespace) for r in requests]
+    order = sorted(range(len(requests)), key=lambda i: (paths[i], requests[i].key))
     ordered = [requests[i] for i in order]
     ids = [
         memory_id for memory_id, _ in upsert_batch(conn, ordered, [terms[i] for i in order], now)
