@@ -49,6 +49,12 @@ _TOTALS_INSERT: Final = """CREATE TRIGGER memories_totals_insert AFTER INSERT ON
             ON CONFLICT (tenant) DO UPDATE SET
                 items = items + 1, length = length + excluded.length;
         END"""
+#: What an update trigger does: the old terms out of the FTS5 index, the new ones in.
+_FTS_REINDEX: Final = """
+            INSERT INTO memories_fts (memories_fts, rowid, terms)
+            VALUES ('delete', old.id, old.terms);
+            INSERT INTO memories_fts (rowid, terms) VALUES (new.id, new.terms);
+        END"""
 #: ``(name, CREATE statement)`` of the per-row insert triggers, as the migrations made them.
 ROW_TRIGGERS: Final = (
     ("memories_fts_insert", _FTS_INSERT),
@@ -88,11 +94,7 @@ MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (
             tokenize='unicode61 remove_diacritics 2'
         )""",
         *_FTS_TRIGGERS,
-        """CREATE TRIGGER memories_fts_update AFTER UPDATE ON memories BEGIN
-            INSERT INTO memories_fts (memories_fts, rowid, terms)
-            VALUES ('delete', old.id, old.terms);
-            INSERT INTO memories_fts (rowid, terms) VALUES (new.id, new.terms);
-        END""",
+        "CREATE TRIGGER memories_fts_update AFTER UPDATE ON memories BEGIN" + _FTS_REINDEX,
         """CREATE TABLE summaries (
             tenant TEXT NOT NULL,
             session_id TEXT NOT NULL,
@@ -211,12 +213,8 @@ MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (
         )""",
         "INSERT INTO memories_fts (memories_fts) VALUES ('rebuild')",
         *_FTS_TRIGGERS,
-        """CREATE TRIGGER memories_fts_update AFTER UPDATE OF terms ON memories
-        WHEN old.terms IS NOT new.terms BEGIN
-            INSERT INTO memories_fts (memories_fts, rowid, terms)
-            VALUES ('delete', old.id, old.terms);
-            INSERT INTO memories_fts (rowid, terms) VALUES (new.id, new.terms);
-        END""",
+        "CREATE TRIGGER memories_fts_update AFTER UPDATE OF terms ON memories\n"
+        "        WHEN old.terms IS NOT new.terms BEGIN" + _FTS_REINDEX,
         # Each tenant's item count and total length, kept by triggers, so a tenant-wide search
         # reads two numbers instead of counting every item (expired ones not yet swept are
         # subtracted at search time). A put never moves an item to another tenant.
