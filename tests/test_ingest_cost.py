@@ -105,3 +105,30 @@ def test_bulk_load_runs_the_same_statements_for_10_and_400_items(
         assert len(store.search("t", ("user",), query="parser", limit=500)) == 500
     finally:
         store.close()
+
+
+def statements_of(plan: Any) -> int:
+    """How many statements a PostgreSQL plan sends (run without a database: every statement
+    answers with the rows a chunk's upsert returns, none, which the bulk load never reads)."""
+    sent = 0
+    try:
+        plan.send(None)
+        while True:
+            sent += 1
+            plan.send([])
+    except StopIteration:
+        return sent
+
+
+def test_postgres_bulk_load_sends_one_statement_per_5000_rows() -> None:
+    """The PostgreSQL bulk load is one upsert per 5,000 rows (its statement-level triggers
+    then fold the counters once per statement): 1 for 10 and for 5,000 items, 2 for 5,001."""
+    from synopsis.memory._checks import prepare_put_many
+    from synopsis.memory.postgres.plans import PostgresPlans
+
+    plans = PostgresPlans("s", clock=lambda: 1.0)
+    sent = [
+        statements_of(plans.bulk_load(prepare_put_many("t", batch(size, "a")), None, None))
+        for size in (10, 5_000, 5_001)
+    ]
+    assert sent == [1, 1, 2]
