@@ -19,7 +19,7 @@ high the load keeps the triggers). A replaced row goes through the update trigge
 stay, so its FTS5 row and its tenant's length are kept as by ``put``. Everything is in the
 caller's transaction: a failure (or a crash) rolls the rows, the rebuilt statistics and the
 schema changes back together, and the statistics after a load are those ``put_many`` leaves
-(``tests/test_bulk_load.py`` checks searches for equal scores).
+(``tests/conformance/test_bulk_load.py`` checks searches for equal scores).
 """
 
 from __future__ import annotations
