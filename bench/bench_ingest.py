@@ -18,6 +18,11 @@ index on it); the table's last column divides each rate by its backend's anchor.
 ``--vocabulary`` sets how many distinct English words the Zipf draws come from (default
 20,000: on a small vocabulary even plain FTS5 is several times faster).
 
+A backend name ending in ``-bulk`` (``sqlite-bulk``, ``postgres-bulk``, and the anchors
+``sqlite-fts5-bulk``, ``postgres-tsvector-bulk``) writes the same items as one load per
+tenant instead of batches: ``bulk_load`` on the stores, one transaction per tenant on the
+anchors, each store compared with its anchor written the same way.
+
 ``--profile`` (one tree, one backend) prints a cProfile of one run instead.
 """
 
@@ -46,15 +51,26 @@ def measure(
     from bench_store_scale import make_corpus
 
     corpus = make_corpus(size, seed=seed, batch=batch, vocabulary=vocabulary)
+    bulk = backend.endswith("-bulk")
+    batches = _by_tenant(corpus.batches) if bulk else corpus.batches
     with tempfile.TemporaryDirectory() as folder:
-        store = _open(backend, folder, url)
+        store = _open(backend.removesuffix("-bulk"), folder, url)
+        write = store.bulk_load if bulk else store.put_many  # type: ignore[attr-defined]
         try:
             wall, cpu = time.perf_counter(), time.process_time()
-            for tenant, items in corpus.batches:
-                store.put_many(tenant, items)
+            for tenant, items in batches:
+                write(tenant, items)
             return {"wall": time.perf_counter() - wall, "cpu": time.process_time() - cpu}
         finally:
-            store.close()
+            store.close()  # type: ignore[attr-defined]
+
+
+def _by_tenant(batches: Sequence[tuple[str, list[Any]]]) -> list[tuple[str, list[Any]]]:
+    """The batches merged into one load per tenant (in order of first appearance)."""
+    merged: dict[str, list[Any]] = {}
+    for tenant, items in batches:
+        merged.setdefault(tenant, []).extend(items)
+    return list(merged.items())
 
 
 def _open(backend: str, folder: str, url: str | None) -> object:
@@ -100,6 +116,8 @@ class _PlainFts5:
         self.conn.executemany("INSERT INTO plain VALUES (?, ?, ?, ?)", rows)
         self.conn.execute("COMMIT")
 
+    bulk_load = put_many
+
     def close(self) -> None:
         self.conn.close()
 
@@ -130,6 +148,8 @@ class _PlainTsvector:
                 rows,
             )
 
+    bulk_load = put_many
+
     def close(self) -> None:
         self.conn.execute(f"DROP SCHEMA IF EXISTS {self.schema} CASCADE")
         self.conn.close()
@@ -143,6 +163,9 @@ class _Dropping:
 
     def put_many(self, tenant: str, items: object) -> object:
         return self.store.put_many(tenant, items)  # type: ignore[attr-defined]
+
+    def bulk_load(self, tenant: str, items: object) -> object:
+        return self.store.bulk_load(tenant, items)  # type: ignore[attr-defined]
 
     def close(self) -> None:
         import psycopg
@@ -166,7 +189,12 @@ def run_child(tree: str, args: argparse.Namespace, backend: str) -> dict[str, fl
     return dict(json.loads(done.stdout.strip().splitlines()[-1]))
 
 
-_ANCHORS = {"sqlite": "sqlite-fts5", "postgres": "postgres-tsvector"}
+_ANCHORS = {
+    "sqlite": "sqlite-fts5",
+    "postgres": "postgres-tsvector",
+    "sqlite-bulk": "sqlite-fts5-bulk",
+    "postgres-bulk": "postgres-tsvector-bulk",
+}
 
 
 def table(results: dict[tuple[str, str], list[dict[str, float]]], args: argparse.Namespace) -> str:

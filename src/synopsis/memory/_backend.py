@@ -33,6 +33,7 @@ __all__ = [
     "Start",
     "Unembedded",
     "Vector",
+    "counted",
     "embed",
     "float32",
     "stepless",
@@ -88,6 +89,11 @@ def vector_scores(
     return convex_fusion(keyword_ranking[:MAX_LIMIT], by_vector)
 
 
+def counted(flow: Op[list[T]]) -> Op[int]:
+    """How many items ``flow`` returns: the bulk load of a backend without a faster path."""
+    return len((yield from flow))
+
+
 def stepless(method: Callable[P, T]) -> Callable[P, Op[T]]:
     """``method`` as a flow without steps, for backends that do their work in process."""
 
@@ -120,6 +126,12 @@ class Backend(Protocol):
     def put_many(
         self, requests: list[PutRequest], vectors: list[Vector] | None, embedder_id: str | None
     ) -> Op[list[_types.MemoryItem]]: ...
+
+    def bulk_load(
+        self, requests: list[PutRequest], vectors: list[Vector] | None, embedder_id: str | None
+    ) -> Op[int]:
+        """``put_many`` without its result, the derived data rebuilt once; how many written."""
+        ...
 
     def get(
         self, tenant: str, namespace: _types.Namespace, key: str

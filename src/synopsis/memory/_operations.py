@@ -38,6 +38,7 @@ from synopsis.memory._backend import (
     Start,
     Unembedded,
     Vector,
+    counted,
     embed,
     float32,
     stepless,
@@ -70,6 +71,7 @@ __all__ = [
     "SyncDriver",
     "Unembedded",
     "Vector",
+    "counted",
     "embed",
     "float32",
     "operation",
@@ -231,6 +233,22 @@ class StoreOperations:
             return []
         vectors = yield from self._embed([request.text for request in requests])
         return (yield from self._backend.put_many(requests, vectors, self._embedder_id))
+
+    @operation
+    def bulk_load(self, tenant: str, items: Iterable[_types.NewMemory]) -> Op[int]:
+        """``put_many`` for a large load: the same items stored, checked and replaced the same
+        way, in one transaction (all or none), and how many distinct addresses were written.
+
+        What the stores derive from the items (the full-text index, the tenant-wide search
+        statistics) is rebuilt once for the whole load instead of row by row, inside the same
+        transaction, so a failed load leaves nothing half-counted and a finished one leaves
+        exactly the statistics (and search scores) ``put_many`` would. No items are returned.
+        """
+        requests = prepare_put_many(tenant, items)
+        if not requests:
+            return 0
+        vectors = yield from self._embed([request.text for request in requests])
+        return (yield from self._backend.bulk_load(requests, vectors, self._embedder_id))
 
     @operation
     def get(

@@ -110,6 +110,12 @@ class _Records:
             pairs = zip(requests, slots, strict=True)
             return [self._write(r, v, embedder_id, now) for r, v in pairs]
 
+    def bulk_load(
+        self, requests: list[PutRequest], vectors: list[ops.Vector] | None, embedder_id: str | None
+    ) -> ops.Op[int]:
+        """``put_many`` (no index or counters here to rebuild)."""
+        return ops.counted(self.put_many(requests, vectors, embedder_id))
+
     def _write(
         self, request: PutRequest, vector: ops.Vector | None, embedder_id: str | None, now: float
     ) -> _types.MemoryItem:

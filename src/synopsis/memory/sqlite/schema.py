@@ -28,17 +28,42 @@ __all__ = [
     "MIGRATIONS",
     "PRAGMAS",
     "READ_VERSION",
+    "ROW_TRIGGERS",
+    "SCOPE_INDEX",
     "WRITE_VERSION",
 ]
 
-_FTS_TRIGGERS: Final = (
-    """CREATE TRIGGER memories_fts_insert AFTER INSERT ON memories BEGIN
+#: The per-row insert triggers a bulk load drops and re-creates (:data:`ROW_TRIGGERS`).
+_FTS_INSERT: Final = """CREATE TRIGGER memories_fts_insert AFTER INSERT ON memories BEGIN
         INSERT INTO memories_fts (rowid, terms) VALUES (new.id, new.terms);
-    END""",
+    END"""
+_FTS_TRIGGERS: Final = (
+    _FTS_INSERT,
     """CREATE TRIGGER memories_fts_delete AFTER DELETE ON memories BEGIN
         INSERT INTO memories_fts (memories_fts, rowid, terms)
         VALUES ('delete', old.id, old.terms);
     END""",
+)
+_TOTALS_INSERT: Final = """CREATE TRIGGER memories_totals_insert AFTER INSERT ON memories BEGIN
+            INSERT INTO tenant_totals (tenant, items, length) VALUES (new.tenant, 1, new.doc_len)
+            ON CONFLICT (tenant) DO UPDATE SET
+                items = items + 1, length = length + excluded.length;
+        END"""
+#: What an update trigger does: the old terms out of the FTS5 index, the new ones in.
+_FTS_REINDEX: Final = """
+            INSERT INTO memories_fts (memories_fts, rowid, terms)
+            VALUES ('delete', old.id, old.terms);
+            INSERT INTO memories_fts (rowid, terms) VALUES (new.id, new.terms);
+        END"""
+#: ``(name, CREATE statement)`` of the per-row insert triggers, as the migrations made them.
+ROW_TRIGGERS: Final = (
+    ("memories_fts_insert", _FTS_INSERT),
+    ("memories_totals_insert", _TOTALS_INSERT),
+)
+#: The covering scope index (migration 6), as a bulk load re-creates it.
+SCOPE_INDEX: Final = (
+    "CREATE INDEX memories_scope ON memories"
+    " (tenant, path, expires_at, doc_len, updated_at, key, kind, terms)"
 )
 
 #: Schema version ``n`` is reached by running ``MIGRATIONS[n - 1]``; append, never edit.
@@ -68,18 +93,8 @@ MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (
             terms, content='memories', content_rowid='id',
             tokenize='unicode61 remove_diacritics 2'
         )""",
-        """CREATE TRIGGER memories_fts_insert AFTER INSERT ON memories BEGIN
-            INSERT INTO memories_fts (rowid, terms) VALUES (new.id, new.terms);
-        END""",
-        """CREATE TRIGGER memories_fts_delete AFTER DELETE ON memories BEGIN
-            INSERT INTO memories_fts (memories_fts, rowid, terms)
-            VALUES ('delete', old.id, old.terms);
-        END""",
-        """CREATE TRIGGER memories_fts_update AFTER UPDATE ON memories BEGIN
-            INSERT INTO memories_fts (memories_fts, rowid, terms)
-            VALUES ('delete', old.id, old.terms);
-            INSERT INTO memories_fts (rowid, terms) VALUES (new.id, new.terms);
-        END""",
+        *_FTS_TRIGGERS,
+        "CREATE TRIGGER memories_fts_update AFTER UPDATE ON memories BEGIN" + _FTS_REINDEX,
         """CREATE TABLE summaries (
             tenant TEXT NOT NULL,
             session_id TEXT NOT NULL,
@@ -198,12 +213,8 @@ MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (
         )""",
         "INSERT INTO memories_fts (memories_fts) VALUES ('rebuild')",
         *_FTS_TRIGGERS,
-        """CREATE TRIGGER memories_fts_update AFTER UPDATE OF terms ON memories
-        WHEN old.terms IS NOT new.terms BEGIN
-            INSERT INTO memories_fts (memories_fts, rowid, terms)
-            VALUES ('delete', old.id, old.terms);
-            INSERT INTO memories_fts (rowid, terms) VALUES (new.id, new.terms);
-        END""",
+        "CREATE TRIGGER memories_fts_update AFTER UPDATE OF terms ON memories\n"
+        "        WHEN old.terms IS NOT new.terms BEGIN" + _FTS_REINDEX,
         # Each tenant's item count and total length, kept by triggers, so a tenant-wide search
         # reads two numbers instead of counting every item (expired ones not yet swept are
         # subtracted at search time). A put never moves an item to another tenant.
@@ -214,11 +225,7 @@ MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (
         ) WITHOUT ROWID""",
         """INSERT INTO tenant_totals (tenant, items, length)
             SELECT tenant, count(*), sum(doc_len) FROM memories GROUP BY tenant""",
-        """CREATE TRIGGER memories_totals_insert AFTER INSERT ON memories BEGIN
-            INSERT INTO tenant_totals (tenant, items, length) VALUES (new.tenant, 1, new.doc_len)
-            ON CONFLICT (tenant) DO UPDATE SET
-                items = items + 1, length = length + excluded.length;
-        END""",
+        _TOTALS_INSERT,
         """CREATE TRIGGER memories_totals_delete AFTER DELETE ON memories BEGIN
             UPDATE tenant_totals SET items = items - 1, length = length - old.doc_len
             WHERE tenant = old.tenant;
@@ -237,8 +244,7 @@ MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (
     # from the table (2x a user's search at 1M memories; free with it, docs/benchmarks.md).
     (
         "DROP INDEX memories_scope",
-        "CREATE INDEX memories_scope ON memories"
-        " (tenant, path, expires_at, doc_len, updated_at, key, kind, terms)",
+        SCOPE_INDEX,
     ),
 )
 

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from functools import lru_cache
 from typing import Final
 
 from synopsis._sql import Statement
@@ -78,8 +79,10 @@ _SUMMARY_COLUMNS: Final = (
 # --- namespaces and queries --------------------------------------------------------------
 
 
+@lru_cache(maxsize=65_536)
 def encode_path(namespace: Namespace) -> str:
-    """The stored form of a namespace (each label followed by the separator)."""
+    """The stored form of a namespace (each label followed by the separator); cached, as a
+    batch encodes each of its namespaces for every row and again to read its ids back."""
     for label in namespace:
         if has_control(label):
             raise InvalidNamespace("namespace labels may not contain control characters")

@@ -55,7 +55,7 @@ from synopsis.memory._identity import embedder_identity
 from synopsis.memory._sql_rows import read_outbox_entry, read_summary
 from synopsis.memory.ranking import indexed_terms, pack_vector
 from synopsis.memory.sqlite import reembed as vsql
-from synopsis.memory.sqlite import sql
+from synopsis.memory.sqlite import sql, writes
 
 __all__ = ["AsyncSQLiteStore", "SQLiteStore"]
 
@@ -63,8 +63,6 @@ T = TypeVar("T")
 _Row = tuple[Any, ...]
 #: A keyword search reads every item of a scope this small instead of asking the FTS5 index.
 SCAN_SCOPE = 4_000
-#: Rows per statement of a batched upsert (also bounded by SQLite's limit on bound values).
-_UPSERT_CHUNK = 500
 
 
 def _is_locked(exc: BaseException) -> bool:
@@ -158,22 +156,6 @@ def _item(tenant: str, row: _Row) -> _types.MemoryItem:
         expires_at=to_expiry(expires),
         context=context,
     )
-
-
-def _upsert_batch(
-    conn: sqlite3.Connection,
-    requests: Sequence[PutRequest],
-    terms: Sequence[Sequence[str]],
-    now: float,
-) -> list[tuple[int, float]]:
-    """Upsert the rows (a few multi-row statements); ``(id, created_at)`` of each, in order."""
-    room = conn.getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER) - 2
-    max_rows = max(1, min(_UPSERT_CHUNK, room // sql.UPSERT_ROW_VALUES))
-    written: dict[tuple[str, str], tuple[int, float]] = {}
-    for upsert in sql.upsert_memories(requests, terms, now, max_rows=max_rows):
-        for path, key, memory_id, created in conn.execute(upsert.text, upsert.params):
-            written[(path, key)] = (memory_id, created)
-    return [written[(sql.encode_path(r.namespace), r.key)] for r in requests]
 
 
 @contextmanager
@@ -320,21 +302,18 @@ class _Database:
         terms = [indexed_terms(r.text, r.context) for r in requests]
         with self._writing("store memories") as conn:
             now = self._clock()
-            written = _upsert_batch(conn, requests, terms, now)
-            ids = [memory_id for memory_id, _ in written]
-            room = conn.getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER)
-            follow = (
-                sql.delete_vectors(ids, max_rows=min(_UPSERT_CHUNK, room))
-                if vectors is None
-                else sql.upsert_vectors(
-                    [(i, pack_vector(v), embedder_id) for i, v in zip(ids, vectors, strict=True)],
-                    max_rows=max(1, min(_UPSERT_CHUNK, room // 3)),
-                )
-            )
-            for statement in follow:
-                lite.execute(conn, statement)
+            written = writes.upsert_batch(conn, requests, terms, now)
+            writes.write_vectors(conn, [i for i, _ in written], vectors, embedder_id)
             pairs = zip(requests, written, strict=True)
             return [stored_item(r, created=c, now=now) for r, (_, c) in pairs]
+
+    @ops.stepless
+    def bulk_load(
+        self, requests: list[PutRequest], vectors: list[ops.Vector] | None, embedder_id: str | None
+    ) -> int:
+        terms = [indexed_terms(r.text, r.context) for r in requests]
+        with self._writing("load memories") as conn:
+            return writes.bulk_load(conn, requests, terms, vectors, embedder_id, self._clock())
 
     @ops.stepless
     def get(self, tenant: str, namespace: _types.Namespace, key: str) -> _types.MemoryItem | None:
