@@ -10,8 +10,10 @@ case to the app untouched:
   with :meth:`~synopsis.server.keys.AsyncKeyRing.authenticate_cached` (a revocation made
   elsewhere holds within a second); a request without one, or with a key that does not
   authenticate, goes to the app, which answers its 401;
-* the body is parsed and validated as the route does (``json.loads``, then
-  :class:`~synopsis.server.schemas.ChatCompletionRequest`); anything it refuses (not JSON,
+* the body is parsed once (``json.loads``) and checked with the schema's rules: a request of
+  flat messages (every value a string, number, boolean or null: an agent's usual history) in
+  one loop (:func:`flat_request`), any other through
+  :class:`~synopsis.server.schemas.ChatCompletionRequest`; anything refused (not JSON,
   another content type, a schema error) goes to the app, which answers its own error;
 * a request naming a session (``X-Synopsis-User`` / ``X-Synopsis-Session``) goes to the app;
 * what is left runs :func:`synopsis.server.proxy.chat_turn`, the route's own code: the same
@@ -26,7 +28,7 @@ It sits inside :class:`~synopsis.server.limits.RequestLimits` (body and nesting 
 from __future__ import annotations
 
 import json
-from typing import Final
+from typing import Any, Final
 
 from pydantic import ValidationError
 from starlette.requests import Request
@@ -38,13 +40,55 @@ from synopsis.server.deps import Services
 from synopsis.server.errors import synopsis_error
 from synopsis.server.limits import replay
 from synopsis.server.proxy import chat_turn
-from synopsis.server.schemas import ChatCompletionRequest
+from synopsis.server.schemas import ChatCompletionRequest, check_message_values
 
-__all__ = ["PATH", "LeanChat"]
+__all__ = ["PATH", "LeanChat", "flat_request"]
 
 #: The one path served here.
 PATH: Final = "/v1/chat/completions"
 _SESSION_HEADERS: Final = frozenset({b"x-synopsis-user", b"x-synopsis-session"})
+#: What :class:`~synopsis.server.schemas.Message` accepts (the schema's own rules, for
+#: flat messages): its roles, its fields that take a string or null, and the most messages.
+_ROLES: Final = frozenset({"system", "developer", "user", "assistant", "tool"})
+_TEXT_FIELDS: Final = ("content", "name", "tool_call_id")
+_FLAT_VALUES: Final = (str, int, float, bool, type(None))
+_MAX_MESSAGES: Final = 100_000
+
+
+def flat_request(payload: Any) -> bool:
+    """True when ``payload`` is a chat request the schema accepts as it is, with flat messages,
+    known in one loop: a ``model`` string, ``stream`` a boolean or null (strict), 1 to 100,000
+    messages, each a known role whose values are strings, numbers, booleans or null
+    (``content``, ``name``, ``tool_call_id`` a string or null, no ``tool_calls``) and pass the
+    messages' value checks (no lone surrogate, bounded text). False leaves it to the schema,
+    which decides and names what it refuses."""
+    if type(payload) is not dict or type(payload.get("model")) is not str:
+        return False
+    stream, messages = payload.get("stream"), payload.get("messages")
+    if stream is not None and type(stream) is not bool:
+        return False
+    if type(messages) is not list or not 0 < len(messages) <= _MAX_MESSAGES:
+        return False
+    return all(_flat_message(m) for m in messages)
+
+
+def _flat_message(message: Any) -> bool:
+    if type(message) is not dict:
+        return False
+    role = message.get("role")
+    if type(role) is not str or role not in _ROLES or message.get("tool_calls") is not None:
+        return False
+    for field in _TEXT_FIELDS:
+        value = message.get(field)
+        if value is not None and type(value) is not str:
+            return False
+    if not all(type(value) in _FLAT_VALUES for value in message.values()):
+        return False
+    try:
+        check_message_values(message)
+    except ValueError:
+        return False
+    return True
 
 
 def _bearer(scope: Scope) -> str | None:
@@ -100,7 +144,10 @@ class LeanChat:
         raw = await _body(receive)
         receive = replay(raw, receive)
         try:
-            body = ChatCompletionRequest.model_validate(json.loads(raw))
+            payload = json.loads(raw)
+            if not flat_request(payload):
+                checked = ChatCompletionRequest.model_validate(payload)
+                payload = checked.model_dump(exclude_unset=True)
         except (ValueError, ValidationError):  # the app answers it as the route does
             await self.app(scope, receive, send)
             return
@@ -108,7 +155,7 @@ class LeanChat:
         request = Request(scope, receive)
         try:
             s.keys.admit(key)
-            response = await chat_turn(s, key.tenant, request, body)
+            response = await chat_turn(s, key.tenant, request, (payload, raw))
         except SynopsisError as exc:
             response = await synopsis_error(request, exc)
         await response(scope, request.receive, send)

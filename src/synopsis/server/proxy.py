@@ -159,19 +159,24 @@ async def chat_completions(
     x_synopsis_session: _IdHeader = None,
 ) -> Response:
     """OpenAI chat completions, compacted (and with session memory) on the way through."""
-    return await chat_turn(s, tenant, request, body, (x_synopsis_user, x_synopsis_session))
+    payload = body.model_dump(exclude_unset=True)
+    raw = await request.body()
+    return await chat_turn(
+        s, tenant, request, (payload, raw), (x_synopsis_user, x_synopsis_session)
+    )
 
 
 async def chat_turn(
     s: Services,
     tenant: str,
     request: Request,
-    body: ChatCompletionRequest,
+    body: tuple[dict[str, Any], bytes],
     headers: tuple[str | None, str | None] = (None, None),
 ) -> Response:
-    """One chat-completions call of ``tenant``, validated as ``body`` (the route's work; the
-    lean route of :mod:`synopsis.server.lean` runs the same)."""
-    payload = body.model_dump(exclude_unset=True)
+    """One chat-completions call of ``tenant``: ``body`` is the request's JSON as
+    :class:`ChatCompletionRequest` accepts it (checked by the caller) and its bytes (the
+    route's work; the lean route of :mod:`synopsis.server.lean` runs the same)."""
+    payload, raw = body
     route = s.upstreams.pick(payload.get("model"), "openai")
     messages: list[dict[str, Any]] = payload["messages"]
     ids = _session_ids(*headers)
@@ -181,14 +186,14 @@ async def chat_turn(
     if ids is not None:
         messages = await _with_session(s, tenant, ids, messages)
         sent = await s.compactor.before_model(messages, tools=tools)
-    elif not private and surely_below(s.compactor, len(await request.body()), messages, tools):
+    elif not private and surely_below(s.compactor, len(raw), messages, tools):
         sent = None  # the trigger cannot fire: no token count needed (see surely_below)
     else:
         sent = await _compacted(s, tenant, messages, tools)
     if sent is None and not (private if ids is None else _private(messages)):
         # Below the trigger and nothing to strip: the body as it came (validated above; every
         # field the proxy reads is strictly typed, so what it checked is what goes on).
-        content = await request.body()
+        content = raw
     else:
         payload["messages"] = public_messages(messages if sent is None else sent)
         content = json.dumps(payload, ensure_ascii=False, separators=(",", ":")).encode()
