@@ -40,7 +40,11 @@ from synopsis.server.deps import Services
 from synopsis.server.errors import synopsis_error
 from synopsis.server.limits import replay
 from synopsis.server.proxy import chat_turn
-from synopsis.server.schemas import ChatCompletionRequest, check_message_values
+from synopsis.server.schemas import (
+    MAX_MESSAGE_CHARS,
+    ChatCompletionRequest,
+    check_message_values,
+)
 
 __all__ = ["PATH", "LeanChat", "flat_request"]
 
@@ -48,20 +52,28 @@ __all__ = ["PATH", "LeanChat", "flat_request"]
 PATH: Final = "/v1/chat/completions"
 _SESSION_HEADERS: Final = frozenset({b"x-synopsis-user", b"x-synopsis-session"})
 #: What :class:`~synopsis.server.schemas.Message` accepts (the schema's own rules, for
-#: flat messages): its roles, its fields that take a string or null, and the most messages.
+#: flat messages): its roles, the value types of a flat message, those of its fields that
+#: take a string or null, and the most messages.
 _ROLES: Final = frozenset({"system", "developer", "user", "assistant", "tool"})
-_TEXT_FIELDS: Final = ("content", "name", "tool_call_id")
-_FLAT_VALUES: Final = (str, int, float, bool, type(None))
+_FLAT_VALUES: Final = frozenset({str, int, float, bool, type(None)})
+_TEXT_OR_NULL: Final = frozenset({str, type(None)})
 _MAX_MESSAGES: Final = 100_000
 
 
-def flat_request(payload: Any) -> bool:
-    """True when ``payload`` is a chat request the schema accepts as it is, with flat messages,
-    known in one loop: a ``model`` string, ``stream`` a boolean or null (strict), 1 to 100,000
-    messages, each a known role whose values are strings, numbers, booleans or null
-    (``content``, ``name``, ``tool_call_id`` a string or null, no ``tool_calls``) and pass the
-    messages' value checks (no lone surrogate, bounded text). False leaves it to the schema,
-    which decides and names what it refuses."""
+def flat_request(payload: Any, raw: bytes) -> bool:
+    """True when ``payload``, parsed from the body ``raw``, is a chat request the schema
+    accepts as it is, with flat messages, known in one loop: a ``model`` string, ``stream`` a
+    boolean or null (strict), 1 to 100,000 messages, each of a known role with values that
+    are strings, numbers, booleans or null (``content``, ``name`` and ``tool_call_id`` a string
+    or null, no ``tool_calls``). False leaves it to the schema, which decides and names what
+    it refuses.
+
+    The messages' value checks (:func:`~synopsis.server.schemas.check_message_values`) run
+    only when the body alone does not settle them: a body of strict UTF-8 without a ``\\ud``
+    escape holds no lone surrogate (JSON spells one only so, or as the UTF-8 bytes of one,
+    which strict decoding refuses), and a message has no more characters than the body has
+    bytes.
+    """
     if type(payload) is not dict or type(payload.get("model")) is not str:
         return False
     stream, messages = payload.get("stream"), payload.get("messages")
@@ -69,26 +81,42 @@ def flat_request(payload: Any) -> bool:
         return False
     if type(messages) is not list or not 0 < len(messages) <= _MAX_MESSAGES:
         return False
-    return all(_flat_message(m) for m in messages)
-
-
-def _flat_message(message: Any) -> bool:
-    if type(message) is not dict:
+    if not all(map(_flat_message, messages)):
         return False
-    role = message.get("role")
-    if type(role) is not str or role not in _ROLES or message.get("tool_calls") is not None:
-        return False
-    for field in _TEXT_FIELDS:
-        value = message.get(field)
-        if value is not None and type(value) is not str:
-            return False
-    if not all(type(value) in _FLAT_VALUES for value in message.values()):
-        return False
-    try:
-        check_message_values(message)
+    if len(raw) <= MAX_MESSAGE_CHARS and _no_surrogate_in(raw):
+        return True
+    try:  # perhaps one (an emoji escaped as a pair, too): the messages' own checks decide
+        for message in messages:
+            check_message_values(message)
     except ValueError:
         return False
     return True
+
+
+def _no_surrogate_in(raw: bytes) -> bool:
+    if b"\\ud" in raw or b"\\uD" in raw:
+        return False
+    if raw.isascii():
+        return True
+    try:
+        raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
+def _flat_message(message: Any) -> bool:
+    if type(message) is not dict or not _FLAT_VALUES.issuperset(map(type, message.values())):
+        return False
+    role = message.get("role")
+    return (
+        type(role) is str
+        and role in _ROLES
+        and message.get("tool_calls") is None
+        and type(message.get("content")) in _TEXT_OR_NULL
+        and type(message.get("name")) in _TEXT_OR_NULL
+        and type(message.get("tool_call_id")) in _TEXT_OR_NULL
+    )
 
 
 def _bearer(scope: Scope) -> str | None:
@@ -145,7 +173,7 @@ class LeanChat:
         receive = replay(raw, receive)
         try:
             payload = json.loads(raw)
-            if not flat_request(payload):
+            if not flat_request(payload, raw):
                 checked = ChatCompletionRequest.model_validate(payload)
                 payload = checked.model_dump(exclude_unset=True)
         except (ValueError, ValidationError):  # the app answers it as the route does
