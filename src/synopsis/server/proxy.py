@@ -43,7 +43,7 @@ from synopsis.server.errors import ERRORS
 from synopsis.server.schemas import ChatCompletionRequest, ErrorBody
 from synopsis.server.summary_cache import compact_stateless
 from synopsis.server.turns import PRIVATE_KEYS, public_messages, record_turn
-from synopsis.server.upstreams import Route, forward
+from synopsis.server.upstreams import Answer, Route, forward
 
 __all__ = ["chat_turn", "router", "send_upstream", "surely_below", "upstream_key"]
 
@@ -90,7 +90,7 @@ def _request_headers(request: Request, route: Route) -> dict[str, str]:
     return headers
 
 
-def _response_headers(upstream: httpx.Response) -> dict[str, str]:
+def _response_headers(upstream: Answer) -> dict[str, str]:
     headers = {n: upstream.headers[n] for n in _FORWARDED_RESPONSE if n in upstream.headers}
     headers.update({n: v for n, v in upstream.headers.items() if n.startswith("x-ratelimit-")})
     return headers
@@ -101,7 +101,7 @@ async def send_upstream(
     tenant: str,
     client: Request,
     request: httpx.Request,
-    passed_headers: Callable[[httpx.Response], dict[str, str]] = _response_headers,
+    passed_headers: Callable[[Answer], dict[str, str]] = _response_headers,
 ) -> Response:
     """``request`` sent under the tenant's slot, its answer streamed back as it arrives."""
     release = s.slots.take(tenant)
