@@ -25,7 +25,6 @@ single upstream's list through. An unreachable upstream is a 502, a timeout a 50
 
 from __future__ import annotations
 
-import functools
 import json
 from collections.abc import Callable, Mapping
 from typing import Annotated, Any
@@ -43,7 +42,7 @@ from synopsis.server.errors import ERRORS
 from synopsis.server.schemas import ChatCompletionRequest, ErrorBody
 from synopsis.server.summary_cache import compact_stateless
 from synopsis.server.turns import PRIVATE_KEYS, public_messages, record_turn
-from synopsis.server.upstreams import Answer, Route, forward
+from synopsis.server.upstreams import Answer, Outgoing, Route, forward
 
 __all__ = ["chat_turn", "router", "send_upstream", "surely_below", "upstream_key"]
 
@@ -100,7 +99,7 @@ async def send_upstream(
     s: Services,
     tenant: str,
     client: Request,
-    request: httpx.Request,
+    request: httpx.Request | Outgoing,
     passed_headers: Callable[[Answer], dict[str, str]] = _response_headers,
 ) -> Response:
     """``request`` sent under the tenant's slot, its answer streamed back as it arrives."""
@@ -197,20 +196,14 @@ async def chat_turn(
     else:
         payload["messages"] = public_messages(messages if sent is None else sent)
         content = json.dumps(payload, ensure_ascii=False, separators=(",", ":")).encode()
-    upstream = httpx.Request(
+    upstream = Outgoing(
         "POST",
-        _endpoint(route.url("/chat/completions")),
-        content=content,
-        headers={**_request_headers(request, route), "content-type": "application/json"},
-        extensions={"timeout": s.http.timeout.as_dict()},
+        route.url("/chat/completions"),
+        {**_request_headers(request, route), "content-type": "application/json"},
+        content,
+        s.http.timeout.as_dict(),
     )
     return await send_upstream(s, tenant, request, upstream)
-
-
-@functools.lru_cache(maxsize=256)
-def _endpoint(url: str) -> httpx.URL:
-    """An upstream URL, parsed once (httpx parses a string on every request)."""
-    return httpx.URL(url)
 
 
 def _private(messages: list[dict[str, Any]]) -> bool:

@@ -71,18 +71,21 @@ class AiohttpAnswer:
 
 async def exchange(
     session: aiohttp.ClientSession,
-    request: httpx.Request,
+    method: str,
+    url: str,
+    headers: Mapping[str, str],
+    content: bytes,
     timeouts: Mapping[str, float | None],
 ) -> AiohttpAnswer:
-    """``request`` sent through ``session`` (``timeouts``: httpx's, by phase); its answer
-    with the headers read. Errors as httpx raises them (a refused connection a
-    ``ConnectError``, a timeout a timeout)."""
+    """A request sent through ``session`` (``timeouts``: httpx's, by phase); its answer with
+    the headers read. Errors as httpx raises them (a refused connection a ``ConnectError``,
+    a timeout a timeout)."""
     try:
         response = await session.request(
-            request.method,
-            str(request.url),
-            headers=request.headers,
-            data=request.content or None,
+            method,
+            url,
+            headers=headers,
+            data=content or None,
             allow_redirects=False,
             compress=False,
             timeout=aiohttp.ClientTimeout(

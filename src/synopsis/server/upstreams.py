@@ -41,7 +41,7 @@ from synopsis.errors import (
 )
 from synopsis.server.upstream_aiohttp import exchange, session_of
 
-__all__ = ["Answer", "Route", "TenantSlots", "Upstreams", "forward"]
+__all__ = ["Answer", "Outgoing", "Route", "TenantSlots", "Upstreams", "forward"]
 
 #: The routes of each wire format, for an error naming where a model is served.
 _ROUTES: Mapping[UpstreamFormat, str] = {
@@ -196,7 +196,34 @@ def _refused(exc: httpx.TimeoutException) -> bool:
     return isinstance(cause, OSError) and not isinstance(cause, TimeoutError)
 
 
-async def _send(transport: httpx.AsyncBaseTransport, request: httpx.Request) -> Answer:
+@dataclass(frozen=True, slots=True)
+class Outgoing:
+    """A request for the upstream as the proxy builds it: aiohttp's session takes it as it
+    is; any other transport gets the ``httpx.Request`` made from it (:meth:`httpx_request`)."""
+
+    method: str
+    url: str
+    headers: Mapping[str, str]
+    content: bytes
+    #: httpx's timeouts by phase (``connect``, ``read``, ``write``, ``pool``).
+    timeouts: Mapping[str, float | None]
+
+    @classmethod
+    def of(cls, request: httpx.Request) -> Outgoing:
+        timeouts = request.extensions.get("timeout", {})
+        return cls(request.method, str(request.url), request.headers, request.content, timeouts)
+
+    def httpx_request(self) -> httpx.Request:
+        return httpx.Request(
+            self.method,
+            self.url,
+            headers=self.headers,
+            content=self.content,
+            extensions={"timeout": dict(self.timeouts)},
+        )
+
+
+async def _send(transport: httpx.AsyncBaseTransport, request: httpx.Request | Outgoing) -> Answer:
     """The upstream's response to ``request`` (headers read), from the transport itself: the
     client's per-request work (URL merging, cookie jar, auth and redirect hooks) is not the
     proxy's to do, and a cookie one tenant's upstream sets must never reach another's call.
@@ -205,20 +232,24 @@ async def _send(transport: httpx.AsyncBaseTransport, request: httpx.Request) -> 
     session = session_of(transport)
     try:
         if session is not None:
-            return await exchange(session, request, request.extensions.get("timeout", {}))
-        response = await transport.handle_async_request(request)
+            out = request if isinstance(request, Outgoing) else Outgoing.of(request)
+            return await exchange(
+                session, out.method, out.url, out.headers, out.content, out.timeouts
+            )
+        sent = request if isinstance(request, httpx.Request) else request.httpx_request()
+        response = await transport.handle_async_request(sent)
     except httpx.TimeoutException as exc:
         if _refused(exc):
             raise ProviderUnavailable("the upstream is unreachable (ConnectError)") from exc
         raise ModelTimeout("the upstream timed out") from exc
     except httpx.HTTPError as exc:
         raise ProviderUnavailable(f"the upstream is unreachable ({type(exc).__name__})") from exc
-    response.request = request
+    response.request = sent
     return response
 
 
 async def _watched(
-    transport: httpx.AsyncBaseTransport, client: Request, request: httpx.Request
+    transport: httpx.AsyncBaseTransport, client: Request, request: httpx.Request | Outgoing
 ) -> Answer | None:
     """The upstream's response (headers read, body not), or None: the client left first, and
     the upstream call was cancelled (its connection closed)."""
@@ -293,7 +324,7 @@ async def _whole(upstream: Answer, deadline: float, release: Callable[[], None])
 async def forward(
     transport: httpx.AsyncBaseTransport,
     client: Request,
-    request: httpx.Request,
+    request: httpx.Request | Outgoing,
     *,
     release: Callable[[], None],
     timeout: float,  # noqa: ASYNC109 - it bounds the streamed answer too, not only this await
