@@ -268,11 +268,11 @@ async def _watched(
 
 async def _body(upstream: Answer, deadline: float) -> AsyncIterator[bytes]:
     """The upstream's (decoded) body as it arrives, within the upstream timeout overall."""
-    loop = asyncio.get_running_loop()
     chunks = upstream.aiter_bytes()
     while True:
         try:
-            chunk = await asyncio.wait_for(anext(chunks), timeout=max(deadline - loop.time(), 0))
+            async with asyncio.timeout_at(deadline):  # no task per chunk, unlike wait_for
+                chunk = await anext(chunks)
         except StopAsyncIteration:
             return
         except (TimeoutError, httpx.HTTPError):
@@ -305,9 +305,9 @@ async def _whole(upstream: Answer, deadline: float, release: Callable[[], None])
     """A small answer's body, within the deadline (its connection closed and the slot given
     back either way). Nothing is sent yet, so an answer that ends short or late is a 502 or
     a 504 rather than a truncated body."""
-    loop = asyncio.get_running_loop()
     try:
-        return await asyncio.wait_for(upstream.aread(), timeout=max(deadline - loop.time(), 0))
+        async with asyncio.timeout_at(deadline):  # no task, unlike wait_for
+            return await upstream.aread()
     except TimeoutError as exc:
         raise ModelTimeout("the upstream timed out") from exc
     except httpx.HTTPError as exc:
