@@ -309,11 +309,17 @@ def litellm_process(port: int, upstream: str, tmp: str) -> list[str]:
             "--num_workers", "1"]  # fmt: skip
 
 
+#: What `synopsis serve` runs (``server.options.UVICORN_HTTP``): httptools with the service's
+#: head limits (``server.protocol``), uvloop, aiohttp under httpx.
+SHIPPED_HTTP = "synopsis.server.protocol:BoundedHttpTools"
+SHIPPED = "synopsis as shipped: httptools (bounded head) + uvloop, aiohttp"
+
+
 def variants(
     baseline: Path | None, processes: Sequence[int], shipped_only: bool = False
 ) -> list[Variant]:
     if shipped_only:
-        return [Variant("synopsis as shipped: h11 + uvloop, aiohttp", SRC, http="h11")]
+        return [Variant(SHIPPED, SRC, http=SHIPPED_HTTP)]
     found = []
     if baseline is not None:
         found.append(Variant("before (baseline), h11 + asyncio", baseline, "asyncio", "h11"))
@@ -326,8 +332,8 @@ def variants(
         print("(httptools, uvloop or httpx-aiohttp not installed: their variants are skipped)\n")
         return found
     found.append(Variant("now, httptools + uvloop, httpx pool", SRC, transport="httpx"))
-    # What `synopsis serve` runs: h11 (it honours the documented request sizes), uvloop, aiohttp.
-    found.append(Variant("as shipped: h11 + uvloop, aiohttp", SRC, http="h11"))
+    found.append(Variant("now, h11 + uvloop, aiohttp", SRC, http="h11"))
+    found.append(Variant(SHIPPED, SRC, http=SHIPPED_HTTP))
     for n in processes:
         label = f"now, httptools + uvloop, aiohttp, {n} process{'es' if n > 1 else ''}"
         found.append(Variant(label, SRC, processes=n))

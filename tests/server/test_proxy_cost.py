@@ -13,19 +13,25 @@ import contextlib
 import functools
 import json
 import random
-from collections.abc import AsyncIterator
+from collections import Counter
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import httpx
+import pytest
+from pydantic import ValidationError
 
 from synopsis import AsyncCompactor, Trigger
-from synopsis.server import ServerOptions, create_app
+from synopsis.server import ServerOptions, create_app, lean, limits
+from synopsis.server import proxy as proxy_module
 from synopsis.server.db import AsyncDatabase, Database
 from synopsis.server.deps import Services
 from synopsis.server.keys import AsyncKeyRing, KeyRing
 from synopsis.server.proxy import surely_below
+from synopsis.server.schemas import ChatCompletionRequest
 from synopsis.server.testing import FakeUpstream
 from synopsis.tokens import TokenCounter, default_estimate
 
@@ -71,6 +77,7 @@ class Proxy:
     services: Services
     db_path: str
     key: str
+    fake: FakeUpstream
 
 
 @contextlib.asynccontextmanager
@@ -89,7 +96,7 @@ async def serving(tmp_path: Path) -> AsyncIterator[Proxy]:
             headers={"Authorization": f"Bearer {key}"},
         )
         async with client:
-            yield Proxy(client, app.state.services, db, key)
+            yield Proxy(client, app.state.services, db, key, fake)
 
 
 def _counting_ring(services: Services, clock: Clock) -> CountingDatabase:
@@ -214,3 +221,109 @@ def test_media_an_unbounded_estimator_or_a_message_trigger_turn_the_shortcut_off
     assert not surely_below(custom, 60, [{"role": "user", "content": "hi"}], None)
     by_count = AsyncCompactor(trigger=Trigger(messages=2), counter=TokenCounter())
     assert not surely_below(by_count, 60, [{"role": "user"}] * 3, None)
+
+
+# --- one parse, no schema, no copy, no scan on the lean path ---------------------------------
+
+
+def _instrument(monkeypatch: pytest.MonkeyPatch) -> Counter[str]:
+    """Count the body's JSON parses and serializations, the schema's validations, the nesting
+    scans and the message copies the proxy makes (each delegating to the real step)."""
+    calls: Counter[str] = Counter()
+
+    def counted(name: str, real: Callable[..., Any]) -> Callable[..., Any]:
+        def step(*args: Any, **kw: Any) -> Any:
+            calls[name] += 1
+            return real(*args, **kw)
+
+        return step
+
+    # The modules' own names of json (the fake upstream parses with the real one).
+    monkeypatch.setattr(lean, "json", SimpleNamespace(loads=counted("loads", json.loads)))
+    monkeypatch.setattr(proxy_module, "json", SimpleNamespace(dumps=counted("dumps", json.dumps)))
+    validate = ChatCompletionRequest.model_validate
+    monkeypatch.setattr(lean.ChatCompletionRequest, "model_validate", counted("schema", validate))
+    monkeypatch.setattr(limits, "json_depth", counted("scans", limits.json_depth))
+    monkeypatch.setattr(
+        proxy_module, "public_messages", counted("copies", proxy_module.public_messages)
+    )
+    return calls
+
+
+async def test_a_flat_request_below_the_trigger_is_parsed_once_and_forwarded_as_it_came(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async with serving(tmp_path) as proxy:
+        calls = _instrument(monkeypatch)
+        headers = {"content-type": "application/json"}
+        for _ in range(20):
+            answer = await proxy.client.post("/chat/completions", content=BODY, headers=headers)
+            assert answer.status_code == 200
+        # One JSON parse a request, no schema, no nesting scan, no copy, no serialization:
+        # the upstream gets the very bytes the client sent.
+        assert calls == Counter(loads=20)
+        assert [call.raw for call in proxy.fake.calls[-20:]] == [BODY] * 20
+
+
+async def test_a_nested_message_goes_through_the_schema_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    parts = [*HISTORY, {"role": "user", "content": [{"type": "text", "text": "and dinner?"}]}]
+    async with serving(tmp_path) as proxy:
+        calls = _instrument(monkeypatch)
+        assert await _chat(proxy.client, parts) == 200
+        assert calls == Counter(loads=1, schema=1)
+
+
+def _flat_variant(rng: random.Random) -> dict[str, Any]:
+    """A request near the flat shape: valid, or with one field the schema may refuse."""
+    messages: list[Any] = [
+        {"role": rng.choice(["user", "assistant"]), "content": _adversarial(rng)}
+        for _ in range(rng.randint(0, 4))
+    ]
+    payload: dict[str, Any] = {"model": "m", "messages": messages}
+    odd: list[Any] = [5, 1.5, True, None, "x", "\ud800", [], [{"a": 1}], {"k": "v"}, "robot"]
+    where = rng.randint(0, 4)
+    if where == 1:
+        payload[rng.choice(["model", "stream", "messages", "temperature"])] = rng.choice(odd)
+    elif where == 2 and messages:
+        field = rng.choice(["role", "content", "name", "tool_call_id", "tool_calls", "extra"])
+        rng.choice(messages)[field] = rng.choice(odd)
+    elif where == 3 and messages:
+        messages[rng.randrange(len(messages))] = rng.choice(odd)
+    return payload
+
+
+def test_a_request_taken_as_flat_is_one_the_schema_accepts_unchanged() -> None:
+    rng = random.Random(6)
+    flat = refused = 0
+    for _ in range(3000):
+        payload = _flat_variant(rng)
+        raw = json.dumps(payload).encode()
+        try:
+            checked = ChatCompletionRequest.model_validate(json.loads(raw))
+        except ValueError:
+            checked = None
+            refused += 1
+        if lean.flat_request(json.loads(raw), raw):
+            flat += 1
+            assert checked is not None, payload
+            assert checked.model_dump(exclude_unset=True) == json.loads(raw)
+    assert flat > 1000 and refused > 300  # both sides exercised
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        b'{"model":"m","messages":[{"role":"user","content":"\\ud800"}]}',
+        b'{"model":"m","messages":[{"role":"user","content":"\xed\xa0\x80"}]}',
+        b'{"model":"m","messages":[{"role":"user","\\udfff":1}]}',
+        b'{"model":"m","messages":[{"role":"user","content":"ok"}],"stream":"true"}',
+        b'{"model":"m","messages":[{"role":"user","tool_calls":"none"}]}',
+        b'{"model":"m","messages":[]}',
+    ],
+)
+def test_what_the_schema_refuses_is_never_taken_as_flat(body: bytes) -> None:
+    with pytest.raises(ValidationError):
+        ChatCompletionRequest.model_validate(json.loads(body))
+    assert not lean.flat_request(json.loads(body), body)

@@ -10,8 +10,10 @@ case to the app untouched:
   with :meth:`~synopsis.server.keys.AsyncKeyRing.authenticate_cached` (a revocation made
   elsewhere holds within a second); a request without one, or with a key that does not
   authenticate, goes to the app, which answers its 401;
-* the body is parsed and validated as the route does (``json.loads``, then
-  :class:`~synopsis.server.schemas.ChatCompletionRequest`); anything it refuses (not JSON,
+* the body is parsed once (``json.loads``) and checked with the schema's rules: a request of
+  flat messages (every value a string, number, boolean or null: an agent's usual history) in
+  one loop (:func:`flat_request`), any other through
+  :class:`~synopsis.server.schemas.ChatCompletionRequest`; anything refused (not JSON,
   another content type, a schema error) goes to the app, which answers its own error;
 * a request naming a session (``X-Synopsis-User`` / ``X-Synopsis-Session``) goes to the app;
 * what is left runs :func:`synopsis.server.proxy.chat_turn`, the route's own code: the same
@@ -26,7 +28,7 @@ It sits inside :class:`~synopsis.server.limits.RequestLimits` (body and nesting 
 from __future__ import annotations
 
 import json
-from typing import Final
+from typing import Any, Final
 
 from pydantic import ValidationError
 from starlette.requests import Request
@@ -38,13 +40,83 @@ from synopsis.server.deps import Services
 from synopsis.server.errors import synopsis_error
 from synopsis.server.limits import replay
 from synopsis.server.proxy import chat_turn
-from synopsis.server.schemas import ChatCompletionRequest
+from synopsis.server.schemas import (
+    MAX_MESSAGE_CHARS,
+    ChatCompletionRequest,
+    check_message_values,
+)
 
-__all__ = ["PATH", "LeanChat"]
+__all__ = ["PATH", "LeanChat", "flat_request"]
 
 #: The one path served here.
 PATH: Final = "/v1/chat/completions"
 _SESSION_HEADERS: Final = frozenset({b"x-synopsis-user", b"x-synopsis-session"})
+#: What :class:`~synopsis.server.schemas.Message` accepts (the schema's own rules, for
+#: flat messages): its roles, the value types of a flat message, those of its fields that
+#: take a string or null, and the most messages.
+_ROLES: Final = frozenset({"system", "developer", "user", "assistant", "tool"})
+_FLAT_VALUES: Final = frozenset({str, int, float, bool, type(None)})
+_TEXT_OR_NULL: Final = frozenset({str, type(None)})
+_MAX_MESSAGES: Final = 100_000
+
+
+def flat_request(payload: Any, raw: bytes) -> bool:
+    """True when ``payload``, parsed from the body ``raw``, is a chat request the schema
+    accepts as it is, with flat messages, known in one loop: a ``model`` string, ``stream`` a
+    boolean or null (strict), 1 to 100,000 messages, each of a known role with values that
+    are strings, numbers, booleans or null (``content``, ``name`` and ``tool_call_id`` a string
+    or null, no ``tool_calls``). False leaves it to the schema, which decides and names what
+    it refuses.
+
+    The messages' value checks (:func:`~synopsis.server.schemas.check_message_values`) run
+    only when the body alone does not settle them: a body of strict UTF-8 without a ``\\ud``
+    escape holds no lone surrogate (JSON spells one only so, or as the UTF-8 bytes of one,
+    which strict decoding refuses), and a message has no more characters than the body has
+    bytes.
+    """
+    if type(payload) is not dict or type(payload.get("model")) is not str:
+        return False
+    stream, messages = payload.get("stream"), payload.get("messages")
+    if stream is not None and type(stream) is not bool:
+        return False
+    if type(messages) is not list or not 0 < len(messages) <= _MAX_MESSAGES:
+        return False
+    if not all(map(_flat_message, messages)):
+        return False
+    if len(raw) <= MAX_MESSAGE_CHARS and _no_surrogate_in(raw):
+        return True
+    try:  # perhaps one (an emoji escaped as a pair, too): the messages' own checks decide
+        for message in messages:
+            check_message_values(message)
+    except ValueError:
+        return False
+    return True
+
+
+def _no_surrogate_in(raw: bytes) -> bool:
+    if b"\\ud" in raw or b"\\uD" in raw:
+        return False
+    if raw.isascii():
+        return True
+    try:
+        raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
+def _flat_message(message: Any) -> bool:
+    if type(message) is not dict or not _FLAT_VALUES.issuperset(map(type, message.values())):
+        return False
+    role = message.get("role")
+    return (
+        type(role) is str
+        and role in _ROLES
+        and message.get("tool_calls") is None
+        and type(message.get("content")) in _TEXT_OR_NULL
+        and type(message.get("name")) in _TEXT_OR_NULL
+        and type(message.get("tool_call_id")) in _TEXT_OR_NULL
+    )
 
 
 def _bearer(scope: Scope) -> str | None:
@@ -100,7 +172,10 @@ class LeanChat:
         raw = await _body(receive)
         receive = replay(raw, receive)
         try:
-            body = ChatCompletionRequest.model_validate(json.loads(raw))
+            payload = json.loads(raw)
+            if not flat_request(payload, raw):
+                checked = ChatCompletionRequest.model_validate(payload)
+                payload = checked.model_dump(exclude_unset=True)
         except (ValueError, ValidationError):  # the app answers it as the route does
             await self.app(scope, receive, send)
             return
@@ -108,7 +183,7 @@ class LeanChat:
         request = Request(scope, receive)
         try:
             s.keys.admit(key)
-            response = await chat_turn(s, key.tenant, request, body)
+            response = await chat_turn(s, key.tenant, request, (payload, raw))
         except SynopsisError as exc:
             response = await synopsis_error(request, exc)
         await response(scope, request.receive, send)

@@ -134,6 +134,9 @@ class MetricsMiddleware:
     def __init__(self, app: ASGIApp, metrics: Metrics) -> None:
         self.app = app
         self.metrics = metrics
+        #: The labelled counter and histogram of each (method, route, status) seen: looked
+        #: up once, not per request (routes are templates, so this stays small).
+        self._series: dict[tuple[str, str, int], tuple[Counter, Histogram]] = {}
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -152,6 +155,12 @@ class MetricsMiddleware:
             await self.app(scope, receive, record_status)
         finally:
             route = getattr(scope.get("route"), "path", None) or "unmatched"
-            method = scope["method"]
-            self.metrics.requests.labels(method, route, str(status)).inc()
-            self.metrics.latency.labels(method, route).observe(time.perf_counter() - started)
+            key = (scope["method"], route, status)
+            series = self._series.get(key)
+            if series is None:
+                series = self._series[key] = (
+                    self.metrics.requests.labels(key[0], route, str(status)),
+                    self.metrics.latency.labels(key[0], route),
+                )
+            series[0].inc()
+            series[1].observe(time.perf_counter() - started)

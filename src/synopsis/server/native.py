@@ -38,7 +38,6 @@ from dataclasses import dataclass
 from itertools import chain
 from typing import Any
 
-import httpx
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 
@@ -55,6 +54,7 @@ from synopsis.server.errors import status_of
 from synopsis.server.proxy import send_upstream, upstream_key
 from synopsis.server.summary_cache import common_suffix, compact_stateless
 from synopsis.server.turns import public_messages
+from synopsis.server.upstreams import Answer
 
 __all__ = ["router", "splice"]
 
@@ -320,7 +320,7 @@ async def _pass_on(request: Request, endpoint: _Endpoint, call: _Call) -> Respon
     return await send_upstream(call.s, call.tenant, request, upstream, _passed)
 
 
-def _passed(upstream: httpx.Response) -> dict[str, str]:
+def _passed(upstream: Answer) -> dict[str, str]:
     headers = {n: upstream.headers[n] for n in _PASSED_RESPONSE if n in upstream.headers}
     headers.update({n: v for n, v in upstream.headers.items() if n.startswith(_RATE_PREFIXES)})
     return headers

@@ -20,13 +20,12 @@ from synopsis.redact import Mode
 __all__ = ["UVICORN_HTTP", "ServerOptions"]
 
 
-#: How uvicorn parses HTTP for the service (``synopsis serve`` and the test server alike).
-#: h11, because httptools (faster) refuses a request line over 64 KiB with a plain-text 400
-#: before the app sees it, while the API documents query fields (a system prompt, a query)
-#: whose percent-encoded maximum is longer. Request line and headers may take 1 MiB (uvicorn's
-#: default is 16 KiB), so a too-long ``system_prompt`` gets a 422 naming the field, not a
-#: dropped connection. The event loop is still uvloop when installed (the ``server`` extra).
-UVICORN_HTTP: Final[dict[str, Any]] = {"http": "h11", "h11_max_incomplete_event_size": 1 << 20}
+#: How uvicorn parses HTTP for the service (``synopsis serve`` and the test server alike):
+#: httptools with the service's head limits (:mod:`synopsis.server.protocol`: request line
+#: and headers up to 1 MiB reach the app, so a too-long ``system_prompt`` gets a 422 naming
+#: the field), named by its import path so that importing this module does not load uvicorn.
+#: The event loop is uvloop when installed (the ``server`` extra).
+UVICORN_HTTP: Final[dict[str, Any]] = {"http": "synopsis.server.protocol:BoundedHttpTools"}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -25,7 +25,6 @@ single upstream's list through. An unreachable upstream is a 502, a timeout a 50
 
 from __future__ import annotations
 
-import functools
 import json
 from collections.abc import Callable, Mapping
 from typing import Annotated, Any
@@ -43,7 +42,7 @@ from synopsis.server.errors import ERRORS
 from synopsis.server.schemas import ChatCompletionRequest, ErrorBody
 from synopsis.server.summary_cache import compact_stateless
 from synopsis.server.turns import PRIVATE_KEYS, public_messages, record_turn
-from synopsis.server.upstreams import Route, forward
+from synopsis.server.upstreams import Answer, Outgoing, Route, forward
 
 __all__ = ["chat_turn", "router", "send_upstream", "surely_below", "upstream_key"]
 
@@ -90,7 +89,7 @@ def _request_headers(request: Request, route: Route) -> dict[str, str]:
     return headers
 
 
-def _response_headers(upstream: httpx.Response) -> dict[str, str]:
+def _response_headers(upstream: Answer) -> dict[str, str]:
     headers = {n: upstream.headers[n] for n in _FORWARDED_RESPONSE if n in upstream.headers}
     headers.update({n: v for n, v in upstream.headers.items() if n.startswith("x-ratelimit-")})
     return headers
@@ -100,8 +99,8 @@ async def send_upstream(
     s: Services,
     tenant: str,
     client: Request,
-    request: httpx.Request,
-    passed_headers: Callable[[httpx.Response], dict[str, str]] = _response_headers,
+    request: httpx.Request | Outgoing,
+    passed_headers: Callable[[Answer], dict[str, str]] = _response_headers,
 ) -> Response:
     """``request`` sent under the tenant's slot, its answer streamed back as it arrives."""
     release = s.slots.take(tenant)
@@ -159,19 +158,24 @@ async def chat_completions(
     x_synopsis_session: _IdHeader = None,
 ) -> Response:
     """OpenAI chat completions, compacted (and with session memory) on the way through."""
-    return await chat_turn(s, tenant, request, body, (x_synopsis_user, x_synopsis_session))
+    payload = body.model_dump(exclude_unset=True)
+    raw = await request.body()
+    return await chat_turn(
+        s, tenant, request, (payload, raw), (x_synopsis_user, x_synopsis_session)
+    )
 
 
 async def chat_turn(
     s: Services,
     tenant: str,
     request: Request,
-    body: ChatCompletionRequest,
+    body: tuple[dict[str, Any], bytes],
     headers: tuple[str | None, str | None] = (None, None),
 ) -> Response:
-    """One chat-completions call of ``tenant``, validated as ``body`` (the route's work; the
-    lean route of :mod:`synopsis.server.lean` runs the same)."""
-    payload = body.model_dump(exclude_unset=True)
+    """One chat-completions call of ``tenant``: ``body`` is the request's JSON as
+    :class:`ChatCompletionRequest` accepts it (checked by the caller) and its bytes (the
+    route's work; the lean route of :mod:`synopsis.server.lean` runs the same)."""
+    payload, raw = body
     route = s.upstreams.pick(payload.get("model"), "openai")
     messages: list[dict[str, Any]] = payload["messages"]
     ids = _session_ids(*headers)
@@ -181,31 +185,25 @@ async def chat_turn(
     if ids is not None:
         messages = await _with_session(s, tenant, ids, messages)
         sent = await s.compactor.before_model(messages, tools=tools)
-    elif not private and surely_below(s.compactor, len(await request.body()), messages, tools):
+    elif not private and surely_below(s.compactor, len(raw), messages, tools):
         sent = None  # the trigger cannot fire: no token count needed (see surely_below)
     else:
         sent = await _compacted(s, tenant, messages, tools)
     if sent is None and not (private if ids is None else _private(messages)):
         # Below the trigger and nothing to strip: the body as it came (validated above; every
         # field the proxy reads is strictly typed, so what it checked is what goes on).
-        content = await request.body()
+        content = raw
     else:
         payload["messages"] = public_messages(messages if sent is None else sent)
         content = json.dumps(payload, ensure_ascii=False, separators=(",", ":")).encode()
-    upstream = httpx.Request(
+    upstream = Outgoing(
         "POST",
-        _endpoint(route.url("/chat/completions")),
-        content=content,
-        headers={**_request_headers(request, route), "content-type": "application/json"},
-        extensions={"timeout": s.http.timeout.as_dict()},
+        route.url("/chat/completions"),
+        {**_request_headers(request, route), "content-type": "application/json"},
+        content,
+        s.http.timeout.as_dict(),
     )
     return await send_upstream(s, tenant, request, upstream)
-
-
-@functools.lru_cache(maxsize=256)
-def _endpoint(url: str) -> httpx.URL:
-    """An upstream URL, parsed once (httpx parses a string on every request)."""
-    return httpx.URL(url)
 
 
 def _private(messages: list[dict[str, Any]]) -> bool:

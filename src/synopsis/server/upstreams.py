@@ -23,7 +23,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import httpx
 from starlette.requests import Request
@@ -39,14 +39,28 @@ from synopsis.errors import (
     RateLimited,
     UpstreamNotConfigured,
 )
+from synopsis.server.upstream_aiohttp import exchange, session_of
 
-__all__ = ["Route", "TenantSlots", "Upstreams", "forward"]
+__all__ = ["Answer", "Outgoing", "Route", "TenantSlots", "Upstreams", "forward"]
 
 #: The routes of each wire format, for an error naming where a model is served.
 _ROUTES: Mapping[UpstreamFormat, str] = {
     "openai": "/v1/chat/completions or /v1/responses",
     "anthropic": "/v1/messages",
 }
+
+
+class Answer(Protocol):
+    """What the forwarding step reads of an upstream's answer: an ``httpx.Response``, or
+    :class:`~synopsis.server.upstream_aiohttp.AiohttpAnswer` (header names in lower case)."""
+
+    @property
+    def status_code(self) -> int: ...
+    @property
+    def headers(self) -> Mapping[str, str]: ...
+    async def aread(self) -> bytes: ...
+    def aiter_bytes(self) -> AsyncIterator[bytes]: ...
+    async def aclose(self) -> None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -182,25 +196,61 @@ def _refused(exc: httpx.TimeoutException) -> bool:
     return isinstance(cause, OSError) and not isinstance(cause, TimeoutError)
 
 
-async def _send(transport: httpx.AsyncBaseTransport, request: httpx.Request) -> httpx.Response:
+@dataclass(frozen=True, slots=True)
+class Outgoing:
+    """A request for the upstream as the proxy builds it: aiohttp's session takes it as it
+    is; any other transport gets the ``httpx.Request`` made from it (:meth:`httpx_request`)."""
+
+    method: str
+    url: str
+    headers: Mapping[str, str]
+    content: bytes
+    #: httpx's timeouts by phase (``connect``, ``read``, ``write``, ``pool``).
+    timeouts: Mapping[str, float | None]
+
+    @classmethod
+    def of(cls, request: httpx.Request) -> Outgoing:
+        timeouts = request.extensions.get("timeout", {})
+        return cls(request.method, str(request.url), request.headers, request.content, timeouts)
+
+    def httpx_request(self) -> httpx.Request:
+        return httpx.Request(
+            self.method,
+            self.url,
+            headers=self.headers,
+            content=self.content,
+            extensions={"timeout": dict(self.timeouts)},
+        )
+
+
+async def _send(transport: httpx.AsyncBaseTransport, request: httpx.Request | Outgoing) -> Answer:
     """The upstream's response to ``request`` (headers read), from the transport itself: the
     client's per-request work (URL merging, cookie jar, auth and redirect hooks) is not the
-    proxy's to do, and a cookie one tenant's upstream sets must never reach another's call."""
+    proxy's to do, and a cookie one tenant's upstream sets must never reach another's call.
+    Through aiohttp's session directly when the transport is aiohttp's
+    (:mod:`synopsis.server.upstream_aiohttp`)."""
+    session = session_of(transport)
     try:
-        response = await transport.handle_async_request(request)
+        if session is not None:
+            out = request if isinstance(request, Outgoing) else Outgoing.of(request)
+            return await exchange(
+                session, out.method, out.url, out.headers, out.content, out.timeouts
+            )
+        sent = request if isinstance(request, httpx.Request) else request.httpx_request()
+        response = await transport.handle_async_request(sent)
     except httpx.TimeoutException as exc:
         if _refused(exc):
             raise ProviderUnavailable("the upstream is unreachable (ConnectError)") from exc
         raise ModelTimeout("the upstream timed out") from exc
     except httpx.HTTPError as exc:
         raise ProviderUnavailable(f"the upstream is unreachable ({type(exc).__name__})") from exc
-    response.request = request
+    response.request = sent
     return response
 
 
 async def _watched(
-    transport: httpx.AsyncBaseTransport, client: Request, request: httpx.Request
-) -> httpx.Response | None:
+    transport: httpx.AsyncBaseTransport, client: Request, request: httpx.Request | Outgoing
+) -> Answer | None:
     """The upstream's response (headers read, body not), or None: the client left first, and
     the upstream call was cancelled (its connection closed)."""
     sending = asyncio.ensure_future(_send(transport, request))
@@ -216,13 +266,13 @@ async def _watched(
     return sending.result()
 
 
-async def _body(upstream: httpx.Response, deadline: float) -> AsyncIterator[bytes]:
+async def _body(upstream: Answer, deadline: float) -> AsyncIterator[bytes]:
     """The upstream's (decoded) body as it arrives, within the upstream timeout overall."""
-    loop = asyncio.get_running_loop()
     chunks = upstream.aiter_bytes()
     while True:
         try:
-            chunk = await asyncio.wait_for(anext(chunks), timeout=max(deadline - loop.time(), 0))
+            async with asyncio.timeout_at(deadline):  # no task per chunk, unlike wait_for
+                chunk = await anext(chunks)
         except StopAsyncIteration:
             return
         except (TimeoutError, httpx.HTTPError):
@@ -235,7 +285,7 @@ class _Passed(StreamingResponse):
     end, the client gone mid-stream, or an error), unlike a background task."""
 
     def __init__(
-        self, upstream: httpx.Response, on_close: Callable[[], Awaitable[None]], **kw: Any
+        self, upstream: Answer, on_close: Callable[[], Awaitable[None]], **kw: Any
     ) -> None:
         super().__init__(**kw)
         self._on_close = on_close
@@ -251,13 +301,13 @@ class _Passed(StreamingResponse):
 _WHOLE_BYTES = 64 << 10
 
 
-async def _whole(upstream: httpx.Response, deadline: float, release: Callable[[], None]) -> bytes:
+async def _whole(upstream: Answer, deadline: float, release: Callable[[], None]) -> bytes:
     """A small answer's body, within the deadline (its connection closed and the slot given
     back either way). Nothing is sent yet, so an answer that ends short or late is a 502 or
     a 504 rather than a truncated body."""
-    loop = asyncio.get_running_loop()
     try:
-        return await asyncio.wait_for(upstream.aread(), timeout=max(deadline - loop.time(), 0))
+        async with asyncio.timeout_at(deadline):  # no task, unlike wait_for
+            return await upstream.aread()
     except TimeoutError as exc:
         raise ModelTimeout("the upstream timed out") from exc
     except httpx.HTTPError as exc:
@@ -274,11 +324,11 @@ async def _whole(upstream: httpx.Response, deadline: float, release: Callable[[]
 async def forward(
     transport: httpx.AsyncBaseTransport,
     client: Request,
-    request: httpx.Request,
+    request: httpx.Request | Outgoing,
     *,
     release: Callable[[], None],
     timeout: float,  # noqa: ASYNC109 - it bounds the streamed answer too, not only this await
-    passed_headers: Callable[[httpx.Response], dict[str, str]],
+    passed_headers: Callable[[Answer], dict[str, str]],
 ) -> Response:
     """Send ``request`` upstream and stream its answer back (see the module docstring).
 
