@@ -55,3 +55,34 @@ async def test_the_shipped_transport_is_used_through_its_aiohttp_session() -> No
     await transport.aclose()
     assert session.closed
     assert session_of(httpx.AsyncHTTPTransport()) is None
+
+
+def test_a_cookie_one_tenants_upstream_sets_never_reaches_another_tenants_call(
+    start_server: StartServer,
+) -> None:
+    """aiohttp's default session keeps every cookie an answer sets and sends it on the next
+    call to that host; the shipped transport's session keeps none. (The upstream is named
+    ``localhost``: aiohttp's jar keeps no cookie of a bare IP address.)"""
+    cookies_seen: list[str | None] = []
+
+    async def setting_a_cookie(request: Request) -> Response:
+        await request.body()
+        cookies_seen.append(request.headers.get("cookie"))
+        answer = b'{"id":"x","choices":[{"message":{"role":"assistant","content":"ok"}}]}'
+        response = Response(answer, media_type="application/json")
+        response.set_cookie("session", f"secret-of-call-{len(cookies_seen)}")
+        return response
+
+    upstream = Starlette(routes=[Route("/v1/chat/completions", setting_a_cookie, methods=["POST"])])
+    body = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
+    with running(upstream) as url, start_server(upstream=f"{by_name(url)}/v1") as live:
+        for tenant in ("acme", "globex", "acme"):
+            with live.client(live.key(tenant)) as client:
+                assert client.post("/v1/chat/completions", json=body).status_code == 200
+    assert cookies_seen == [None, None, None]
+
+
+def by_name(url: str) -> str:
+    named = url.replace("127.0.0.1", "localhost")
+    assert named != url, url
+    return named

@@ -69,10 +69,10 @@ def upstream_transport() -> httpx.AsyncBaseTransport:
     httpx API, its errors and timeouts stay the same either way.
     """
     try:
-        from httpx_aiohttp import AiohttpTransport
-    except ImportError:  # pragma: no cover - the server extra installs it
+        from synopsis.server.upstream_aiohttp import cookieless_transport
+    except ImportError:  # pragma: no cover - the server extra installs httpx-aiohttp
         return httpx.AsyncHTTPTransport(limits=_UPSTREAM_LIMITS)
-    return AiohttpTransport(limits=_UPSTREAM_LIMITS)
+    return cookieless_transport(_UPSTREAM_LIMITS)
 
 
 def _remembered_estimate(entries: int = 8192, longest: int = 8192) -> Callable[[str], int]:

@@ -17,10 +17,30 @@ import aiohttp
 import httpx
 from httpx_aiohttp import AiohttpTransport
 
-__all__ = ["AiohttpAnswer", "exchange", "session_of"]
+__all__ = ["AiohttpAnswer", "cookieless_transport", "exchange", "session_of"]
 
 #: Bytes read at a time from a streamed answer (httpx-aiohttp's own chunk size).
 _CHUNK = 16 << 10
+
+
+def cookieless_transport(limits: httpx.Limits) -> AiohttpTransport:
+    """httpx-aiohttp's transport over a session that keeps no cookies.
+
+    The transport's own session has aiohttp's default cookie jar, shared by every call: a
+    cookie one tenant's upstream sets would ride along on the next tenant's call to the same
+    host. The proxy relays each call on its own, so its session keeps none. The connector is
+    the one the transport would make (its limits and TLS context)."""
+    made = AiohttpTransport(limits=limits)
+    ceiling = {"limit": limits.max_connections} if limits.max_connections is not None else {}
+
+    def session() -> aiohttp.ClientSession:
+        connector = aiohttp.TCPConnector(
+            keepalive_timeout=limits.keepalive_expiry, ssl=made.ssl_context, **ceiling
+        )
+        return aiohttp.ClientSession(connector=connector, cookie_jar=aiohttp.DummyCookieJar())
+
+    made.client = session
+    return made
 
 
 def session_of(transport: httpx.AsyncBaseTransport) -> aiohttp.ClientSession | None:
