@@ -31,11 +31,12 @@ def cookieless_transport(limits: httpx.Limits) -> AiohttpTransport:
     host. The proxy relays each call on its own, so its session keeps none. The connector is
     the one the transport would make (its limits and TLS context)."""
     made = AiohttpTransport(limits=limits)
-    ceiling = {"limit": limits.max_connections} if limits.max_connections is not None else {}
 
     def session() -> aiohttp.ClientSession:
         connector = aiohttp.TCPConnector(
-            keepalive_timeout=limits.keepalive_expiry, ssl=made.ssl_context, **ceiling
+            limit=limits.max_connections or 0,  # aiohttp's 0 and httpx's None: no ceiling
+            keepalive_timeout=limits.keepalive_expiry,
+            ssl=made.ssl_context,
         )
         return aiohttp.ClientSession(connector=connector, cookie_jar=aiohttp.DummyCookieJar())
 
