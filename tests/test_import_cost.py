@@ -80,14 +80,31 @@ def test_synopsis_help_loads_click_and_the_command_list_only() -> None:
 
 
 def test_the_command_list_says_what_each_command_says_of_itself() -> None:
-    """The one line per command ``synopsis --help`` shows without importing it is the line
-    the command's own help gives (the list cannot drift from the commands)."""
+    """The one line per command ``synopsis --help`` (and ``synopsis memory --help``) shows
+    without importing it is the line the command's own help gives (the list cannot drift
+    from the commands)."""
     import click
 
-    from synopsis.cli import main
+    from synopsis.cli import LazyGroup, main
+    from synopsis.cli.memory import memory
 
-    context = click.Context(main)
-    for name, (load, line) in main.lazy.items():  # type: ignore[attr-defined]
-        command = load()
-        assert command.get_short_help_str(limit=len(line)) == line, name
-        assert main.get_command(context, name) is not None
+    for group in (main, memory):
+        assert isinstance(group, LazyGroup)
+        context = click.Context(group)
+        for name, (load, line) in group.lazy.items():
+            command = load()
+            assert command.get_short_help_str(limit=len(line)) == line, name
+            assert group.get_command(context, name) is not None
+
+
+def test_the_memory_group_imported_alone_has_every_command() -> None:
+    """``synopsis.cli.memory.memory`` embedded in another click app, or invoked by a test,
+    is whole: import and export live in a module of their own, which imports this one."""
+    code = (
+        "import click; from synopsis.cli.memory import memory; "
+        "print(sorted(memory.list_commands(click.Context(memory))))"
+    )
+    listed = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout
+    assert listed.strip() == str(["delete-user", "export", "import", "put", "reembed", "search"])

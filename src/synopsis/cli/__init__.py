@@ -13,9 +13,8 @@ click and this module, not the compactor, the stores or the server (:class:`Lazy
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import click
 
@@ -24,9 +23,11 @@ from synopsis.cli._errors import (
     BadInput,
     CliError,
     ExitCode,
+    LazyGroup,
     OneLineCommand,
     OneLineGroup,
     fail,
+    lazy_command,
     one_line_errors,
 )
 
@@ -50,67 +51,26 @@ __all__ = [
 ]
 
 
-class LazyGroup(OneLineGroup):
-    """A group whose commands are imported on first use: ``lazy`` maps each name to a loader
-    and the one line its help shows in the group's list (so listing them imports nothing;
-    ``tests/test_cli.py`` checks each line against the loaded command's own)."""
-
-    def __init__(
-        self, *args: Any, lazy: dict[str, tuple[Callable[[], click.Command], str]], **kwargs: Any
-    ) -> None:
-        super().__init__(*args, **kwargs)
-        self.lazy = lazy
-
-    def list_commands(self, ctx: click.Context) -> list[str]:
-        return sorted({*self.commands, *self.lazy})
-
-    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
-        if cmd_name not in self.commands and cmd_name in self.lazy:
-            self.add_command(self.lazy[cmd_name][0](), cmd_name)
-        return self.commands.get(cmd_name)
-
-    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
-        rows = [(name, self.lazy[name][1]) for name in sorted(self.lazy)]
-        if rows:
-            with formatter.section("Commands"):
-                formatter.write_dl(rows)
-
-
-def _command(module: str, name: str) -> Callable[[], click.Command]:
-    def load() -> click.Command:
-        command: click.Command = getattr(importlib.import_module(module), name)
-        return command
-
-    return load
-
-
-def _memory() -> click.Command:
-    from synopsis.cli._memory_io import export, import_
-    from synopsis.cli._reembed import reembed
-    from synopsis.cli.memory import memory
-
-    for command in (import_, export, reembed):
-        memory.add_command(command)
-    return memory
-
-
 _COMMANDS: dict[str, tuple[Callable[[], click.Command], str]] = {
     "compact": (
-        _command("synopsis.cli._commands", "compact"),
+        lazy_command("synopsis.cli._commands", "compact"),
         "Compact a transcript (FILE, or - for standard input): old...",
     ),
     "count": (
-        _command("synopsis.cli._commands", "count"),
+        lazy_command("synopsis.cli._commands", "count"),
         "Count the tokens of a transcript (FILE, or - for standard...",
     ),
     "keys": (
-        _command("synopsis.cli.serve", "keys"),
+        lazy_command("synopsis.cli.serve", "keys"),
         "API keys of the service: one tenant each, stored hashed.",
     ),
-    "mcp": (_command("synopsis.cli.mcp", "mcp"), "Serve the memory tools to an MCP client..."),
-    "memory": (_memory, "Long-term memories: put, search, import, export, delete a user."),
+    "mcp": (lazy_command("synopsis.cli.mcp", "mcp"), "Serve the memory tools to an MCP client..."),
+    "memory": (
+        lazy_command("synopsis.cli.memory", "memory"),
+        "Long-term memories: put, search, import, export, delete a user.",
+    ),
     "serve": (
-        _command("synopsis.cli.serve", "serve"),
+        lazy_command("synopsis.cli.serve", "serve"),
         "Run the HTTP service: REST API, OpenAI-compatible proxy,...",
     ),
 }

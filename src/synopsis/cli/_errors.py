@@ -7,6 +7,7 @@ is also a JSON object on stdout: ``{"ok": false, "error": {"type": ..., "message
 
 from __future__ import annotations
 
+import importlib
 import json
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -174,6 +175,48 @@ class OneLineCommand(click.Command):
 class OneLineGroup(OneLineCommand, click.Group):
     """A group whose own usage errors and those of every command under it are one line (a
     group takes no ``--json`` of its own: its failures are plain lines)."""
+
+
+class LazyGroup(OneLineGroup):
+    """A group whose commands (some or all) are imported on first use: ``lazy`` maps each
+    name to a loader and the one line its help shows in the group's list, so listing them
+    imports nothing (``tests/test_import_cost.py`` checks each line against the loaded
+    command's own). The group is whole however it is reached: through ``synopsis`` or
+    imported on its own."""
+
+    def __init__(
+        self, *args: Any, lazy: dict[str, tuple[Callable[[], click.Command], str]], **kwargs: Any
+    ) -> None:
+        super().__init__(*args, **kwargs)
+        self.lazy = lazy
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*self.commands, *self.lazy})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name not in self.commands and cmd_name in self.lazy:
+            self.add_command(self.lazy[cmd_name][0](), cmd_name)
+        return self.commands.get(cmd_name)
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        lines = {name: line for name, (_, line) in self.lazy.items()}
+        width = formatter.width - 6 - max(map(len, [*self.commands, *lines]), default=0)
+        for name, command in self.commands.items():
+            if name not in lines and not command.hidden:
+                lines[name] = command.get_short_help_str(limit=width)
+        if lines:
+            with formatter.section("Commands"):
+                formatter.write_dl(sorted(lines.items()))
+
+
+def lazy_command(module: str, name: str) -> Callable[[], click.Command]:
+    """A loader of the command ``name`` of ``module``, imported when it is first called."""
+
+    def load() -> click.Command:
+        command: click.Command = getattr(importlib.import_module(module), name)
+        return command
+
+    return load
 
 
 def guarded(fn: F) -> F:

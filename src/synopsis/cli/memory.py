@@ -56,7 +56,13 @@ from typing import Any, NoReturn, TypeVar
 
 import click
 
-from synopsis.cli._errors import BadInput, OneLineCommand, OneLineGroup, cli_error
+from synopsis.cli._errors import (
+    BadInput,
+    LazyGroup,
+    OneLineCommand,
+    cli_error,
+    lazy_command,
+)
 from synopsis.cli._terminal import counted, emit_json, terminal
 from synopsis.config import EMBEDDERS, Settings
 from synopsis.errors import ConfigError, SynopsisError
@@ -217,7 +223,26 @@ def _read_text(text: str) -> str:
         _fail(f"cannot read stdin: {exc}")
 
 
-@click.group(cls=OneLineGroup, context_settings={"help_option_names": ["-h", "--help"]})
+#: The commands with modules of their own (which import this one), loaded on first use.
+_OWN_MODULES = {
+    "export": (
+        lazy_command("synopsis.cli._memory_io", "export"),
+        "Write the tenant's memories, every field, as JSON Lines...",
+    ),
+    "import": (
+        lazy_command("synopsis.cli._memory_io", "import_"),
+        "Import memories from a JSON Lines FILE (or stdin with -);...",
+    ),
+    "reembed": (
+        lazy_command("synopsis.cli._reembed", "reembed"),
+        "Embed the tenant's memories lacking a vector of this...",
+    ),
+}
+
+
+@click.group(
+    cls=LazyGroup, lazy=_OWN_MODULES, context_settings={"help_option_names": ["-h", "--help"]}
+)
 def memory() -> None:
     """Long-term memories: put, search, import, export, delete a user."""
 
