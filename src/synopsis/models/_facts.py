@@ -265,17 +265,19 @@ def choose_facts(
     (estimated) and ``chars``, no sentence twice, in their order. ``texts[i]`` is the
     sentence of ``lines[i]``. ``grouped``: the lines will be printed by :func:`group_by_tag`,
     so a line costs what it does without its tag and the first line of a tag pays for the
-    tag's heading; the ranking is the same, so grouping changes how many facts fit, not which
-    come first."""
+    tag's heading; the ranking is by the cost with the tag, as when each line carries it, so
+    grouping changes how many facts fit, not which come first."""
     if tokens <= 0 or chars <= 0 or not lines:
         return []
     contents = [_content_words(text) for text in texts]
     documents = Counter(w for content in contents for w in content)
     total = len(texts)
     idf = {w: math.log((total + 1) / (n + 0.5)) for w, n in documents.items() if n < total}
-    ranking = [default_estimate(line) + 1 for line in lines]
     split = [_split_tag(line) if grouped else ("", line) for line in lines]
-    costs = [default_estimate(bare) + 1 for _, bare in split] if grouped else ranking
+    costs = [default_estimate(bare) + 1 for _, bare in split]
+    # Each line sized once: a tag's cost is estimated once per distinct tag.
+    tag_costs = {tag: default_estimate(tag) for tag, _ in split if tag}
+    ranking = [cost + tag_costs.get(tag, 0) for cost, (tag, _) in zip(costs, split, strict=True)]
     ranked = sorted(
         range(len(lines)),
         key=lambda i: (-_value(texts[i], contents[i], idf) / max(ranking[i], _MIN_COST), i),
@@ -287,7 +289,7 @@ def choose_facts(
     for index in ranked:
         tag, bare = split[index]
         key = _key(texts[index])
-        heading = default_estimate(tag) + 1 if tag and tag not in headed else 0
+        heading = tag_costs[tag] + 1 if tag and tag not in headed else 0
         size = len(bare) + 1 + (len(tag) + 1 if heading else 0)
         if costs[index] + heading > left or size > room or key in seen:
             continue
