@@ -12,6 +12,7 @@ from synopsis.compaction.summary import (
 )
 from synopsis.models._base import AsyncModel, Model, ModelSettings
 from synopsis.models._clip import clip, clip_line
+from synopsis.models._facts import ungroup
 from synopsis.models.extractive import AsyncExtractiveModel, ExtractiveModel, extractive_summary
 from synopsis.prompts import CHINESE, ENGLISH, build_summarizer_input
 from synopsis.summarizer import extract_summary, validate_summary_response
@@ -310,13 +311,18 @@ def facts_of(text: str) -> str:
     return text[text.index("5. Problem solving:") : text.index("6. All user messages:")]
 
 
+def tagged_facts(text: str) -> list[str]:
+    """The fact lines of a summary, each with the tag (date or position) it is printed under."""
+    return ungroup(facts_of(text).splitlines())
+
+
 def test_planted_facts_of_both_speakers_and_tools_are_quoted_with_their_date() -> None:
     messages = build_summarizer_input(planted_history(), prompts=ENGLISH)
     text = ExtractiveModel().complete(messages, settings=ModelSettings(max_tokens=600)).text
     facts = facts_of(text)
     for sentence in PLANTED.values():
         assert sentence in facts  # whole and word for word
-    line = next(x for x in facts.splitlines() if PLANTED["tool"] in x)
+    line = next(x for x in tagged_facts(text) if PLANTED["tool"] in x)
     assert line == f"- (2 May, 2023) read_mail: {PLANTED['tool']}"
     assert default_estimate(text) <= 600
     validate_summary_response(ExtractiveModel().complete(messages))
@@ -334,7 +340,7 @@ def test_without_dates_a_fact_is_tagged_with_its_position() -> None:
     text = summarize(history)
     assert any(
         line.startswith("- (#") and line.endswith(PLANTED["assistant"])
-        for line in facts_of(text).splitlines()
+        for line in tagged_facts(text)
     )
 
 
@@ -379,12 +385,12 @@ def test_a_session_header_is_no_fact_and_an_update_keeps_the_session_date() -> N
     ]
     first = summarize(history)
     assert "Session 2 took place" not in facts_of(first)
-    assert f"- (2 May, 2023) user: {PLANTED['user']}" in facts_of(first)
+    assert f"- (2 May, 2023) user: {PLANTED['user']}" in tagged_facts(first)
     later = [
         {"role": "user", "content": "Her bakery sells 300 pastéis de nata every Sunday morning."},
         {"role": "assistant", "content": "Three hundred on a Sunday is a lot of custard tarts!"},
     ]
-    facts = facts_of(summarize(later, previous_summary=extract_summary(first)))
+    facts = "\n".join(tagged_facts(summarize(later, previous_summary=extract_summary(first))))
     assert "- (2 May, 2023) user: Her bakery sells 300 pastéis de nata" in facts
 
 

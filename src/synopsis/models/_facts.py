@@ -33,6 +33,8 @@ __all__ = [
     "collect_sentences",
     "date_line",
     "fact_text",
+    "group_by_tag",
+    "ungroup",
 ]
 
 CJK: Final = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
@@ -116,7 +118,13 @@ _DECISION: Final = re.compile(
 _SENTENCE_END: Final = re.compile(r"(?<=[.!?])\s+(?=[\"'(\[A-Z])|(?<=[。！？；])|\n+")
 _DATE_LABELS: Final = ("Session date at the end: ", "结束时的会话日期：")
 _DATE_LINE: Final = re.compile(rf"^- (?:{_DATE_LABELS[0]}|{_DATE_LABELS[1]})(.+)$", re.MULTILINE)
-_FACT_DATE: Final = re.compile(r"^- \(([^)#\n][^)\n]{3,40})\) ", re.MULTILINE)
+_FACT_DATE: Final = re.compile(
+    r"^(?:- \(([^)#\n][^)\n]{3,40})\) |\(([^)#\n][^)\n]{3,40})\)$)", re.MULTILINE
+)
+#: A fact line's tag (``- (20 July, 2023) who: text`` or ``- (#12) who: text``).
+_TAG: Final = re.compile(r"^- (\([^)\n]{2,42}\)) ")
+#: A heading line of facts printed under their common tag (``(20 July, 2023)``).
+_TAG_HEADING: Final = re.compile(r"^\([^)\n]{2,42}\)$")
 #: Words of small talk: a sentence made of them (and no name, number or date) says how the
 #: speaker feels about what was said, not a fact to remember.
 _PHATIC: Final = frozenset(
@@ -198,7 +206,7 @@ def carried_date(previous: str) -> str:
     if marked:
         return str(marked[-1]).strip()
     tags = _FACT_DATE.findall(previous)
-    return str(tags[-1]) if tags else ""
+    return str(tags[-1][0] or tags[-1][1]) if tags else ""
 
 
 def _short_date(stamp: str) -> str:
@@ -251,36 +259,83 @@ def _value(text: str, content: set[str], idf: Mapping[str, float]) -> float:
 
 
 def choose_facts(
-    lines: Sequence[str], texts: Sequence[str], *, tokens: int, chars: int
+    lines: Sequence[str], texts: Sequence[str], *, tokens: int, chars: int, grouped: bool = False
 ) -> list[str]:
     """The ``lines`` (rendered facts, oldest first) that say the most within ``tokens``
     (estimated) and ``chars``, no sentence twice, in their order. ``texts[i]`` is the
-    sentence of ``lines[i]``."""
+    sentence of ``lines[i]``. ``grouped``: the lines will be printed by :func:`group_by_tag`,
+    so a line costs what it does without its tag and the first line of a tag pays for the
+    tag's heading; the ranking is by the cost with the tag, as when each line carries it, so
+    grouping changes how many facts fit, not which come first."""
     if tokens <= 0 or chars <= 0 or not lines:
         return []
     contents = [_content_words(text) for text in texts]
     documents = Counter(w for content in contents for w in content)
     total = len(texts)
     idf = {w: math.log((total + 1) / (n + 0.5)) for w, n in documents.items() if n < total}
-    costs = [default_estimate(line) + 1 for line in lines]
+    split = [_split_tag(line) if grouped else ("", line) for line in lines]
+    costs = [default_estimate(bare) + 1 for _, bare in split]
+    # Each line sized once: a tag's cost is estimated once per distinct tag.
+    tag_costs = {tag: default_estimate(tag) for tag, _ in split if tag}
+    ranking = [cost + tag_costs.get(tag, 0) for cost, (tag, _) in zip(costs, split, strict=True)]
     ranked = sorted(
         range(len(lines)),
-        key=lambda i: (-_value(texts[i], contents[i], idf) / max(costs[i], _MIN_COST), i),
+        key=lambda i: (-_value(texts[i], contents[i], idf) / max(ranking[i], _MIN_COST), i),
     )
     chosen: list[int] = []
     seen: set[str] = set()
+    headed: set[str] = set()
     left, room = tokens, chars
     for index in ranked:
+        tag, bare = split[index]
         key = _key(texts[index])
-        if costs[index] > left or len(lines[index]) + 1 > room or key in seen:
+        heading = tag_costs[tag] + 1 if tag and tag not in headed else 0
+        size = len(bare) + 1 + (len(tag) + 1 if heading else 0)
+        if costs[index] + heading > left or size > room or key in seen:
             continue
         seen.add(key)
+        headed.add(tag)
         chosen.append(index)
-        left -= costs[index]
-        room -= len(lines[index]) + 1
+        left -= costs[index] + heading
+        room -= size
         if left < _MIN_COST:
             break
     return [lines[i] for i in sorted(chosen)]
+
+
+def _split_tag(line: str) -> tuple[str, str]:
+    """A fact line's tag (with its parentheses, "" if none) and the line without it."""
+    found = _TAG.match(line)
+    return (found.group(1), "- " + line[found.end() :]) if found else ("", line)
+
+
+def group_by_tag(lines: Sequence[str]) -> list[str]:
+    """Fact lines printed under their tags: each run of lines with the same tag (a session
+    date, a position) gets the tag once, as a heading line, and its lines lose it."""
+    printed: list[str] = []
+    current = ""
+    for line in lines:
+        tag, bare = _split_tag(line)
+        if tag and tag != current:
+            printed.append(tag)
+        current = tag or current
+        printed.append(bare if tag else line)
+    return printed
+
+
+def ungroup(lines: Sequence[str]) -> list[str]:
+    """The fact lines of :func:`group_by_tag`'s output, each with its tag again (lines that
+    already carry one, from an older summary, are kept as they are)."""
+    facts: list[str] = []
+    current = ""
+    for line in lines:
+        stripped = line.strip()
+        if _TAG_HEADING.match(stripped):
+            current = stripped
+        elif line.startswith("- "):
+            tagged = _TAG.match(line) is not None or not current
+            facts.append(line if tagged else f"- {current} {line[2:]}")
+    return facts
 
 
 def fact_text(line: str) -> str:

@@ -46,6 +46,8 @@ from synopsis.models._facts import (
     collect_sentences,
     date_line,
     fact_text,
+    group_by_tag,
+    ungroup,
 )
 from synopsis.models._transcript import Transcript, brief_args, read_transcript
 from synopsis.prompts import CHINESE, ENGLISH, USER_MESSAGES_TAG, PromptSet
@@ -84,6 +86,8 @@ _CODE_LIKE: Final = re.compile(
     r'|\.\w+", line \d+|^\s*(?:def|class)\b'
 )
 _MIN_SECTION_CHARS: Final = 60
+#: Facts printed under one heading per session date (or position), not a tag on each line.
+_GROUP_FACTS: Final = True
 #: The share of the summary's budget the sections other than the facts may take at most.
 _FIXED_SHARE: Final = 0.4
 #: What each section other than the facts may take at most, in characters.
@@ -372,7 +376,7 @@ def _old_facts(body: str) -> list[str]:
     lines = body.splitlines()
     for index, line in enumerate(lines):
         if line.strip() in {_facts_label(False), _facts_label(True)}:
-            return [x for x in lines[index + 1 :] if x.startswith("- ")]
+            return ungroup(lines[index + 1 :])
     return []
 
 
@@ -491,11 +495,12 @@ def _summarize(
         [fact_text(line) for line in lines],
         tokens=tokens - default_estimate(fixed),
         chars=max_chars - len(fixed),
+        grouped=_GROUP_FACTS,
     )
     if not facts:
         bodies[4] = bodies[4][: -len(label)].rstrip()
     else:
-        bodies[4] = "\n".join([bodies[4], *facts])
+        bodies[4] = "\n".join([bodies[4], *(group_by_tag(facts) if _GROUP_FACTS else facts)])
     text = _render(prompts, bodies)
     if len(text) > max_chars:  # only when the sections alone were over (a tiny max_chars)
         text = _render(prompts, _fit(bodies, max_chars - len(_render(prompts, [""] * 9))))
