@@ -67,6 +67,7 @@ ERRORS: dict[int | str, dict[str, Any]] = {
         (400, "The body could not be read (not UTF-8 JSON)."),
         (401, "No API key, or an unknown or revoked one."),
         (404, "Not found (or another tenant's)."),
+        (413, "The request body is larger than the server's limit (named in the answer)."),
         (422, "Invalid input; the message names the field."),
         (503, "The database is unavailable."),
     )
