@@ -28,7 +28,7 @@ It sits inside :class:`~synopsis.server.limits.RequestLimits` (body and nesting 
 from __future__ import annotations
 
 import json
-from typing import Any, Final
+from typing import Any, Final, get_args
 
 from pydantic import ValidationError
 from starlette.requests import Request
@@ -42,7 +42,9 @@ from synopsis.server.limits import replay
 from synopsis.server.proxy import chat_turn
 from synopsis.server.schemas import (
     MAX_MESSAGE_CHARS,
+    MAX_MESSAGES,
     ChatCompletionRequest,
+    Role,
     check_message_values,
 )
 
@@ -53,11 +55,10 @@ PATH: Final = "/v1/chat/completions"
 _SESSION_HEADERS: Final = frozenset({b"x-synopsis-user", b"x-synopsis-session"})
 #: What :class:`~synopsis.server.schemas.Message` accepts (the schema's own rules, for
 #: flat messages): its roles, the value types of a flat message, those of its fields that
-#: take a string or null, and the most messages.
-_ROLES: Final = frozenset({"system", "developer", "user", "assistant", "tool"})
+#: take a string or null.
+_ROLES: Final = frozenset(get_args(Role))
 _FLAT_VALUES: Final = frozenset({str, int, float, bool, type(None)})
 _TEXT_OR_NULL: Final = frozenset({str, type(None)})
-_MAX_MESSAGES: Final = 100_000
 
 
 def flat_request(payload: Any, raw: bytes) -> bool:
@@ -79,7 +80,7 @@ def flat_request(payload: Any, raw: bytes) -> bool:
     stream, messages = payload.get("stream"), payload.get("messages")
     if stream is not None and type(stream) is not bool:
         return False
-    if type(messages) is not list or not 0 < len(messages) <= _MAX_MESSAGES:
+    if type(messages) is not list or not 0 < len(messages) <= MAX_MESSAGES:
         return False
     if not all(map(_flat_message, messages)):
         return False

@@ -8,7 +8,7 @@ frozen values by the ``from_*`` helpers.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Final, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
@@ -126,11 +126,17 @@ def check_message_values(value: Any) -> None:
             raise ValueError(f"a message may hold at most {MAX_MESSAGE_CHARS} characters")
 
 
+#: The roles a message may have.
+Role = Literal["system", "developer", "user", "assistant", "tool"]
+#: The most messages one request may carry.
+MAX_MESSAGES: Final = 100_000
+
+
 class Message(BaseModel):
     """An OpenAI chat-completions message; other fields are kept as sent."""
 
     model_config = ConfigDict(extra="allow")
-    role: Literal["system", "developer", "user", "assistant", "tool"]
+    role: Role
     content: str | list[dict[str, Any]] | None = None
     name: str | None = None
     tool_calls: list[dict[str, Any]] | None = None
@@ -143,7 +149,7 @@ class Message(BaseModel):
         return data
 
 
-Messages = Annotated[list[Message], Field(max_length=100_000)]
+Messages = Annotated[list[Message], Field(max_length=MAX_MESSAGES)]
 
 
 class CompactRequest(BaseModel):
@@ -314,7 +320,7 @@ class ChatCompletionRequest(BaseModel):
 
     model_config = ConfigDict(extra="allow")
     model: str
-    messages: Annotated[list[Message], Field(min_length=1, max_length=100_000)]
+    messages: Annotated[list[Message], Field(min_length=1, max_length=MAX_MESSAGES)]
     #: Strict, so a body forwarded as it came means to the upstream what it meant to us.
     stream: Annotated[bool | None, Field(strict=True)] = None
 
