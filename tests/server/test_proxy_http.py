@@ -77,9 +77,20 @@ def test_a_head_past_the_limit_is_400(address: tuple[str, int], where: str) -> N
 
 
 def test_an_endless_header_is_refused_once_it_passes_the_limit(address: tuple[str, int]) -> None:
-    """Nothing past the limit is buffered: the 400 comes while the header is still open."""
+    """Nothing past the limit is buffered: the 400 comes while the header is still open.
+
+    The server closes once it has answered, so the client may instead see its own sending
+    reset (the kernel answers data a closed socket still receives with a reset, which can
+    also discard the 400 before it is read); that must come only past the limit."""
+    sent = 0
     with socket.create_connection(address, timeout=10) as sock:
-        sock.sendall(b"GET / HTTP/1.1\r\nHost: h\r\nX-Long: ")
-        for _ in range(MAX_REQUEST_HEAD // 65536 + 2):
-            sock.sendall(b"a" * 65536)
-        assert sock.recv(200).startswith(b"HTTP/1.1 400 Bad Request")
+        try:
+            sock.sendall(b"GET / HTTP/1.1\r\nHost: h\r\nX-Long: ")
+            for _ in range(MAX_REQUEST_HEAD // 65536 + 2):
+                sock.sendall(b"a" * 65536)
+                sent += 65536
+            answer = sock.recv(200)
+        except ConnectionResetError:
+            assert sent >= MAX_REQUEST_HEAD - 65536, sent  # refused at the limit, not before
+            return
+        assert answer.startswith(b"HTTP/1.1 400 Bad Request")
